@@ -1,0 +1,14 @@
+// Package images builds the container images hostlet's e2e tests run and
+// serves them from a loopback registry.
+//
+// No registry is reachable from the test machines, so images are assembled
+// here from local inputs: Debian's static busybox and the testapp binary
+// (./testapp), built on the spot. BuildAll writes each image as a tarred OCI
+// image layout that `ctr images import` and containerd's client Import accept
+// under its full name; StartRegistry serves them over plain HTTP (optionally
+// behind basic auth) to exercise real pulls, pull policies and pull secrets.
+//
+// Layers are reproducible (fixed mtimes, sorted entries, root ownership), so
+// the same inputs always give the same digests, and archives are cached in
+// the output directory under a key derived from those inputs.
+package images
