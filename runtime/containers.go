@@ -1,0 +1,416 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/errdefs"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	log "github.com/sirupsen/logrus"
+)
+
+// Labels on containerd containers: enough to rebuild every pod's state after
+// hostlet restarts, without a database of our own.
+const (
+	LabelPodUID        = "io.kubernetes.pod.uid"
+	LabelPodName       = "io.kubernetes.pod.name"
+	LabelPodNamespace  = "io.kubernetes.pod.namespace"
+	LabelContainerName = "io.kubernetes.container.name"
+	labelAttempt       = "hostlet.attempt"
+	labelLogPath       = "hostlet.log-path"
+	labelTermLog       = "hostlet.termination-log"
+	labelImageName     = "hostlet.image"
+	labelImageID       = "hostlet.image-id"
+	labelStartedAt     = "hostlet.started-at"
+	labelFinishedAt    = "hostlet.finished-at"
+	labelExitCode      = "hostlet.exit-code"
+	labelReason        = "hostlet.reason"
+)
+
+// State of a container as the runtime sees it.
+type State string
+
+const (
+	StateCreated State = "created"
+	StateRunning State = "running"
+	StateExited  State = "exited"
+)
+
+// ContainerStatus is everything the pod status needs from the runtime.
+type ContainerStatus struct {
+	ID, Name, PodUID   string
+	Attempt            int
+	State              State
+	CreatedAt          time.Time
+	StartedAt          time.Time
+	FinishedAt         time.Time
+	ExitCode           int32
+	Reason             string // "OOMKilled" when the kernel killed it
+	ImageName, ImageID string
+	LogPath            string
+	TerminationLogPath string
+}
+
+// Mount binds a host path into a container.
+type Mount struct {
+	HostPath, ContainerPath string
+	ReadOnly                bool
+}
+
+// ContainerConfig is a container ready to be created: everything resolved.
+type ContainerConfig struct {
+	Sandbox    *Sandbox
+	Name       string
+	Attempt    int
+	Image      *Image
+	ImageName  string // as written in the pod spec
+	Command    []string
+	Args       []string
+	Env        []string
+	WorkingDir string
+	Mounts     []Mount
+	// TerminationMessagePath inside the container, backed by a host file.
+	TerminationMessagePath string
+	Hostname               string
+}
+
+func newID() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ErrNoCommand is the CreateContainerError of an image with nothing to run.
+var ErrNoCommand = errors.New("no command specified")
+
+// CreateContainer creates (but does not start) a container in the sandbox.
+func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (string, error) {
+	id := newID()
+	s := cfg.Sandbox
+	args := ProcessArgs(cfg.Command, cfg.Args, cfg.Image.Config)
+	if len(args) == 0 {
+		return "", ErrNoCommand
+	}
+	logPath := filepath.Join(r.LogDir(s.Namespace, s.Name, s.UID), cfg.Name, strconv.Itoa(cfg.Attempt)+".log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o750); err != nil {
+		return "", err
+	}
+	// A restarted container with the same attempt (after a crash of hostlet
+	// between create and record) must not append to the old attempt's log.
+	_ = os.Remove(logPath)
+	var termLog string
+	if cfg.TerminationMessagePath != "" {
+		termLog = filepath.Join(s.Dir, "containers", cfg.Name, id[:12]+"-termination-log")
+		if err := os.MkdirAll(filepath.Dir(termLog), 0o750); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(termLog, nil, 0o666); err != nil {
+			return "", err
+		}
+		// World-writable so non-root containers can write their message.
+		_ = os.Chmod(termLog, 0o666)
+	}
+	if err := r.ensureUnpacked(ctx, cfg.Image.image); err != nil {
+		return "", fmt.Errorf("unpacking image %s: %w", cfg.Image.Ref, err)
+	}
+	labels := map[string]string{
+		LabelPodUID:        s.UID,
+		LabelPodName:       s.Name,
+		LabelPodNamespace:  s.Namespace,
+		LabelContainerName: cfg.Name,
+		labelAttempt:       strconv.Itoa(cfg.Attempt),
+		labelLogPath:       logPath,
+		labelTermLog:       termLog,
+		labelImageName:     cfg.ImageName,
+		labelImageID:       cfg.Image.ID,
+	}
+	specOpts := specFor(cfg, args, termLog)
+	_, err := r.client.NewContainer(ctx, id,
+		containerd.WithImage(cfg.Image.image),
+		containerd.WithNewSnapshot(id, cfg.Image.image),
+		containerd.WithNewSpec(specOpts...),
+		containerd.WithContainerLabels(labels),
+	)
+	if err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// ProcessArgs applies the Kubernetes command/args rules to the image's
+// Entrypoint and Cmd.
+func ProcessArgs(command, args []string, img ocispec.ImageConfig) []string {
+	switch {
+	case len(command) > 0:
+		return append(append([]string{}, command...), args...)
+	case len(args) > 0:
+		return append(append([]string{}, img.Entrypoint...), args...)
+	default:
+		return append(append([]string{}, img.Entrypoint...), img.Cmd...)
+	}
+}
+
+// StartContainer starts the container's process with its output going to the
+// log driver, which the shim owns: logs survive a restart of hostlet.
+func (r *Runtime) StartContainer(ctx context.Context, id string) error {
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return err
+	}
+	labels, err := c.Labels(ctx)
+	if err != nil {
+		return err
+	}
+	task, err := c.NewTask(ctx, cio.BinaryIO(r.logDriver, map[string]string{"log-driver": labels[labelLogPath]}))
+	if err != nil {
+		return startError(err)
+	}
+	if err := task.Start(ctx); err != nil {
+		_, _ = task.Delete(ctx, containerd.WithProcessKill)
+		return startError(err)
+	}
+	_, err = c.SetLabels(ctx, map[string]string{labelStartedAt: time.Now().UTC().Format(time.RFC3339Nano)})
+	return err
+}
+
+// StartError is a failure of the container's process to start (bad command,
+// missing binary): the kubelet reports it as a terminated StartError.
+type StartError struct{ Err error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+func startError(err error) error { return &StartError{Err: err} }
+
+// StopContainer sends sig, waits up to grace, then SIGKILLs. It returns once
+// the process is gone and its exit is recorded.
+func (r *Runtime) StopContainer(ctx context.Context, id string, sig syscall.Signal, grace time.Duration) error {
+	c, err := r.client.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	task, err := c.Task(ctx, nil)
+	if errdefs.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	waitCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	exited, err := task.Wait(waitCtx)
+	if errdefs.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if grace > 0 && sig != syscall.SIGKILL {
+		if err := task.Kill(ctx, sig); err != nil && !errdefs.IsNotFound(err) {
+			log.WithError(err).WithField("container", id).Warn("sending stop signal")
+		}
+		t := time.NewTimer(grace)
+		select {
+		case <-exited:
+			t.Stop()
+			r.finalize(ctx, id)
+			return nil
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	if err := task.Kill(ctx, syscall.SIGKILL); err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
+	select {
+	case <-exited:
+	case <-time.After(time.Minute):
+		return fmt.Errorf("container %s did not exit after SIGKILL", id)
+	}
+	r.finalize(ctx, id)
+	return nil
+}
+
+// RemoveContainer deletes the container, its task and its snapshot.
+func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+	c, err := r.client.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if task, err := c.Task(ctx, nil); err == nil {
+		if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			return err
+		}
+	}
+	labels, _ := c.Labels(ctx)
+	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
+	if p := labels[labelTermLog]; p != "" {
+		_ = os.Remove(p)
+	}
+	return nil
+}
+
+// ListContainers returns the containers of one pod, or of all pods when
+// podUID is empty.
+func (r *Runtime) ListContainers(ctx context.Context, podUID string) ([]ContainerStatus, error) {
+	filter := fmt.Sprintf("labels.%q", LabelPodUID)
+	if podUID != "" {
+		filter = fmt.Sprintf("labels.%q==%s", LabelPodUID, podUID)
+	}
+	cs, err := r.client.Containers(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ContainerStatus, 0, len(cs))
+	for _, c := range cs {
+		st, err := r.status(ctx, c)
+		if errdefs.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// ContainerStatus returns one container's status.
+func (r *Runtime) ContainerStatus(ctx context.Context, id string) (ContainerStatus, error) {
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return ContainerStatus{}, err
+	}
+	return r.status(ctx, c)
+}
+
+func (r *Runtime) status(ctx context.Context, c containerd.Container) (ContainerStatus, error) {
+	info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata)
+	if err != nil {
+		return ContainerStatus{}, err
+	}
+	st := statusFromInfo(info)
+	if st.State == StateExited {
+		return st, nil
+	}
+	task, err := c.Task(ctx, nil)
+	if errdefs.IsNotFound(err) {
+		if !st.StartedAt.IsZero() {
+			// Started, but the task vanished without a recorded exit (its shim
+			// died with containerd's state): it is gone, as CRI reports it.
+			st.State, st.ExitCode, st.Reason, st.FinishedAt = StateExited, 255, "Unknown", time.Now()
+		}
+		return st, nil
+	} else if err != nil {
+		return st, err
+	}
+	ts, err := task.Status(ctx)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return st, nil
+		}
+		return st, err
+	}
+	switch ts.Status {
+	case containerd.Running, containerd.Paused, containerd.Pausing:
+		st.State = StateRunning
+	case containerd.Stopped:
+		st.State = StateExited
+		st.ExitCode = int32(ts.ExitStatus)
+		st.FinishedAt = ts.ExitTime
+	}
+	return st, nil
+}
+
+func statusFromInfo(info containers.Container) ContainerStatus {
+	l := info.Labels
+	st := ContainerStatus{
+		ID:                 info.ID,
+		Name:               l[LabelContainerName],
+		PodUID:             l[LabelPodUID],
+		State:              StateCreated,
+		CreatedAt:          info.CreatedAt,
+		ImageName:          l[labelImageName],
+		ImageID:            l[labelImageID],
+		LogPath:            l[labelLogPath],
+		TerminationLogPath: l[labelTermLog],
+		Reason:             l[labelReason],
+	}
+	st.Attempt, _ = strconv.Atoi(l[labelAttempt])
+	st.StartedAt, _ = time.Parse(time.RFC3339Nano, l[labelStartedAt])
+	if code, ok := l[labelExitCode]; ok {
+		c, _ := strconv.Atoi(code)
+		st.State, st.ExitCode = StateExited, int32(c)
+		st.FinishedAt, _ = time.Parse(time.RFC3339Nano, l[labelFinishedAt])
+	}
+	return st
+}
+
+var finalizeMu sync.Mutex
+
+// finalize records a stopped task's exit on the container and deletes the
+// task, so the record outlives the shim. Safe to call repeatedly.
+func (r *Runtime) finalize(ctx context.Context, id string) {
+	finalizeMu.Lock()
+	defer finalizeMu.Unlock()
+	ctx = context.WithoutCancel(ctx)
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		return
+	}
+	ts, err := task.Status(ctx)
+	if err != nil || ts.Status != containerd.Stopped {
+		return
+	}
+	labels := map[string]string{
+		labelExitCode:   strconv.Itoa(int(ts.ExitStatus)),
+		labelFinishedAt: ts.ExitTime.UTC().Format(time.RFC3339Nano),
+	}
+	if r.takeOOM(id) {
+		labels[labelReason] = "OOMKilled"
+	}
+	if _, err := c.SetLabels(ctx, labels); err != nil {
+		log.WithError(err).WithField("container", id).Warn("recording container exit")
+		return
+	}
+	if _, err := task.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
+		log.WithError(err).WithField("container", id).Warn("deleting exited task")
+	}
+}
+
+// ImageStopSignal returns the STOPSIGNAL of a container's image, if any.
+func (r *Runtime) ImageStopSignal(ctx context.Context, id string) string {
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return ""
+	}
+	img, err := c.Image(ctx)
+	if err != nil {
+		return ""
+	}
+	spec, err := img.Spec(ctx)
+	if err != nil {
+		return ""
+	}
+	return spec.Config.StopSignal
+}

@@ -1,0 +1,98 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	apievents "github.com/containerd/containerd/api/events"
+	"github.com/containerd/typeurl/v2"
+	log "github.com/sirupsen/logrus"
+)
+
+var (
+	oomMu   sync.Mutex
+	oomSeen = map[string]bool{}
+)
+
+func (r *Runtime) takeOOM(id string) bool {
+	oomMu.Lock()
+	defer oomMu.Unlock()
+	seen := oomSeen[id]
+	delete(oomSeen, id)
+	return seen
+}
+
+// WatchExits calls onExit with the final status of every container whose
+// process exits, as containerd reports it (no polling). After a broken event
+// stream (containerd restarted) it reconciles the exits it may have missed.
+// It returns when ctx ends.
+func (r *Runtime) WatchExits(ctx context.Context, onExit func(ContainerStatus)) {
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		r.reconcileExits(ctx, onExit)
+		events, errs := r.client.EventService().Subscribe(ctx,
+			`namespace==`+r.ns+`,topic=="/tasks/exit"`,
+			`namespace==`+r.ns+`,topic=="/tasks/oom"`)
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case err := <-errs:
+				if ctx.Err() == nil {
+					log.WithError(err).Warn("containerd event stream broken; resubscribing")
+				}
+				break loop
+			case env := <-events:
+				backoff = 200 * time.Millisecond
+				ev, err := typeurl.UnmarshalAny(env.Event)
+				if err != nil {
+					continue
+				}
+				switch e := ev.(type) {
+				case *apievents.TaskOOM:
+					oomMu.Lock()
+					oomSeen[e.ContainerID] = true
+					oomMu.Unlock()
+				case *apievents.TaskExit:
+					// Exits of exec'd processes share the topic; only the
+					// container's own process ends the container.
+					if e.ID != e.ContainerID {
+						continue
+					}
+					r.finalize(ctx, e.ContainerID)
+					if st, err := r.ContainerStatus(ctx, e.ContainerID); err == nil {
+						onExit(st)
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if backoff *= 2; backoff > 7*time.Second {
+			backoff = 7 * time.Second
+		}
+	}
+}
+
+// reconcileExits reports every exited container; the consumer ignores exits
+// it already knows, so repeating one is harmless.
+func (r *Runtime) reconcileExits(ctx context.Context, onExit func(ContainerStatus)) {
+	cs, err := r.ListContainers(ctx, "")
+	if err != nil {
+		return
+	}
+	for _, c := range cs {
+		if c.State != StateExited {
+			continue
+		}
+		r.finalize(ctx, c.ID)
+		if st, err := r.ContainerStatus(ctx, c.ID); err == nil {
+			onExit(st)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+// Package runtime is hostlet's side of containerd: images, pod sandboxes
+// (network namespace + CNI), OCI specs, tasks, exec, logs and exit events.
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+)
+
+// Config says where containerd and the host-side files live.
+type Config struct {
+	// Endpoint of containerd, "unix:///run/containerd/containerd.sock" or a path.
+	Endpoint string
+	// Namespace in containerd holding hostlet's images and containers.
+	Namespace string
+	// RootDir holds pod dirs, network namespaces and logs.
+	RootDir string
+	// LogDriver is the executable the shim runs to write container logs
+	// (hostlet itself, which turns into its log driver when asked).
+	LogDriver string
+	// NodeIP is the pod IP of host-network pods.
+	NodeIP string
+	// CNI config and plugins.
+	CNIConfDir  string
+	CNIBinDirs  []string
+	CNICacheDir string
+	// RegistryConfigDir holds containerd-style hosts.toml files per registry.
+	RegistryConfigDir string
+}
+
+// Runtime talks to one containerd.
+type Runtime struct {
+	client     *containerd.Client
+	ns         string
+	rootDir    string
+	logDriver  string
+	nodeIP     string
+	network    *Network
+	registries string
+}
+
+func New(cfg Config) (*Runtime, error) {
+	net, err := NewNetwork(cfg.CNIConfDir, cfg.CNIBinDirs, cfg.CNICacheDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"pods", "netns", "logs"} {
+		if err := os.MkdirAll(filepath.Join(cfg.RootDir, d), 0o750); err != nil {
+			return nil, err
+		}
+	}
+	// containerd's client reconnects by itself; connecting lazily lets hostlet
+	// start (and report the runtime as down) while containerd is not up yet.
+	client, err := containerd.New(strings.TrimPrefix(cfg.Endpoint, "unix://"),
+		containerd.WithDefaultNamespace(cfg.Namespace),
+		containerd.WithTimeout(0))
+	if err != nil {
+		return nil, fmt.Errorf("containerd client: %w", err)
+	}
+	return &Runtime{
+		client:     client,
+		ns:         cfg.Namespace,
+		rootDir:    cfg.RootDir,
+		logDriver:  cfg.LogDriver,
+		nodeIP:     cfg.NodeIP,
+		network:    net,
+		registries: cfg.RegistryConfigDir,
+	}, nil
+}
+
+func (r *Runtime) Close() error { return r.client.Close() }
+
+// Network is the CNI side, for status checks.
+func (r *Runtime) Network() *Network { return r.network }
+
+// Version returns "containerd://<version>" as the kubelet reports the runtime.
+func (r *Runtime) Version(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := r.client.Version(ctx)
+	if err != nil {
+		return "", err
+	}
+	return "containerd://" + strings.TrimPrefix(v.Version, "v"), nil
+}
+
+// Healthy reports whether containerd answers.
+func (r *Runtime) Healthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ok, err := r.client.IsServing(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("containerd is not serving")
+	}
+	return nil
+}
+
+func (r *Runtime) LogDir(namespace, name, uid string) string {
+	return filepath.Join(r.rootDir, "logs", namespace+"_"+name+"_"+uid)
+}
+
+// RemoveLogs deletes a pod's log directory once nothing serves it any more.
+func (r *Runtime) RemoveLogs(namespace, name, uid string) {
+	_ = os.RemoveAll(r.LogDir(namespace, name, uid))
+}
