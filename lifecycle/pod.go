@@ -1,0 +1,524 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	log "github.com/sirupsen/logrus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Config wires a pod worker to the rest of hostlet.
+type Config struct {
+	Runtime  Runtime
+	Recorder Recorder
+	Backoff  Backoff
+	// HostIPs are the node's addresses, reported as the pod's hostIPs.
+	HostIPs []string
+	// Publish receives every changed status (a copy of the pod with it).
+	Publish func(*v1.Pod)
+	// Terminated is called once a deleted pod has stopped everything, with
+	// its final status; the caller writes it and removes the pod.
+	Terminated func(*v1.Pod)
+}
+
+// container is the worker's record of one container name across attempts.
+type container struct {
+	name string
+	// cur is the latest instance; cur.ID is empty before the first start.
+	cur ContainerInfo
+	// prev is the instance before cur, shown as lastState.
+	prev *ContainerInfo
+	// waiting is why the container is not running (while cur is absent or
+	// it is being restarted).
+	waiting *v1.ContainerStateWaiting
+	bo      backoffState
+	// retryAt is when a restart or retried start may happen.
+	retryAt    time.Time
+	retryDelay time.Duration
+	failures   int
+}
+
+// Pod runs one pod: it owns that pod's state in a single goroutine; other
+// goroutines only leave updates in its mailbox.
+type Pod struct {
+	cfg Config
+
+	mu          sync.Mutex
+	latest      *v1.Pod
+	exits       []ContainerInfo
+	status      *v1.Pod
+	wake        chan struct{}
+	done        chan struct{}
+	terminating bool
+
+	// Owned by the worker goroutine.
+	pod          *v1.Pod
+	containers   map[string]*container
+	podIPs       []string
+	sandboxOK    bool
+	initialized  bool
+	finished     bool
+	startTime    metav1.Time
+	sandboxRetry time.Time
+	sandboxDelay time.Duration
+}
+
+func NewPod(pod *v1.Pod, cfg Config) *Pod {
+	return &Pod{
+		cfg:        cfg,
+		latest:     pod,
+		wake:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		containers: map[string]*container{},
+	}
+}
+
+// Update hands the worker the newest pod object (spec, metadata, deletion).
+func (p *Pod) Update(pod *v1.Pod) {
+	p.mu.Lock()
+	p.latest = pod
+	if pod.DeletionTimestamp != nil {
+		p.terminating = true
+	}
+	p.mu.Unlock()
+	p.poke()
+}
+
+// Exited reports a container exit heard from the runtime.
+func (p *Pod) Exited(info ContainerInfo) {
+	p.mu.Lock()
+	p.exits = append(p.exits, info)
+	p.mu.Unlock()
+	p.poke()
+}
+
+// Status returns the pod with its latest computed status, or nil before the
+// first sync.
+func (p *Pod) Status() *v1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status
+}
+
+// Done is closed when the worker has finished a deleted pod.
+func (p *Pod) Done() <-chan struct{} { return p.done }
+
+func (p *Pod) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Pod) logger() *log.Entry {
+	return log.WithField("pod", p.pod.Namespace+"/"+p.pod.Name)
+}
+
+// Run is the worker loop; it returns when ctx ends or the pod is gone.
+func (p *Pod) Run(ctx context.Context) {
+	p.mu.Lock()
+	p.pod = p.latest
+	p.mu.Unlock()
+	p.adopt(ctx)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		if !p.drain() {
+			p.terminate(ctx)
+			close(p.done)
+			return
+		}
+		next := p.sync(ctx)
+		p.publish()
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// drain applies the mailbox; it returns false once termination is requested.
+func (p *Pod) drain() bool {
+	p.mu.Lock()
+	p.pod = p.latest
+	exits := p.exits
+	p.exits = nil
+	terminating := p.terminating
+	p.mu.Unlock()
+	for _, e := range exits {
+		if c := p.containers[e.Name]; c != nil && c.cur.ID == e.ID {
+			c.cur = e
+		}
+	}
+	return !terminating
+}
+
+// adopt rebuilds state from what the runtime still has of this pod (after a
+// restart of hostlet), so nothing running is restarted.
+func (p *Pod) adopt(ctx context.Context) {
+	if p.pod.Status.StartTime != nil {
+		p.startTime = *p.pod.Status.StartTime
+	}
+	infos, err := p.cfg.Runtime.Containers(ctx, p.pod)
+	if err != nil {
+		p.logger().WithError(err).Warn("listing containers for adoption")
+		return
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Attempt < infos[j].Attempt })
+	for _, info := range infos {
+		c := p.record(info.Name)
+		if c.cur.ID != "" {
+			prev := c.cur
+			c.prev = &prev
+		}
+		c.cur = info
+	}
+	if len(infos) > 0 && p.cfg.Runtime.SandboxReady(p.pod) {
+		if ips, err := p.cfg.Runtime.PrepareSandbox(ctx, p.pod); err == nil {
+			p.podIPs, p.sandboxOK = ips, true
+		}
+	}
+	for i := range p.pod.Spec.Containers {
+		if c := p.containers[p.pod.Spec.Containers[i].Name]; c != nil && c.cur.ID != "" {
+			p.initialized = true
+		}
+	}
+	p.finished = p.isTerminalPhase()
+}
+
+func (p *Pod) record(name string) *container {
+	c := p.containers[name]
+	if c == nil {
+		c = &container{name: name}
+		p.containers[name] = c
+	}
+	return c
+}
+
+func (p *Pod) isTerminalPhase() bool {
+	ph := p.pod.Status.Phase
+	return ph == v1.PodSucceeded || ph == v1.PodFailed
+}
+
+// sync moves the pod one step toward its spec and returns when it wants to
+// run again (zero: only on an event).
+func (p *Pod) sync(ctx context.Context) time.Time {
+	if p.finished {
+		return time.Time{}
+	}
+	now := time.Now()
+	if p.startTime.IsZero() {
+		p.startTime = metav1.NewTime(now)
+	}
+	if !p.sandboxOK || !p.cfg.Runtime.SandboxReady(p.pod) {
+		if p.sandboxOK {
+			// The sandbox was lost: everything starts over in a new one, init
+			// containers included, as the kubelet does.
+			p.logger().Warn("pod sandbox lost; recreating")
+			p.initialized, p.sandboxOK = false, false
+		}
+		if now.Before(p.sandboxRetry) {
+			return p.sandboxRetry
+		}
+		ips, err := p.cfg.Runtime.PrepareSandbox(ctx, p.pod)
+		if err != nil {
+			reason, msg := "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error()
+			var f *Failure
+			if errors.As(err, &f) {
+				reason, msg = f.Reason, f.Message
+			}
+			p.event("", v1.EventTypeWarning, reason, msg)
+			p.sandboxDelay = nextDelay(p.sandboxDelay, time.Second, 30*time.Second)
+			p.sandboxRetry = now.Add(p.sandboxDelay)
+			return p.sandboxRetry
+		}
+		p.podIPs, p.sandboxOK, p.sandboxDelay = ips, true, 0
+	}
+
+	var wakeAt time.Time
+	soonest := func(t time.Time) {
+		if !t.IsZero() && (wakeAt.IsZero() || t.Before(wakeAt)) {
+			wakeAt = t
+		}
+	}
+	spec := &p.pod.Spec
+	if !p.initialized {
+		for i := range spec.InitContainers {
+			c := &spec.InitContainers[i]
+			rec := p.record(c.Name)
+			if IsSidecar(c) {
+				if !rec.cur.Running {
+					soonest(p.ensureRunning(ctx, c, rec))
+				}
+				if !rec.cur.Running {
+					// The next init container waits for this one to be up.
+					return wakeAt
+				}
+				continue
+			}
+			switch {
+			case rec.cur.Running:
+				return wakeAt
+			case rec.cur.Exited && rec.cur.ExitCode == 0:
+				continue
+			case rec.cur.Exited && !ShouldRestart(c, spec, rec.cur.ExitCode):
+				p.finish(ctx)
+				return time.Time{}
+			default:
+				soonest(p.ensureRunning(ctx, c, rec))
+				return wakeAt
+			}
+		}
+		p.initialized = true
+	} else {
+		// After initialization only sidecars are kept running.
+		for i := range spec.InitContainers {
+			c := &spec.InitContainers[i]
+			if rec := p.record(c.Name); IsSidecar(c) && !rec.cur.Running && !p.mainDone() {
+				soonest(p.ensureRunning(ctx, c, rec))
+			}
+		}
+	}
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		rec := p.record(c.Name)
+		if rec.cur.Running || (rec.cur.Exited && !ShouldRestart(c, spec, rec.cur.ExitCode)) {
+			continue
+		}
+		soonest(p.ensureRunning(ctx, c, rec))
+	}
+	if p.mainDone() {
+		p.finish(ctx)
+		return time.Time{}
+	}
+	return wakeAt
+}
+
+// mainDone reports that every main container exited for good.
+func (p *Pod) mainDone() bool {
+	spec := &p.pod.Spec
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		rec := p.containers[c.Name]
+		if rec == nil || !rec.cur.Exited || ShouldRestart(c, spec, rec.cur.ExitCode) {
+			return false
+		}
+	}
+	return true
+}
+
+// ensureRunning starts or restarts a container unless it must wait (back-off
+// or a retry); it returns when to come back.
+func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container) time.Time {
+	now := time.Now()
+	if rec.cur.Exited && rec.retryAt.IsZero() {
+		// A fresh exit: the back-off decides when the restart may happen.
+		at, delay := p.cfg.Backoff.next(&rec.bo, rec.cur.StartedAt, rec.cur.FinishedAt)
+		rec.retryAt, rec.retryDelay = at, delay
+	}
+	if now.Before(rec.retryAt) {
+		if rec.cur.Exited {
+			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
+				rec.retryDelay, c.Name, p.pod.Name, p.pod.Namespace, p.pod.UID)
+			if rec.waiting == nil || rec.waiting.Reason != "CrashLoopBackOff" {
+				p.event(c.Name, v1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, p.pod.Name, p.pod.Namespace, p.pod.UID))
+			}
+			rec.waiting = &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: msg}
+		} else if rec.waiting != nil && rec.waiting.Reason == "ErrImagePull" {
+			p.event(c.Name, v1.EventTypeNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", c.Image))
+			rec.waiting = &v1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: fmt.Sprintf("Back-off pulling image %q: %s", c.Image, rec.waiting.Message)}
+		}
+		return rec.retryAt
+	}
+	attempt := 0
+	if rec.cur.ID != "" {
+		attempt = rec.cur.Attempt + 1
+	}
+	info, err := p.cfg.Runtime.StartContainer(ctx, p.pod, c, attempt)
+	var failure *Failure
+	if err != nil && !errors.As(err, &failure) {
+		failure = &Failure{Reason: "RunContainerError", Message: err.Error()}
+	}
+	if failure != nil && failure.Info == nil {
+		// Nothing was created: the container waits with the reason and the
+		// start is retried (image pulls with their own back-off).
+		p.event(c.Name, v1.EventTypeWarning, "Failed", "Error: "+failure.eventText())
+		rec.waiting = &v1.ContainerStateWaiting{Reason: failure.Reason, Message: failure.Message}
+		rec.failures++
+		rec.retryDelay = nextDelay(rec.retryDelay, retryInitial(failure.Reason), p.cfg.Backoff.Max)
+		rec.retryAt = now.Add(rec.retryDelay)
+		return rec.retryAt
+	}
+	if failure != nil {
+		info = *failure.Info
+		p.event(c.Name, v1.EventTypeWarning, "Failed", "Error: "+failure.Message)
+	}
+	if rec.cur.ID != "" {
+		prev := rec.cur
+		if rec.prev != nil && rec.prev.ID != "" {
+			// One dead instance per container is kept, as the kubelet's GC does.
+			if err := p.cfg.Runtime.RemoveContainer(ctx, rec.prev.ID); err != nil {
+				p.logger().WithError(err).Warn("removing old container")
+			}
+		}
+		rec.prev = &prev
+	}
+	rec.cur, rec.waiting, rec.retryAt, rec.failures = info, nil, time.Time{}, 0
+	if failure == nil {
+		rec.retryDelay = 0
+	}
+	return time.Time{}
+}
+
+func retryInitial(reason string) time.Duration {
+	if reason == "ErrImagePull" {
+		return 10 * time.Second
+	}
+	// Config errors (a missing ConfigMap) clear up by themselves; retry soon.
+	return 2 * time.Second
+}
+
+func nextDelay(cur, initial, max time.Duration) time.Duration {
+	if cur == 0 {
+		return initial
+	}
+	if cur*2 > max {
+		return max
+	}
+	return cur * 2
+}
+
+// finish ends a pod whose containers are all done: sidecars are stopped in
+// reverse order and the network is released. Exited containers stay for logs.
+func (p *Pod) finish(ctx context.Context) {
+	grace := time.Duration(30) * time.Second
+	if g := p.pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	p.stopSidecars(ctx, time.Now().Add(grace))
+	p.stopInit(ctx, grace)
+	if err := p.cfg.Runtime.TeardownSandbox(ctx, p.pod); err != nil {
+		p.logger().WithError(err).Warn("tearing down sandbox")
+	}
+	p.sandboxOK = false
+	p.finished = true
+}
+
+func (p *Pod) stopInit(ctx context.Context, grace time.Duration) {
+	for i := range p.pod.Spec.InitContainers {
+		c := &p.pod.Spec.InitContainers[i]
+		if rec := p.containers[c.Name]; rec != nil && rec.cur.Running && !IsSidecar(c) {
+			p.stop(ctx, c, rec, grace)
+		}
+	}
+}
+
+// stopSidecars stops running sidecars one at a time in reverse order of
+// definition, sharing what is left of the grace period.
+func (p *Pod) stopSidecars(ctx context.Context, deadline time.Time) {
+	spec := &p.pod.Spec
+	for i := len(spec.InitContainers) - 1; i >= 0; i-- {
+		c := &spec.InitContainers[i]
+		rec := p.containers[c.Name]
+		if rec == nil || !rec.cur.Running || !IsSidecar(c) {
+			continue
+		}
+		grace := time.Until(deadline)
+		if grace < 2*time.Second {
+			// Out of grace: what is left gets a short one, as the kubelet does.
+			grace = 2 * time.Second
+		}
+		p.stop(ctx, c, rec, grace)
+	}
+}
+
+func (p *Pod) stop(ctx context.Context, c *v1.Container, rec *container, grace time.Duration) {
+	p.event(c.Name, v1.EventTypeNormal, "Killing", "Stopping container "+c.Name)
+	if err := p.cfg.Runtime.StopContainer(ctx, p.pod, c, rec.cur.ID, grace); err != nil {
+		p.logger().WithError(err).WithField("container", c.Name).Warn("stopping container")
+	}
+	if info, err := p.cfg.Runtime.Container(ctx, rec.cur.ID); err == nil {
+		rec.cur = info
+	}
+}
+
+// terminate runs the deletion of the pod: main containers stop together
+// within the grace period, then sidecars in reverse order; the final status
+// is handed to Terminated.
+func (p *Pod) terminate(ctx context.Context) {
+	grace := 30 * time.Second
+	if g := p.pod.DeletionGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	} else if g := p.pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	deadline := time.Now().Add(grace)
+	var wg sync.WaitGroup
+	spec := &p.pod.Spec
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		if rec := p.containers[c.Name]; rec != nil && rec.cur.Running {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.stop(ctx, c, rec, grace)
+			}()
+		}
+	}
+	wg.Wait()
+	p.stopInit(ctx, time.Until(deadline))
+	p.stopSidecars(ctx, deadline)
+	if p.sandboxOK {
+		if err := p.cfg.Runtime.TeardownSandbox(ctx, p.pod); err != nil {
+			p.logger().WithError(err).Warn("tearing down sandbox")
+		}
+		p.sandboxOK = false
+	}
+	p.finished = true
+	p.publish()
+	if p.cfg.Terminated != nil {
+		p.cfg.Terminated(p.Status())
+	}
+}
+
+// publish computes the status and hands it on when it changed.
+func (p *Pod) publish() {
+	st := p.computeStatus()
+	p.mu.Lock()
+	prev := p.status
+	if prev != nil && equality.Semantic.DeepEqual(prev.Status, st) {
+		p.mu.Unlock()
+		return
+	}
+	out := p.pod.DeepCopy()
+	out.Status = st
+	p.status = out
+	p.mu.Unlock()
+	if p.cfg.Publish != nil {
+		p.cfg.Publish(out)
+	}
+}
+
+func (p *Pod) event(container, eventType, reason, msg string) {
+	if p.cfg.Recorder != nil {
+		p.cfg.Recorder.Event(p.pod, container, eventType, reason, msg)
+	}
+}

@@ -1,0 +1,75 @@
+// Package lifecycle is the per-pod state machine: the order of init, sidecar
+// and main containers, restarts and back-off, termination, and the phase and
+// conditions the pod reports. It drives a container runtime through the small
+// Runtime interface and is pure logic otherwise.
+package lifecycle
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// ContainerInfo is what the runtime knows of one container instance.
+type ContainerInfo struct {
+	ID         string
+	Name       string
+	Attempt    int
+	Running    bool
+	Exited     bool
+	StartedAt  time.Time
+	FinishedAt time.Time
+	ExitCode   int32
+	// Reason of the exit when the runtime knows better than the exit code
+	// ("OOMKilled"), and the termination message.
+	Reason, Message string
+	Image, ImageID  string
+}
+
+// Failure is a container that could not be started, with the kubelet's
+// waiting reason (ErrImagePull, CreateContainerConfigError, ...). When Info is
+// set the container was created but its process did not start (StartError).
+type Failure struct {
+	Reason, Message string
+	Info            *ContainerInfo
+}
+
+func (f *Failure) Error() string { return f.Reason + ": " + f.Message }
+
+// eventText is what the kubelet's "Error: ..." event says: image failures
+// give their reason, everything else its message.
+func (f *Failure) eventText() string {
+	switch f.Reason {
+	case "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName":
+		return f.Reason
+	}
+	return f.Message
+}
+
+// Runtime runs a pod's containers. Implementations are safe for concurrent
+// use by many pod workers.
+type Runtime interface {
+	// PrepareSandbox creates the pod's network and shared files if missing
+	// and returns the pod IPs. It is idempotent.
+	PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error)
+	// SandboxReady reports whether the pod's sandbox exists and is intact.
+	SandboxReady(pod *v1.Pod) bool
+	// TeardownSandbox releases the network; exited containers stay for logs.
+	TeardownSandbox(ctx context.Context, pod *v1.Pod) error
+	// StartContainer pulls the image if needed, creates and starts attempt.
+	StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt int) (ContainerInfo, error)
+	// StopContainer stops a container with its stop signal, SIGKILL after
+	// grace, and returns once it has exited.
+	StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace time.Duration) error
+	RemoveContainer(ctx context.Context, id string) error
+	// Containers lists what exists of the pod in the runtime (for adoption).
+	Containers(ctx context.Context, pod *v1.Pod) ([]ContainerInfo, error)
+	Container(ctx context.Context, id string) (ContainerInfo, error)
+}
+
+// Recorder emits Kubernetes events about a pod, or about one of its
+// containers when container is not empty.
+type Recorder interface {
+	Event(pod *v1.Pod, container, eventType, reason, message string)
+}

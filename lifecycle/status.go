@@ -1,0 +1,176 @@
+package lifecycle
+
+import (
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func terminatedState(info ContainerInfo) *v1.ContainerStateTerminated {
+	reason := info.Reason
+	if reason == "" {
+		reason = "Completed"
+		if info.ExitCode != 0 {
+			reason = "Error"
+		}
+	}
+	return &v1.ContainerStateTerminated{
+		ExitCode:    info.ExitCode,
+		Reason:      reason,
+		Message:     info.Message,
+		StartedAt:   metav1.NewTime(info.StartedAt),
+		FinishedAt:  metav1.NewTime(info.FinishedAt),
+		ContainerID: containerID(info.ID),
+	}
+}
+
+func containerID(id string) string {
+	if id == "" {
+		return ""
+	}
+	return "containerd://" + id
+}
+
+// containerStatus is the API status of one container. pending is the waiting
+// reason of a container that was never created.
+func (p *Pod) containerStatus(c *v1.Container, pending string, sidecar, init bool) v1.ContainerStatus {
+	st := v1.ContainerStatus{Name: c.Name, Image: c.Image}
+	f := false
+	st.Started = &f
+	rec := p.containers[c.Name]
+	if rec == nil || rec.cur.ID == "" {
+		reason, msg := pending, ""
+		if rec != nil && rec.waiting != nil {
+			reason, msg = rec.waiting.Reason, rec.waiting.Message
+		}
+		st.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: msg}
+		return st
+	}
+	cur := rec.cur
+	st.ContainerID = containerID(cur.ID)
+	st.RestartCount = int32(cur.Attempt)
+	if cur.ImageID != "" {
+		st.ImageID = cur.ImageID
+	}
+	if cur.Image != "" {
+		st.Image = cur.Image
+	}
+	if rec.prev != nil && rec.prev.Exited {
+		st.LastTerminationState.Terminated = terminatedState(*rec.prev)
+	}
+	switch {
+	case cur.Running:
+		st.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
+		t := true
+		st.Started = &t
+		// A regular init container is ready only once it has completed.
+		st.Ready = !p.finished && (!init || sidecar)
+	case cur.Exited && rec.waiting != nil && !p.finished:
+		// Waiting for its restart: the exit shows as lastState.
+		st.State.Waiting = rec.waiting.DeepCopy()
+		st.LastTerminationState.Terminated = terminatedState(cur)
+	case cur.Exited:
+		st.State.Terminated = terminatedState(cur)
+		// A completed regular init container counts as ready.
+		st.Ready = init && !sidecar && cur.ExitCode == 0
+	default:
+		st.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	}
+	return st
+}
+
+func (p *Pod) computeStatus() v1.PodStatus {
+	spec := &p.pod.Spec
+	var initStatuses, statuses []v1.ContainerStatus
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		initStatuses = append(initStatuses, p.containerStatus(c, "PodInitializing", IsSidecar(c), true))
+	}
+	pending := "ContainerCreating"
+	if !p.initialized {
+		pending = "PodInitializing"
+	}
+	for i := range spec.Containers {
+		statuses = append(statuses, p.containerStatus(&spec.Containers[i], pending, false, false))
+	}
+	phase := Phase(spec, initStatuses, statuses, p.finished, p.initialized)
+	if p.finished && phase != v1.PodSucceeded && phase != v1.PodFailed {
+		// A pod that will run nothing more ends terminal (e.g. deleted
+		// before anything started), as the kubelet does since 1.27.
+		phase = v1.PodFailed
+		if allSucceeded(statuses) {
+			phase = v1.PodSucceeded
+		}
+	}
+	// The kubelet lists container statuses sorted by name.
+	sort.Slice(initStatuses, func(i, j int) bool { return initStatuses[i].Name < initStatuses[j].Name })
+	sort.Slice(statuses, func(i, j int) bool { return statuses[i].Name < statuses[j].Name })
+
+	old := p.pod.Status
+	var others []v1.PodCondition
+	for _, c := range old.Conditions {
+		if !IsOwnedCondition(c.Type) {
+			others = append(others, c)
+		}
+	}
+	computed := Conditions(p.pod, initStatuses, statuses, phase, p.sandboxOK, others)
+	prevConds := old.Conditions
+	if s := p.Status(); s != nil {
+		// Transition times of our own conditions come from what we last
+		// computed, which may not have reached the API yet.
+		prevConds = mergeOwned(s.Status.Conditions, old.Conditions)
+	}
+	st := v1.PodStatus{
+		Phase:                 phase,
+		Conditions:            MergeConditions(computed, prevConds, metav1.NewTime(time.Now().Truncate(time.Second))),
+		StartTime:             p.startTime.DeepCopy(),
+		QOSClass:              old.QOSClass,
+		InitContainerStatuses: initStatuses,
+		ContainerStatuses:     statuses,
+		ObservedGeneration:    p.pod.Generation,
+	}
+	if st.StartTime.IsZero() {
+		st.StartTime = nil
+	}
+	for _, ip := range p.cfg.HostIPs {
+		st.HostIPs = append(st.HostIPs, v1.HostIP{IP: ip})
+	}
+	if len(st.HostIPs) > 0 {
+		st.HostIP = st.HostIPs[0].IP
+	}
+	// Pod IPs stay reported after the sandbox is gone, as the kubelet keeps them.
+	for _, ip := range p.podIPs {
+		st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip})
+	}
+	if len(st.PodIPs) > 0 {
+		st.PodIP = st.PodIPs[0].IP
+	}
+	return st
+}
+
+// mergeOwned takes hostlet's own conditions from mine and the rest from api.
+func mergeOwned(mine, api []v1.PodCondition) []v1.PodCondition {
+	var out []v1.PodCondition
+	for _, c := range mine {
+		if IsOwnedCondition(c.Type) {
+			out = append(out, c)
+		}
+	}
+	for _, c := range api {
+		if !IsOwnedCondition(c.Type) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func allSucceeded(statuses []v1.ContainerStatus) bool {
+	for _, s := range statuses {
+		if s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
+			return false
+		}
+	}
+	return true
+}
