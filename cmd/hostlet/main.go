@@ -1,0 +1,200 @@
+// Command hostlet joins this host to a Kubernetes cluster as a node and runs
+// the node's pods with containerd.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider"
+	"github.com/hostlet/hostlet/runtime"
+	log "github.com/sirupsen/logrus"
+	vknode "github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+)
+
+func main() {
+	// The containerd shim runs this binary as the containers' log driver.
+	if len(os.Args) == 3 && os.Args[1] == "log-driver" {
+		if err := runtime.RunLogDriver(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	if err := o.parse(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if o.verbosity >= 3 {
+		log.SetLevel(log.DebugLevel)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, &o); err != nil && !errors.Is(err, context.Canceled) {
+		log.WithError(err).Fatal("hostlet failed")
+	}
+}
+
+func run(ctx context.Context, o *options) error {
+	name := o.hostnameOverride
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return err
+		}
+		name = h
+	}
+	nodeIP := o.nodeIP
+	if nodeIP == "" {
+		ip, err := provider.DefaultNodeIP()
+		if err != nil {
+			return err
+		}
+		nodeIP = ip
+	}
+	if ip := net.ParseIP(nodeIP); ip == nil {
+		return fmt.Errorf("invalid --node-ip %q", nodeIP)
+	} else if ip.IsLoopback() {
+		log.Warn("node IP is a loopback address: only this host can reach pods' host ports and the kubelet API")
+	}
+	taints, err := parseTaints(o.taints)
+	if err != nil {
+		return err
+	}
+	reserved, err := parseResources(o.systemReserved, o.kubeReserved)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+
+	restCfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	// Status writes must not queue behind a client-side rate limit when
+	// many pods change at once.
+	restCfg.QPS = -1
+	restCfg.UserAgent = "hostlet/" + provider.KubeletVersion
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+
+	rt, err := runtime.New(runtime.Config{
+		Endpoint: o.runtimeEndpoint, Namespace: o.containerdNS, RootDir: o.rootDir,
+		LogDriver: self, NodeIP: nodeIP,
+		CNIConfDir: o.cniConfDir, CNIBinDirs: o.cniBinDirs, CNICacheDir: o.cniCacheDir,
+		RegistryConfigDir: o.registryConfigDir,
+	})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+
+	node, err := provider.NewNode(ctx, provider.NodeConfig{
+		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
+		Labels: o.nodeLabels, Taints: taints, MaxPods: o.maxPods, Reserved: reserved,
+		EvictionHard: o.evictionHard, RootDir: o.rootDir, Port: o.port, Version: provider.KubeletVersion,
+	}, rt)
+	if err != nil {
+		return err
+	}
+
+	// Pods of this node only; Services cluster-wide (a node may read them)
+	// for service environment variables. Secrets and ConfigMaps are fetched
+	// per pod, never listed: the Node authorizer forbids that.
+	podInformers := informers.NewSharedInformerFactoryWithOptions(client, 0, nodeutil.PodInformerFilter(name))
+	podInformer := podInformers.Core().V1().Pods()
+	svcInformers := informers.NewSharedInformerFactory(client, 0)
+	svcInformer := svcInformers.Core().V1().Services()
+	// virtual-kubelet insists on these informers but, with its own env
+	// resolution off, never reads them; they are never started.
+	unused := informers.NewSharedInformerFactory(client, 0).Core().V1()
+
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	events := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: name})
+
+	backoff := lifecycle.DefaultBackoff
+	backoff.Max = o.maxRestartPeriod
+	prov := provider.New(ctx, provider.Config{
+		NodeName: name, NodeIPs: []string{nodeIP}, RootDir: o.rootDir,
+		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
+		Backoff: backoff,
+	}, client, rt, events, svcInformer.Lister(), node)
+	go prov.Run(ctx)
+	go node.Run(ctx, o.statusUpdateFreq)
+
+	pc, err := vknode.NewPodController(vknode.PodControllerConfig{
+		PodClient:                 client.CoreV1(),
+		EventRecorder:             events,
+		Provider:                  prov,
+		PodInformer:               podInformer,
+		SecretInformer:            unused.Secrets(),
+		ConfigMapInformer:         unused.ConfigMaps(),
+		ServiceInformer:           svcInformer,
+		SkipDownwardAPIResolution: true,
+	})
+	if err != nil {
+		return err
+	}
+	nc, err := vknode.NewNodeController(node, node.Object(), client.CoreV1().Nodes(),
+		vknode.WithNodeEnableLeaseV1(nodeutil.NodeLeaseV1Client(client), vknode.DefaultLeaseDuration),
+		vknode.WithNodeStatusUpdateInterval(o.statusReportFreq))
+	if err != nil {
+		return err
+	}
+
+	podInformers.Start(ctx.Done())
+	svcInformers.Start(ctx.Done())
+	svcInformers.WaitForCacheSync(ctx.Done())
+
+	if err := prov.Serve(ctx, provider.ServerConfig{
+		Addr:     net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),
+		CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.clientCA,
+		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
+	}, client, podInformer.Lister()); err != nil {
+		return err
+	}
+
+	errs := make(chan error, 2)
+	go func() { errs <- nc.Run(ctx) }()
+	select {
+	case <-nc.Ready():
+	case err := <-errs:
+		return fmt.Errorf("node controller: %w", err)
+	}
+	log.WithFields(log.Fields{"node": name, "ip": nodeIP, "root": filepath.Clean(o.rootDir)}).Info("node registered")
+	go func() { errs <- pc.Run(ctx, 8) }()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errs:
+		return err
+	}
+}

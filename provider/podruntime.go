@@ -1,0 +1,265 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/runtime"
+	v1 "k8s.io/api/core/v1"
+)
+
+// Limits of termination messages, as the kubelet's.
+const (
+	maxTerminationMessage     = 4096
+	maxTerminationLogBytes    = 2048
+	maxTerminationLogLines    = 80
+	defaultTerminationLogPath = "/dev/termination-log"
+)
+
+// podRuntime is the lifecycle's view of containerd: it resolves what the pod
+// spec refers to (images, env, volumes) and drives the runtime package.
+type podRuntime struct{ p *Provider }
+
+var _ lifecycle.Runtime = podRuntime{}
+
+func (r podRuntime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
+	p := r.p
+	sb, err := p.rt.Sandbox(string(pod.UID))
+	if err != nil {
+		hostname, fqdn := p.podHostname(pod)
+		if pod.Spec.SetHostnameAsFQDN != nil && *pod.Spec.SetHostnameAsFQDN && fqdn != "" {
+			hostname = fqdn
+		}
+		cfg := runtime.SandboxConfig{
+			UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name,
+			HostNetwork: pod.Spec.HostNetwork, Hostname: hostname, FQDN: fqdn,
+			ResolvConf: p.resolvConf(pod),
+		}
+		for _, a := range pod.Spec.HostAliases {
+			cfg.HostAliases = append(cfg.HostAliases, runtime.HostAlias{IP: a.IP, Hostnames: a.Hostnames})
+		}
+		if sb, err = p.rt.EnsureSandbox(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.setupVolumes(ctx, pod, sb.IPs); err != nil {
+		return nil, err
+	}
+	return sb.IPs, nil
+}
+
+func (r podRuntime) SandboxReady(pod *v1.Pod) bool {
+	_, err := r.p.rt.Sandbox(string(pod.UID))
+	return err == nil
+}
+
+func (r podRuntime) TeardownSandbox(ctx context.Context, pod *v1.Pod) error {
+	return r.p.rt.RemoveSandbox(ctx, string(pod.UID))
+}
+
+func (r podRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt int) (lifecycle.ContainerInfo, error) {
+	p := r.p
+	img, err := p.ensureImage(ctx, pod, c)
+	if err != nil {
+		return lifecycle.ContainerInfo{}, err
+	}
+	sb, err := p.rt.Sandbox(string(pod.UID))
+	if err != nil {
+		return lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "CreateContainerError", Message: err.Error()}
+	}
+	env, err := p.containerEnv(ctx, pod, c, sb.IPs, p.objects(pod.Namespace))
+	if err != nil {
+		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
+		return lifecycle.ContainerInfo{}, err
+	}
+	mounts, err := p.containerMounts(pod, c)
+	if err != nil {
+		return lifecycle.ContainerInfo{}, configError(err)
+	}
+	expand := func(s []string) []string {
+		lookup := envLookup(env)
+		out := make([]string, len(s))
+		for i, v := range s {
+			out[i] = Expand(v, lookup)
+		}
+		return out
+	}
+	termPath := c.TerminationMessagePath
+	if termPath == "" {
+		termPath = defaultTerminationLogPath
+	}
+	hostname, _ := p.podHostname(pod)
+	id, err := p.rt.CreateContainer(ctx, runtime.ContainerConfig{
+		Sandbox: sb, Name: c.Name, Attempt: attempt, Image: img, ImageName: c.Image,
+		Command: expand(c.Command), Args: expand(c.Args), Env: env, WorkingDir: c.WorkingDir,
+		Mounts: mounts, TerminationMessagePath: termPath, Hostname: hostname,
+	})
+	if err != nil {
+		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "CreateContainerError", Message: err.Error()}
+	}
+	p.event(pod, c.Name, v1.EventTypeNormal, "Created", "Container created")
+	if err := p.rt.StartContainer(ctx, id); err != nil {
+		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		var se *runtime.StartError
+		if !errors.As(err, &se) {
+			return lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "RunContainerError", Message: err.Error()}
+		}
+		// The process never ran: the kubelet reports StartError, exit 128.
+		now := time.Now()
+		info := lifecycle.ContainerInfo{ID: id, Name: c.Name, Attempt: attempt, Exited: true,
+			StartedAt: time.Unix(0, 0), FinishedAt: now, ExitCode: 128, Reason: "StartError",
+			Message: err.Error(), Image: c.Image, ImageID: img.ID}
+		return info, &lifecycle.Failure{Reason: "StartError", Message: err.Error(), Info: &info}
+	}
+	p.event(pod, c.Name, v1.EventTypeNormal, "Started", "Container started")
+	return r.Container(ctx, id)
+}
+
+func failureMessage(err error) string {
+	var f *lifecycle.Failure
+	if errors.As(err, &f) {
+		return f.Message
+	}
+	return err.Error()
+}
+
+func envLookup(env []string) func(string) (string, bool) {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// ensureImage applies the pull policy, with the kubelet's events.
+func (p *Provider) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (*runtime.Image, error) {
+	if _, err := runtime.NormalizeImage(c.Image); err != nil {
+		msg := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: invalid reference format", c.Image, c.Image)
+		p.event(pod, c.Name, v1.EventTypeWarning, "InspectFailed", msg)
+		return nil, &lifecycle.Failure{Reason: "InvalidImageName", Message: msg}
+	}
+	policy := c.ImagePullPolicy
+	if policy != v1.PullAlways {
+		img, err := p.rt.GetImage(ctx, c.Image)
+		if err == nil {
+			p.event(pod, c.Name, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
+			return img, nil
+		}
+		if !errdefs.IsNotFound(err) {
+			return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
+		}
+		if policy == v1.PullNever {
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			p.event(pod, c.Name, v1.EventTypeWarning, "ErrImageNeverPull", msg)
+			return nil, &lifecycle.Failure{Reason: "ErrImageNeverPull", Message: msg}
+		}
+	}
+	p.event(pod, c.Name, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
+	creds, err := p.pullCredentials(ctx, pod)
+	if err != nil {
+		return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
+	}
+	img, took, err := p.rt.PullImage(ctx, c.Image, creds)
+	if err != nil {
+		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
+		return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
+	}
+	p.event(pod, c.Name, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", c.Image, took.Round(time.Millisecond), took.Round(time.Millisecond), img.Size))
+	return img, nil
+}
+
+func (r podRuntime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace time.Duration) error {
+	sig := syscall.SIGTERM
+	if c != nil && c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
+		if s, ok := signalByName(string(*c.Lifecycle.StopSignal)); ok {
+			sig = s
+		}
+	} else if s, ok := signalByName(r.p.rt.ImageStopSignal(ctx, id)); ok {
+		sig = s
+	}
+	return r.p.rt.StopContainer(ctx, id, sig, grace)
+}
+
+func (r podRuntime) RemoveContainer(ctx context.Context, id string) error {
+	return r.p.rt.RemoveContainer(ctx, id)
+}
+
+func (r podRuntime) Containers(ctx context.Context, pod *v1.Pod) ([]lifecycle.ContainerInfo, error) {
+	sts, err := r.p.rt.ListContainers(ctx, string(pod.UID))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]lifecycle.ContainerInfo, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, r.p.containerInfo(pod, st))
+	}
+	return out, nil
+}
+
+func (r podRuntime) Container(ctx context.Context, id string) (lifecycle.ContainerInfo, error) {
+	st, err := r.p.rt.ContainerStatus(ctx, id)
+	if err != nil {
+		return lifecycle.ContainerInfo{}, err
+	}
+	return r.p.containerInfo(r.p.podByUID(st.PodUID), st), nil
+}
+
+// containerInfo converts a runtime status, reading the termination message
+// of an exited container as the kubelet does.
+func (p *Provider) containerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecycle.ContainerInfo {
+	info := lifecycle.ContainerInfo{
+		ID: st.ID, Name: st.Name, Attempt: st.Attempt,
+		Running: st.State == runtime.StateRunning, Exited: st.State == runtime.StateExited,
+		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, ExitCode: st.ExitCode, Reason: st.Reason,
+		Image: st.ImageName, ImageID: st.ImageID,
+	}
+	if !info.Exited {
+		return info
+	}
+	if st.TerminationLogPath != "" {
+		if b, err := readLimited(st.TerminationLogPath, maxTerminationMessage); err == nil {
+			info.Message = string(b)
+		}
+	}
+	var c *v1.Container
+	if pod != nil {
+		c = findContainer(pod, st.Name)
+	}
+	if info.Message == "" && info.ExitCode != 0 && c != nil && c.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
+		info.Message = logTail(st.LogPath)
+	}
+	return info
+}
+
+func readLimited(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
+}
+
+// logTail is the last 80 lines or 2 KiB of a container's log.
+func logTail(path string) string {
+	var b strings.Builder
+	opts := runtime.LogOptions{Tail: maxTerminationLogLines}
+	if err := runtime.ReadLog(context.Background(), path, opts, &b, func() bool { return false }); err != nil {
+		return ""
+	}
+	s := b.String()
+	if len(s) > maxTerminationLogBytes {
+		s = s[len(s)-maxTerminationLogBytes:]
+	}
+	return s
+}

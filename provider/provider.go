@@ -1,0 +1,445 @@
+// Package provider is hostlet's virtual-kubelet provider: it turns pods bound
+// to this node into lifecycle workers, reports their status, and serves the
+// node object and the kubelet API.
+package provider
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/runtime"
+	log "github.com/sirupsen/logrus"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+)
+
+// Config is the node-level configuration the provider needs.
+type Config struct {
+	NodeName      string
+	NodeIPs       []string
+	RootDir       string
+	ClusterDNS    []string
+	ClusterDomain string
+	ResolvConf    string
+	Backoff       lifecycle.Backoff
+}
+
+type podEntry struct {
+	worker *lifecycle.Pod
+	cancel context.CancelFunc
+}
+
+// Provider implements virtual-kubelet's PodLifecycleHandler and PodNotifier.
+type Provider struct {
+	cfg      Config
+	ctx      context.Context
+	client   kubernetes.Interface
+	rt       *runtime.Runtime
+	events   record.EventRecorder
+	services corelisters.ServiceLister
+	node     *Node
+	tokens   *tokenTracker
+
+	mu     sync.Mutex
+	pods   map[types.UID]*podEntry
+	byName map[string]types.UID
+	notify func(*v1.Pod)
+}
+
+// New creates the provider; Run must be called before pods arrive.
+func New(ctx context.Context, cfg Config, client kubernetes.Interface, rt *runtime.Runtime, events record.EventRecorder, services corelisters.ServiceLister, node *Node) *Provider {
+	p := &Provider{
+		cfg: cfg, ctx: ctx, client: client, rt: rt, events: events, services: services, node: node,
+		pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{},
+	}
+	p.tokens = newTokenTracker(p)
+	return p
+}
+
+// Run listens for container exits until ctx ends.
+func (p *Provider) Run(ctx context.Context) {
+	go p.tokens.run(ctx)
+	p.rt.WatchExits(ctx, func(st runtime.ContainerStatus) {
+		p.mu.Lock()
+		e := p.pods[types.UID(st.PodUID)]
+		p.mu.Unlock()
+		if e != nil {
+			e.worker.Exited(p.containerInfo(p.podByUID(st.PodUID), st))
+		}
+	})
+}
+
+func key(ns, name string) string { return ns + "/" + name }
+
+func (p *Provider) hostIPs() []string { return p.cfg.NodeIPs }
+
+func (p *Provider) allocatable() v1.ResourceList { return p.node.Allocatable() }
+
+func (p *Provider) podByUID(uid string) *v1.Pod {
+	p.mu.Lock()
+	e := p.pods[types.UID(uid)]
+	p.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	if s := e.worker.Status(); s != nil {
+		return s
+	}
+	return nil
+}
+
+// event records an event on the pod, or on one of its containers.
+func (p *Provider) event(pod *v1.Pod, container, eventType, reason, msg string) {
+	ref := &v1.ObjectReference{
+		Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+		ResourceVersion: pod.ResourceVersion,
+	}
+	if container != "" {
+		ref.FieldPath = "spec.containers{" + container + "}"
+		for _, c := range pod.Spec.InitContainers {
+			if c.Name == container {
+				ref.FieldPath = "spec.initContainers{" + container + "}"
+			}
+		}
+	}
+	p.events.Event(ref, eventType, reason, msg)
+}
+
+type recorder struct{ p *Provider }
+
+func (r recorder) Event(pod *v1.Pod, container, eventType, reason, msg string) {
+	r.p.event(pod, container, eventType, reason, msg)
+}
+
+// CreatePod starts a worker for a pod bound to this node.
+func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
+	p.mu.Lock()
+	if e, ok := p.pods[pod.UID]; ok {
+		p.mu.Unlock()
+		e.worker.Update(pod)
+		return nil
+	}
+	if reason, msg, ok := p.node.Admit(pod, p.admittedPods()); !ok {
+		p.mu.Unlock()
+		p.reject(ctx, pod, reason, msg)
+		return nil
+	}
+	wctx, cancel := context.WithCancel(p.ctx)
+	w := lifecycle.NewPod(pod, lifecycle.Config{
+		Runtime:    podRuntime{p},
+		Recorder:   recorder{p},
+		Backoff:    p.cfg.Backoff,
+		HostIPs:    p.cfg.NodeIPs,
+		Publish:    p.publish,
+		Terminated: p.terminated,
+	})
+	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel}
+	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
+	p.mu.Unlock()
+	go w.Run(wctx)
+	return nil
+}
+
+// admittedPods lists the pods this node runs, for admission. Called with mu.
+func (p *Provider) admittedPods() []*v1.Pod {
+	out := make([]*v1.Pod, 0, len(p.pods))
+	for _, e := range p.pods {
+		if s := e.worker.Status(); s != nil {
+			if s.Status.Phase == v1.PodSucceeded || s.Status.Phase == v1.PodFailed {
+				continue
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// reject fails a pod the node does not admit, without running anything.
+func (p *Provider) reject(ctx context.Context, pod *v1.Pod, reason, msg string) {
+	p.event(pod, "", v1.EventTypeWarning, reason, msg)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := p.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != pod.UID {
+			return nil
+		}
+		cur.Status.Phase = v1.PodFailed
+		cur.Status.Reason = reason
+		cur.Status.Message = msg
+		_, err = p.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.WithError(err).WithField("pod", key(pod.Namespace, pod.Name)).Warn("rejecting pod")
+	}
+}
+
+func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) error {
+	p.mu.Lock()
+	e := p.pods[pod.UID]
+	p.mu.Unlock()
+	if e == nil {
+		return p.CreatePod(ctx, pod)
+	}
+	e.worker.Update(pod)
+	return nil
+}
+
+// DeletePod starts the termination of a pod. A pod already gone from the
+// API (force deletion) is stopped at once.
+func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) error {
+	p.mu.Lock()
+	e := p.pods[pod.UID]
+	p.mu.Unlock()
+	if e == nil {
+		go p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
+		return nil
+	}
+	if pod.DeletionTimestamp == nil {
+		pod = pod.DeepCopy()
+		now := metav1.Now()
+		zero := int64(0)
+		pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = &now, &zero
+	}
+	e.worker.Update(pod)
+	return nil
+}
+
+func (p *Provider) GetPod(ctx context.Context, namespace, name string) (*v1.Pod, error) {
+	p.mu.Lock()
+	e := p.pods[p.byName[key(namespace, name)]]
+	p.mu.Unlock()
+	if e == nil {
+		return nil, errdefs.NotFoundf("pod %s/%s not found", namespace, name)
+	}
+	if s := e.worker.Status(); s != nil {
+		return s.DeepCopy(), nil
+	}
+	return nil, errdefs.NotFoundf("pod %s/%s not found", namespace, name)
+}
+
+func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*v1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+func (p *Provider) GetPods(ctx context.Context) ([]*v1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(p.pods))
+	for _, e := range p.pods {
+		if s := e.worker.Status(); s != nil {
+			out = append(out, s.DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+// NotifyPods registers virtual-kubelet's status callback.
+func (p *Provider) NotifyPods(ctx context.Context, cb func(*v1.Pod)) {
+	p.mu.Lock()
+	p.notify = cb
+	p.mu.Unlock()
+}
+
+func (p *Provider) publish(pod *v1.Pod) {
+	p.mu.Lock()
+	cb := p.notify
+	p.mu.Unlock()
+	if cb != nil {
+		cb(pod)
+	}
+}
+
+// terminated writes a deleted pod's terminal status, removes the object with
+// grace 0 (as the kubelet does once everything stopped) and cleans the host.
+func (p *Provider) terminated(pod *v1.Pod) {
+	ctx := p.ctx
+	l := log.WithField("pod", key(pod.Namespace, pod.Name))
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := p.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != pod.UID {
+			return nil
+		}
+		st := pod.Status.DeepCopy()
+		st.Conditions = lifecycle.MergeConditions(ownedOnly(st.Conditions), cur.Status.Conditions, metav1.Now())
+		cur.Status = *st
+		_, err = p.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		l.WithError(err).Warn("writing terminal pod status")
+	}
+	zero := int64(0)
+	err = p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero,
+		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		l.WithError(err).Warn("deleting pod")
+	}
+	p.mu.Lock()
+	if e := p.pods[pod.UID]; e != nil {
+		e.cancel()
+		delete(p.pods, pod.UID)
+	}
+	if p.byName[key(pod.Namespace, pod.Name)] == pod.UID {
+		delete(p.byName, key(pod.Namespace, pod.Name))
+	}
+	p.mu.Unlock()
+	p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
+}
+
+func ownedOnly(cs []v1.PodCondition) []v1.PodCondition {
+	var out []v1.PodCondition
+	for _, c := range cs {
+		if lifecycle.IsOwnedCondition(c.Type) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// cleanupHost removes everything hostlet made for a pod: containers, the
+// sandbox (CNI DEL, netns), volumes and logs.
+func (p *Provider) cleanupHost(uid, namespace, name string) {
+	ctx := context.WithoutCancel(p.ctx)
+	l := log.WithField("pod", key(namespace, name))
+	p.tokens.forget(types.UID(uid))
+	sts, err := p.rt.ListContainers(ctx, uid)
+	if err != nil {
+		l.WithError(err).Warn("listing containers for cleanup")
+	}
+	for _, st := range sts {
+		if st.State == runtime.StateRunning {
+			_ = p.rt.StopContainer(ctx, st.ID, unix.SIGKILL, 0)
+		}
+		if err := p.rt.RemoveContainer(ctx, st.ID); err != nil {
+			l.WithError(err).Warn("removing container")
+		}
+	}
+	if err := p.rt.RemoveSandbox(ctx, uid); err != nil {
+		l.WithError(err).Warn("removing sandbox")
+	}
+	if err := p.teardownVolumes(uid); err != nil {
+		l.WithError(err).Warn("removing pod dir")
+	}
+	if namespace != "" {
+		p.rt.RemoveLogs(namespace, name, uid)
+	}
+}
+
+func signalByName(name string) (unix.Signal, bool) {
+	if name == "" {
+		return 0, false
+	}
+	if n, err := strconv.Atoi(name); err == nil {
+		return unix.Signal(n), true
+	}
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	s := unix.SignalNum(name)
+	return s, s != 0
+}
+
+// tokenTracker refreshes projected service-account tokens at 80 % of their
+// life, as the kubelet's token manager does.
+type tokenTracker struct {
+	p    *Provider
+	mu   sync.Mutex
+	due  map[types.UID]time.Time
+	wake chan struct{}
+}
+
+func newTokenTracker(p *Provider) *tokenTracker {
+	return &tokenTracker{p: p, due: map[types.UID]time.Time{}, wake: make(chan struct{}, 1)}
+}
+
+func (t *tokenTracker) track(pod *v1.Pod, expires time.Time) {
+	life := time.Until(expires)
+	t.mu.Lock()
+	due := time.Now().Add(life * 8 / 10)
+	if cur, ok := t.due[pod.UID]; !ok || due.Before(cur) {
+		t.due[pod.UID] = due
+	}
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (t *tokenTracker) forget(uid types.UID) {
+	t.mu.Lock()
+	delete(t.due, uid)
+	t.mu.Unlock()
+}
+
+func (t *tokenTracker) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		t.mu.Lock()
+		var next time.Time
+		var dueNow []types.UID
+		for uid, d := range t.due {
+			if !d.After(time.Now()) {
+				dueNow = append(dueNow, uid)
+				delete(t.due, uid)
+			} else if next.IsZero() || d.Before(next) {
+				next = d
+			}
+		}
+		t.mu.Unlock()
+		for _, uid := range dueNow {
+			if pod := t.p.podByUID(string(uid)); pod != nil && pod.DeletionTimestamp == nil {
+				sb, err := t.p.rt.Sandbox(string(uid))
+				var ips []string
+				if err == nil {
+					ips = sb.IPs
+				}
+				if err := t.p.setupVolumes(ctx, pod, ips); err != nil {
+					log.WithError(err).WithField("pod", key(pod.Namespace, pod.Name)).Warn("refreshing volumes")
+				}
+			}
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = time.Until(next)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-t.wake:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package provider
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hostlet/hostlet/runtime"
+	log "github.com/sirupsen/logrus"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	utilexec "k8s.io/utils/exec"
+)
+
+// ServerConfig configures the kubelet HTTPS API.
+type ServerConfig struct {
+	Addr               string
+	CertFile, KeyFile  string
+	ClientCAFile       string
+	StreamIdleTimeout  time.Duration
+	StreamCreationTime time.Duration
+}
+
+// Serve runs the kubelet API (logs, exec, pods, healthz), authenticated and
+// authorized as the kubelet's is: client certificates from the client CA or
+// bearer tokens (TokenReview), then a SubjectAccessReview per request.
+func (p *Provider) Serve(ctx context.Context, cfg ServerConfig, client kubernetes.Interface, pods corelisters.PodLister) error {
+	caProvider, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca", cfg.ClientCAFile)
+	if err != nil {
+		return fmt.Errorf("client CA: %w", err)
+	}
+	auth, err := nodeutil.WebhookAuth(client, p.cfg.NodeName, func(c *nodeutil.WebhookAuthConfig) error {
+		c.AuthnConfig.ClientCertificateCAContentProvider = caProvider
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	api.AttachPodRoutes(api.PodHandlerConfig{
+		RunInContainer:   p.RunInContainer,
+		GetContainerLogs: p.GetContainerLogs,
+		GetPods:          p.GetPods,
+		GetPodsFromKubernetes: func(context.Context) ([]*v1.Pod, error) {
+			return pods.List(labels.Everything())
+		},
+		StreamIdleTimeout:     cfg.StreamIdleTimeout,
+		StreamCreationTimeout: cfg.StreamCreationTime,
+	}, mux, false)
+
+	cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+	if err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(cfg.ClientCAFile)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	tlsCfg := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientCAs:    pool,
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		MinVersion:   tls.VersionTLS12,
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: nodeutil.WithAuth(auth, mux), TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.ServeTLS(ln, "", ""); err != nil && err != http.ErrServerClosed {
+			log.WithError(err).Error("kubelet API server stopped")
+		}
+	}()
+	return nil
+}
+
+// containerRef finds a container of a pod the node runs.
+func (p *Provider) containerRef(namespace, podName, container string) (*v1.Pod, *v1.ContainerStatus, error) {
+	pod, err := p.GetPod(context.Background(), namespace, podName)
+	if err != nil {
+		return nil, nil, errdefs.NotFoundf("pod %s/%s not found", namespace, podName)
+	}
+	for _, list := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for i := range list {
+			if list[i].Name == container {
+				return pod, &list[i], nil
+			}
+		}
+	}
+	return nil, nil, errdefs.InvalidInputf("container %s is not valid for pod %s", container, podName)
+}
+
+func containerIDOf(st *v1.ContainerStatus) string {
+	return strings.TrimPrefix(st.ContainerID, "containerd://")
+}
+
+// GetContainerLogs serves `kubectl logs`.
+func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
+	pod, st, err := p.containerRef(namespace, podName, container)
+	if err != nil {
+		return nil, err
+	}
+	attempt := int(st.RestartCount)
+	if opts.Previous {
+		if st.LastTerminationState.Terminated == nil {
+			return nil, errdefs.InvalidInputf("previous terminated container %q in pod %q not found", container, podName)
+		}
+		if st.State.Running != nil || st.State.Terminated != nil {
+			attempt--
+		}
+	} else if st.ContainerID == "" {
+		reason := "ContainerCreating"
+		if st.State.Waiting != nil {
+			reason = st.State.Waiting.Reason
+		}
+		return nil, errdefs.InvalidInputf("container %q in pod %q is waiting to start: %s", container, podName, reason)
+	}
+	path := filepath.Join(p.rt.LogDir(namespace, podName, string(pod.UID)), container, strconv.Itoa(attempt)+".log")
+	lo := runtime.LogOptions{Tail: -1, Timestamps: opts.Timestamps, LimitBytes: int64(opts.LimitBytes), Follow: opts.Follow && !opts.Previous}
+	if opts.Tail > 0 {
+		lo.Tail = opts.Tail
+	}
+	switch {
+	case !opts.SinceTime.IsZero():
+		lo.Since = opts.SinceTime
+	case opts.SinceSeconds > 0:
+		lo.Since = time.Now().Add(-time.Duration(opts.SinceSeconds) * time.Second)
+	}
+	id := containerIDOf(st)
+	running := func() bool {
+		cs, err := p.rt.ContainerStatus(context.WithoutCancel(ctx), id)
+		return err == nil && cs.State == runtime.StateRunning
+	}
+	r, w := io.Pipe()
+	go func() {
+		w.CloseWithError(runtime.ReadLog(ctx, path, lo, w, running))
+	}()
+	return r, nil
+}
+
+// RunInContainer serves `kubectl exec`.
+func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, container string, cmd []string, attach api.AttachIO) error {
+	_, st, err := p.containerRef(namespace, podName, container)
+	if err != nil {
+		return err
+	}
+	if st.State.Running == nil {
+		return errdefs.InvalidInputf("container %s is not running", container)
+	}
+	eio := runtime.ExecIO{TTY: attach.TTY()}
+	if in := attach.Stdin(); in != nil {
+		eio.Stdin = in
+	}
+	if out := attach.Stdout(); out != nil {
+		eio.Stdout = out
+	}
+	if e := attach.Stderr(); e != nil {
+		eio.Stderr = e
+	}
+	if attach.TTY() {
+		sizes := make(chan runtime.TermSize)
+		go func() {
+			defer close(sizes)
+			for s := range attach.Resize() {
+				select {
+				case sizes <- runtime.TermSize{Width: s.Width, Height: s.Height}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		eio.Resize = sizes
+	}
+	code, err := p.rt.Exec(ctx, containerIDOf(st), cmd, eio)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		// The streaming protocol turns this into the command's exit code.
+		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with non-zero exit code: %d", code), Code: code}
+	}
+	return nil
+}

@@ -1,0 +1,322 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/runtime"
+	"golang.org/x/sys/unix"
+	authv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func (p *Provider) volumeDir(pod *v1.Pod, name string) string {
+	return filepath.Join(p.cfg.RootDir, "pods", string(pod.UID), "volumes", name)
+}
+
+// setupVolumes makes every volume of the pod exist on the host. Content
+// volumes are (re)written atomically, so calling it again refreshes them.
+func (p *Provider) setupVolumes(ctx context.Context, pod *v1.Pod, podIPs []string) error {
+	objs := p.objects(pod.Namespace)
+	for i := range pod.Spec.Volumes {
+		vol := &pod.Spec.Volumes[i]
+		if err := p.setupVolume(ctx, pod, vol, podIPs, objs); err != nil {
+			return &lifecycle.Failure{Reason: "FailedMount",
+				Message: fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", vol.Name, err)}
+		}
+	}
+	return nil
+}
+
+func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, podIPs []string, objs *objects) error {
+	dir := p.volumeDir(pod, vol.Name)
+	src := vol.VolumeSource
+	switch {
+	case src.EmptyDir != nil:
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return err
+		}
+		if src.EmptyDir.Medium == v1.StorageMediumMemory {
+			opts := "mode=1777"
+			if l := src.EmptyDir.SizeLimit; l != nil && !l.IsZero() {
+				opts += fmt.Sprintf(",size=%d", l.Value())
+			}
+			if err := ensureTmpfs(dir, opts); err != nil {
+				return err
+			}
+		}
+		// emptyDir is world-writable, as the kubelet makes it.
+		return os.Chmod(dir, 0o777)
+	case src.HostPath != nil:
+		return p.setupHostPath(src.HostPath)
+	case src.ConfigMap != nil, src.Secret != nil, src.Projected != nil, src.DownwardAPI != nil:
+		files, err := p.volumeFiles(ctx, pod, vol, podIPs, objs)
+		if err != nil {
+			return err
+		}
+		if src.Secret != nil || src.Projected != nil {
+			// Secrets and tokens never touch the disk.
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			if err := ensureTmpfs(dir, "mode=0755"); err != nil {
+				return err
+			}
+		}
+		return writeAtomic(dir, files)
+	}
+	return fmt.Errorf("volume type not supported by hostlet")
+}
+
+func (p *Provider) setupHostPath(hp *v1.HostPathVolumeSource) error {
+	t := v1.HostPathUnset
+	if hp.Type != nil {
+		t = *hp.Type
+	}
+	fi, err := os.Stat(hp.Path)
+	switch t {
+	case v1.HostPathDirectoryOrCreate:
+		if errors.Is(err, os.ErrNotExist) {
+			return os.MkdirAll(hp.Path, 0o755)
+		}
+	case v1.HostPathFileOrCreate:
+		if errors.Is(err, os.ErrNotExist) {
+			f, err := os.OpenFile(hp.Path, os.O_CREATE|os.O_RDONLY, 0o644)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}
+	case v1.HostPathDirectory:
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("hostPath type check failed: %s is not a directory", hp.Path)
+		}
+	case v1.HostPathFile:
+		if err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("hostPath type check failed: %s is not a file", hp.Path)
+		}
+	}
+	return nil
+}
+
+func ensureTmpfs(dir, opts string) error {
+	var st, parent unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return err
+	}
+	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
+		return err
+	}
+	if st.Dev != parent.Dev {
+		return nil // already a mount point
+	}
+	return unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+}
+
+func mode(def *int32, item *int32) os.FileMode {
+	if item != nil {
+		return os.FileMode(*item)
+	}
+	if def != nil {
+		return os.FileMode(*def)
+	}
+	return 0o644
+}
+
+// keyed selects the files of a configMap/secret: all keys, or the items.
+func keyed(data map[string][]byte, items []v1.KeyToPath, defMode *int32, what, ns, name string) (map[string]volumeFile, error) {
+	out := map[string]volumeFile{}
+	if len(items) == 0 {
+		for k, v := range data {
+			out[k] = volumeFile{Data: v, Mode: mode(defMode, nil)}
+		}
+		return out, nil
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			return nil, fmt.Errorf("configuration of %s %s/%s references non-existent key %s", what, ns, name, it.Key)
+		}
+		out[it.Path] = volumeFile{Data: v, Mode: mode(defMode, it.Mode)}
+	}
+	return out, nil
+}
+
+func (p *Provider) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume, podIPs []string, objs *objects) (map[string]volumeFile, error) {
+	src := vol.VolumeSource
+	switch {
+	case src.ConfigMap != nil:
+		return p.configMapFiles(ctx, pod, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, src.ConfigMap.DefaultMode, objs)
+	case src.Secret != nil:
+		return p.secretFiles(ctx, pod, src.Secret.SecretName, src.Secret.Items, src.Secret.Optional, src.Secret.DefaultMode, objs)
+	case src.DownwardAPI != nil:
+		return p.downwardFiles(pod, src.DownwardAPI.Items, src.DownwardAPI.DefaultMode, podIPs)
+	}
+	out := map[string]volumeFile{}
+	pr := src.Projected
+	for _, s := range pr.Sources {
+		var files map[string]volumeFile
+		var err error
+		switch {
+		case s.ConfigMap != nil:
+			files, err = p.configMapFiles(ctx, pod, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional, pr.DefaultMode, objs)
+		case s.Secret != nil:
+			files, err = p.secretFiles(ctx, pod, s.Secret.Name, s.Secret.Items, s.Secret.Optional, pr.DefaultMode, objs)
+		case s.DownwardAPI != nil:
+			files, err = p.downwardFiles(pod, s.DownwardAPI.Items, pr.DefaultMode, podIPs)
+		case s.ServiceAccountToken != nil:
+			files, err = p.tokenFiles(ctx, pod, s.ServiceAccountToken, pr.DefaultMode)
+		default:
+			err = fmt.Errorf("projected source not supported by hostlet")
+		}
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range files {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+func (p *Provider) configMapFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects) (map[string]volumeFile, error) {
+	cm, err := objs.configMap(ctx, name)
+	if err != nil {
+		if isOptional(optional) {
+			return map[string]volumeFile{}, nil
+		}
+		return nil, err
+	}
+	data := map[string][]byte{}
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	return keyed(data, items, defMode, "configMap", pod.Namespace, name)
+}
+
+func (p *Provider) secretFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects) (map[string]volumeFile, error) {
+	s, err := objs.secret(ctx, name)
+	if err != nil {
+		if isOptional(optional) {
+			return map[string]volumeFile{}, nil
+		}
+		return nil, err
+	}
+	return keyed(s.Data, items, defMode, "secret", pod.Namespace, name)
+}
+
+func (p *Provider) downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defMode *int32, podIPs []string) (map[string]volumeFile, error) {
+	out := map[string]volumeFile{}
+	for _, it := range items {
+		var v string
+		var err error
+		switch {
+		case it.FieldRef != nil:
+			v, err = fieldValue(pod, it.FieldRef.FieldPath, podIPs, p.hostIPs())
+		case it.ResourceFieldRef != nil:
+			c := findContainer(pod, it.ResourceFieldRef.ContainerName)
+			if c == nil {
+				return nil, fmt.Errorf("container %s not found", it.ResourceFieldRef.ContainerName)
+			}
+			v, err = p.resourceValue(pod, c, it.ResourceFieldRef)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[it.Path] = volumeFile{Data: []byte(v), Mode: mode(defMode, it.Mode)}
+	}
+	return out, nil
+}
+
+// tokenFiles requests a service-account token bound to the pod.
+func (p *Provider) tokenFiles(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, defMode *int32) (map[string]volumeFile, error) {
+	exp := int64(3600)
+	if src.ExpirationSeconds != nil {
+		exp = *src.ExpirationSeconds
+	}
+	var aud []string
+	if src.Audience != "" {
+		aud = []string{src.Audience}
+	}
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	tr, err := p.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{
+			Audiences:         aud,
+			ExpirationSeconds: &exp,
+			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("failed to fetch token: %w", err)
+	}
+	m := os.FileMode(0o600)
+	if defMode != nil {
+		m = os.FileMode(*defMode)
+	}
+	p.tokens.track(pod, tr.Status.ExpirationTimestamp.Time)
+	return map[string]volumeFile{src.Path: {Data: []byte(tr.Status.Token), Mode: m}}, nil
+}
+
+// containerMounts maps the container's volumeMounts to host paths.
+func (p *Provider) containerMounts(pod *v1.Pod, c *v1.Container) ([]runtime.Mount, error) {
+	vols := map[string]*v1.Volume{}
+	for i := range pod.Spec.Volumes {
+		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	var out []runtime.Mount
+	for _, m := range c.VolumeMounts {
+		vol, ok := vols[m.Name]
+		if !ok {
+			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", m.Name, c.Name)
+		}
+		host := p.volumeDir(pod, m.Name)
+		if vol.HostPath != nil {
+			host = vol.HostPath.Path
+		}
+		if m.SubPath != "" {
+			sub := filepath.Join(host, m.SubPath)
+			if !strings.HasPrefix(sub, host) {
+				return nil, fmt.Errorf("subPath %q escapes the volume", m.SubPath)
+			}
+			if _, err := os.Lstat(sub); errors.Is(err, os.ErrNotExist) {
+				if err := os.MkdirAll(sub, 0o755); err != nil {
+					return nil, err
+				}
+			}
+			// A subPath of a content volume reads the current payload, not
+			// the symlink, so it keeps its content when the volume updates.
+			if resolved, err := filepath.EvalSymlinks(sub); err == nil {
+				sub = resolved
+			}
+			host = sub
+		}
+		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: m.ReadOnly})
+	}
+	return out, nil
+}
+
+// teardownVolumes unmounts the pod's tmpfs volumes and removes its files.
+func (p *Provider) teardownVolumes(uid string) error {
+	dir := filepath.Join(p.cfg.RootDir, "pods", uid, "volumes")
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		d := filepath.Join(dir, e.Name())
+		_ = unix.Unmount(d, unix.MNT_DETACH)
+	}
+	return os.RemoveAll(filepath.Join(p.cfg.RootDir, "pods", uid))
+}
