@@ -1,0 +1,74 @@
+# hostlet: a Virtual Kubelet provider that runs a node's pods with containerd.
+# Everything the targets need is installed or built here (apt-get, Go
+# modules); builds of the real components are cached outside the repo.
+
+SHELL   := /bin/bash
+CACHE   ?= $(HOME)/.cache/hostlet
+BIN     := $(CURDIR)/bin
+DEV_DIR ?= /var/tmp/hostlet-dev
+export GOFLAGS ?= -buildvcs=false
+export PATH := /usr/local/go/bin:$(PATH)
+
+APT_PACKAGES := libseccomp-dev busybox-static containernetworking-plugins iptables iproute2 dbus-daemon
+
+.PHONY: all build deps components images dev dev-down test unit e2e vet clean
+
+all: build
+
+## deps: Debian packages the node and the tests need (as root).
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+## build: the hostlet binary in ./bin.
+build:
+	go build -o $(BIN)/hostlet ./cmd/hostlet
+
+## components: etcd, the control plane, kubectl, containerd and runc (cached).
+components: deps
+	test/cluster/build.sh
+
+## images: the local test images as OCI archives (cached).
+images: deps
+	go run ./test/images/cmd/build-images -out $(CACHE)/images
+
+## dev: a local control plane with containerd and hostlet as its node.
+dev: build components images
+	@if [ -f $(DEV_DIR)/ready ] && kill -0 $$(cat $(DEV_DIR)/pid 2>/dev/null) 2>/dev/null; then \
+		echo "dev cluster already running"; \
+	else \
+		mkdir -p $(DEV_DIR); rm -f $(DEV_DIR)/ready; \
+		go build -o $(BIN)/localcluster ./test/harness/cmd/localcluster; \
+		nohup $(BIN)/localcluster up --dir $(DEV_DIR) --hostlet $(BIN)/hostlet --images $(CACHE)/images \
+			> $(DEV_DIR)/localcluster.log 2>&1 & \
+		for i in $$(seq 1 180); do [ -f $(DEV_DIR)/ready ] && break; \
+			kill -0 $$! 2>/dev/null || { tail -50 $(DEV_DIR)/localcluster.log; exit 1; }; sleep 1; done; \
+		[ -f $(DEV_DIR)/ready ] || { tail -50 $(DEV_DIR)/localcluster.log; exit 1; }; \
+	fi
+	@echo
+	@echo "The local cluster is up, with hostlet as node hostlet-dev. Use it with:"
+	@echo "  export KUBECONFIG=$(DEV_DIR)/kubeconfig PATH=$(CACHE)/bin:\$$PATH"
+	@echo "  kubectl get nodes"
+	@echo "  kubectl run t --image=hostlet.local/busybox:1.35 --restart=Never -- echo hi"
+	@echo "  kubectl logs t"
+	@echo "Logs: $(DEV_DIR)/logs/. Stop it with: make dev-down"
+
+dev-down:
+	@if [ -x $(BIN)/localcluster ]; then $(BIN)/localcluster down --dir $(DEV_DIR); else echo "no dev cluster"; fi
+
+vet:
+	go vet ./...
+
+## test: unit tests, then the e2e suite against a real control plane,
+## containerd, runc and CNI.
+test: deps components images vet
+	go test -count=1 -timeout 60m ./...
+
+unit:
+	go test -count=1 -short ./lifecycle/... ./provider/... ./runtime/... ./cmd/...
+
+clean:
+	rm -rf $(BIN)
