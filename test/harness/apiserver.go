@@ -1,0 +1,62 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// serviceAccountIssuer is also the audience the apiserver accepts.
+const serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
+
+// startAPIServer runs kube-apiserver on 127.0.0.1 with Node+RBAC
+// authorization and NodeRestriction, so node identities are really checked.
+func (c *Cluster) startAPIServer() (*process, error) {
+	p := c.pki
+	args := []string{
+		"--bind-address", "127.0.0.1",
+		// A loopback advertise address makes the "kubernetes" Endpoints
+		// reconciler complain (loopback IPs are invalid endpoints), but the
+		// default/kubernetes Service itself is still created, which is what
+		// clients and the e2e framework need.
+		"--advertise-address", "127.0.0.1",
+		"--secure-port", fmt.Sprint(c.ports.apiserver),
+		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", c.ports.etcdClient),
+		"--tls-cert-file", p.APIServerCert,
+		"--tls-private-key-file", p.APIServerKey,
+		"--client-ca-file", p.CACert,
+		"--service-account-issuer", serviceAccountIssuer,
+		"--api-audiences", serviceAccountIssuer,
+		"--service-account-key-file", p.SAPub,
+		"--service-account-signing-key-file", p.SAKey,
+		"--service-cluster-ip-range", serviceCIDR,
+		"--authorization-mode", "Node,RBAC",
+		"--enable-admission-plugins", "NodeRestriction",
+		"--enable-bootstrap-token-auth",
+		"--allow-privileged=true",
+		"--kubelet-client-certificate", p.KubeletClientCert,
+		"--kubelet-client-key", p.KubeletClientKey,
+		// Node serving certificates minted by KubeletServingCert are signed
+		// by the cluster CA, so the apiserver can verify them for logs/exec.
+		"--kubelet-certificate-authority", p.CACert,
+		// Node names do not resolve here; reach nodes by their InternalIP.
+		"--kubelet-preferred-address-types", "InternalIP,Hostname",
+		"--cert-dir", filepath.Join(c.dir, "pki", "apiserver-generated"),
+		"--profiling=false",
+	}
+	args = append(args, c.opts.APIServerArgs...)
+	return c.launch("kube-apiserver", filepath.Join(c.binDir, "kube-apiserver"), args...)
+}
+
+// waitAPIServer waits for /readyz through the admin client.
+func (c *Cluster) waitAPIServer(ctx context.Context, p *process) error {
+	rc := c.client.Discovery().RESTClient()
+	return p.waitFor(ctx, "kube-apiserver /readyz", 100*time.Millisecond, func(ctx context.Context) error {
+		body, err := rc.Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, body)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,136 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+const modulePath = "github.com/hostlet/hostlet"
+
+// RepoRoot finds the hostlet checkout by walking up from the working
+// directory (go test runs in the package dir) to the go.mod declaring
+// module github.com/hostlet/hostlet.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if isRepoRoot(dir) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod with module %s above the working directory", modulePath)
+		}
+		dir = parent
+	}
+}
+
+func isRepoRoot(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if fs := strings.Fields(s.Text()); len(fs) == 2 && fs[0] == "module" {
+			return fs[1] == modulePath
+		}
+	}
+	return false
+}
+
+// buildMu serialises build.sh within the process: parallel Starts would
+// otherwise build the same component twice.
+var buildMu sync.Mutex
+
+// BuildComponents runs test/cluster/build.sh (a no-op once its cache is
+// warm) and returns the bin dir it prints on its last stdout line.
+func BuildComponents(ctx context.Context, logf func(string, ...any)) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "cluster", "build.sh"))
+	cmd.Dir = root
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("test/cluster/build.sh: %w\n%s", err, stderr.String())
+	}
+	if s := strings.TrimSpace(stderr.String()); s != "" && logf != nil {
+		logf("build.sh: %s", s)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	bin := strings.TrimSpace(lines[len(lines)-1])
+	if st, err := os.Stat(bin); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("build.sh printed %q, not a directory", bin)
+	}
+	return bin, nil
+}
+
+// BuildHostlet builds ./cmd/hostlet into <cache>/hostlet-dev and returns
+// its path. The cache is $HOSTLET_CACHE or ~/.cache/hostlet, like build.sh.
+func BuildHostlet(ctx context.Context) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cache := os.Getenv("HOSTLET_CACHE")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		cache = filepath.Join(home, ".cache", "hostlet")
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	out := filepath.Join(cache, "hostlet-dev")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/hostlet")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/hostlet: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// checkedBinDirs remembers bin dirs that passed checkBinaries.
+var checkedBinDirs sync.Map
+
+// checkBinaries makes sure every component is present, and that the kube
+// binaries carry a version: built without build.sh's -X version flags they
+// panic at startup ("version string \"\" doesn't match"), which is better
+// reported once, here, with the remedy.
+func checkBinaries(binDir string) error {
+	if _, ok := checkedBinDirs.Load(binDir); ok {
+		return nil
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl",
+		"containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			return fmt.Errorf("bin dir %s: %w", binDir, err)
+		}
+	}
+	out, err := exec.Command(filepath.Join(binDir, "kube-apiserver"), "--version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "Kubernetes v") {
+		return fmt.Errorf("%s/kube-apiserver --version failed (%v): the kube binaries were built without their version "+
+			"(test/cluster/build.sh must pass -X k8s.io/component-base/version.gitVersion=v1.x.y; after fixing it delete "+
+			"%s/.kube-* so it rebuilds); output: %.300s", binDir, err, binDir, out)
+	}
+	checkedBinDirs.Store(binDir, true)
+	return nil
+}

@@ -1,0 +1,211 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/platforms"
+)
+
+// ContainerdNamespace is the containerd namespace hostlet keeps its
+// containers and images in.
+const ContainerdNamespace = "hostlet"
+
+// containerdConfig is a private containerd: own root, state and sockets under
+// the cluster dir, no CRI (hostlet talks to containerd directly), and every
+// plugin that would otherwise touch a host-global path (NRI socket, /opt,
+// conf.d imports) either disabled or pointed into the cluster dir, so several
+// clusters and the host's own containerd never see each other.
+const containerdConfig = `version = 3
+root = %[1]q
+state = %[2]q
+imports = []
+disabled_plugins = [
+  "io.containerd.grpc.v1.cri",
+  "io.containerd.cri.v1.runtime",
+  "io.containerd.cri.v1.images",
+  "io.containerd.podsandbox.controller.v1.podsandbox",
+  "io.containerd.nri.v1.nri",
+  "io.containerd.snapshotter.v1.blockfile",
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.erofs",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.differ.v1.erofs",
+  "io.containerd.mount-handler.v1.erofs",
+  "io.containerd.tracing.processor.v1.otlp",
+  "io.containerd.internal.v1.tracing",
+]
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[debug]
+  level = "info"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[5]q
+
+# The transfer service requires an image verifier; give it an empty dir.
+[plugins."io.containerd.image-verifier.v1.bindir"]
+  bin_dir = %[7]q
+
+[plugins."io.containerd.transfer.v1.local"]
+  config_path = %[6]q
+`
+
+// containerdPaths are all derived from the cluster dir.
+func (c *Cluster) containerdDir() string { return filepath.Join(c.dir, "containerd") }
+
+// ContainerdSocket is the gRPC socket of the cluster's private containerd.
+func (c *Cluster) ContainerdSocket() string {
+	return filepath.Join(c.containerdDir(), "containerd.sock")
+}
+
+// ContainerdHostsDir is the containerd v2 registry hosts directory
+// (<dir>/<host:port>/hosts.toml), the same format as /etc/containerd/certs.d.
+// The daemon's transfer service reads it; clients that resolve themselves
+// (hostlet's pull path) should pass it as their config_path / HostDir.
+func (c *Cluster) ContainerdHostsDir() string { return filepath.Join(c.containerdDir(), "certs.d") }
+
+// AllowInsecureRegistry lets hostPort (e.g. "127.0.0.1:5000") be pulled
+// from over plain HTTP, by writing its hosts.toml into ContainerdHostsDir.
+func (c *Cluster) AllowInsecureRegistry(hostPort string) error {
+	d := filepath.Join(c.ContainerdHostsDir(), hostPort)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return err
+	}
+	toml := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n",
+		"http://"+hostPort, "http://"+hostPort)
+	return os.WriteFile(filepath.Join(d, "hosts.toml"), []byte(toml), 0o644)
+}
+
+// startContainerd writes the private config and starts the daemon. Its
+// PATH has the bin dir first so it finds our containerd-shim-runc-v2, and
+// the shim our runc. containerd dies with us (Pdeathsig); the shims it
+// spawns deliberately do not (they setsid), Stop and stale-instance cleanup
+// deal with them.
+func (c *Cluster) startContainerd() (*process, error) {
+	d := c.containerdDir()
+	for _, sub := range []string{"root", "state", "opt", "certs.d", "image-verifier"} {
+		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if n := len(c.ContainerdSocket()) + len(".ttrpc"); n > 100 {
+		return nil, fmt.Errorf("containerd socket path %q too long for a unix socket; use a shorter Dir", c.ContainerdSocket())
+	}
+	cfg := fmt.Sprintf(containerdConfig,
+		filepath.Join(d, "root"), filepath.Join(d, "state"),
+		c.ContainerdSocket(), c.ContainerdSocket()+".ttrpc",
+		filepath.Join(d, "opt"), c.ContainerdHostsDir(), filepath.Join(d, "image-verifier"))
+	cfgPath := filepath.Join(d, "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	return c.launch("containerd", filepath.Join(c.binDir, "containerd"), "--config", cfgPath)
+}
+
+// waitContainerd waits until the daemon answers on its socket and keeps a
+// client for ImportImage and for cleanup at Stop.
+func (c *Cluster) waitContainerd(ctx context.Context, p *process) error {
+	return p.waitFor(ctx, "containerd socket", 50*time.Millisecond, func(ctx context.Context) error {
+		if _, err := os.Stat(c.ContainerdSocket()); err != nil {
+			return err
+		}
+		cl, err := containerd.New(c.ContainerdSocket(),
+			containerd.WithDefaultNamespace(ContainerdNamespace), containerd.WithTimeout(2*time.Second))
+		if err != nil {
+			return err
+		}
+		if _, err := cl.Version(ctx); err != nil {
+			cl.Close()
+			return err
+		}
+		c.ctrd = cl
+		return nil
+	})
+}
+
+// ContainerdClient returns a client of the cluster's containerd with the
+// "hostlet" namespace as default. Owned by the Cluster: do not Close it.
+func (c *Cluster) ContainerdClient() *containerd.Client { return c.ctrd }
+
+// ImportImage imports an OCI (or docker-save) archive into the "hostlet"
+// namespace and unpacks it for the overlayfs snapshotter, like
+// `ctr -n hostlet images import` does. Image names come from the archive's
+// io.containerd.image.name or org.opencontainers.image.ref.name annotations.
+func (c *Cluster) ImportImage(ctx context.Context, archivePath string) error {
+	_, err := c.importImage(ctx, archivePath)
+	return err
+}
+
+func (c *Cluster) importImage(ctx context.Context, archivePath string) ([]string, error) {
+	if c.ctrd == nil {
+		return nil, fmt.Errorf("containerd is not running")
+	}
+	f, err := os.Open(archivePath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ctx = namespaces.WithNamespace(ctx, ContainerdNamespace)
+	imgs, err := c.ctrd.Import(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", archivePath, err)
+	}
+	var names []string
+	for _, img := range imgs {
+		image := containerd.NewImageWithPlatform(c.ctrd, img, platforms.DefaultStrict())
+		if err := image.Unpack(ctx, "overlayfs"); err != nil {
+			return nil, fmt.Errorf("unpack %s from %s: %w", img.Name, archivePath, err)
+		}
+		names = append(names, img.Name)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("import %s: no named image in archive (annotate the index manifests with io.containerd.image.name)", archivePath)
+	}
+	return names, nil
+}
+
+// removeAllTasks kills and deletes every task and container in every
+// namespace through the API, so shims exit cleanly and remove their rootfs
+// mounts and sockets. Whatever survives is handled by killShims afterwards.
+func (c *Cluster) removeAllTasks(ctx context.Context) {
+	if c.ctrd == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	nss, err := c.ctrd.NamespaceService().List(ctx)
+	if err != nil {
+		c.logf("containerd cleanup: list namespaces: %v", err)
+		return
+	}
+	for _, ns := range nss {
+		nctx := namespaces.WithNamespace(ctx, ns)
+		ctrs, err := c.ctrd.Containers(nctx)
+		if err != nil {
+			continue
+		}
+		for _, ctr := range ctrs {
+			if task, err := ctr.Task(nctx, nil); err == nil {
+				_ = task.Kill(nctx, syscall.SIGKILL, containerd.WithKillAll)
+				if _, err := task.Delete(nctx, containerd.WithProcessKill); err != nil && !strings.Contains(err.Error(), "not found") {
+					c.logf("containerd cleanup: delete task %s/%s: %v", ns, ctr.ID(), err)
+				}
+			}
+			_ = ctr.Delete(nctx, containerd.WithSnapshotCleanup)
+		}
+	}
+}

@@ -1,0 +1,211 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// HostletOptions says how to run one hostlet node.
+type HostletOptions struct {
+	// Binary is the hostlet executable (see BuildHostlet). Required.
+	Binary string
+	// NodeName is the node's name; default "hostlet-node".
+	NodeName string
+	// ExtraArgs are appended after the standard flags (later flags win).
+	ExtraArgs []string
+	// Env is added to the process environment.
+	Env []string
+	// NoWaitReady returns as soon as the process started, without waiting
+	// for the Node to become Ready.
+	NoWaitReady bool
+}
+
+// Hostlet is one running hostlet process registered as a node.
+type Hostlet struct {
+	c    *Cluster
+	opts HostletOptions
+	args []string
+	port int
+
+	mu   sync.Mutex
+	proc *process
+}
+
+// StartHostlet launches hostlet as node opts.NodeName with its own node
+// identity, serving cert, root dir and port, pointed at the cluster's
+// containerd and CNI config, and (unless NoWaitReady) waits for the node to
+// be Ready.
+func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostlet, error) {
+	if opts.Binary == "" {
+		return nil, fmt.Errorf("HostletOptions.Binary is required (see BuildHostlet)")
+	}
+	if opts.NodeName == "" {
+		opts.NodeName = "hostlet-node"
+	}
+	name := opts.NodeName
+	c.mu.Lock()
+	if _, dup := c.hostlets[name]; dup {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("hostlet %s already started", name)
+	}
+	c.mu.Unlock()
+
+	kubeconfig, err := c.NodeKubeconfig(name)
+	if err != nil {
+		return nil, err
+	}
+	cert, key, err := c.KubeletServingCert(name)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(c.dir, "hostlet", name)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	h := &Hostlet{c: c, opts: opts, port: ports[0]}
+	h.args = append([]string{
+		"--kubeconfig", kubeconfig,
+		"--hostname-override", name,
+		"--node-ip", "127.0.0.1",
+		"--root-dir", root,
+		"--container-runtime-endpoint", "unix://" + c.ContainerdSocket(),
+		"--containerd-namespace", ContainerdNamespace,
+		"--cni-conf-dir", c.CNIConfDir(),
+		"--cni-bin-dir", c.CNIBinDir(),
+		"--cni-cache-dir", c.CNICacheDir(),
+		"--address", "127.0.0.1",
+		"--port", fmt.Sprint(h.port),
+		"--tls-cert-file", cert,
+		"--tls-private-key-file", key,
+		"--client-ca-file", c.pki.CACert,
+		"--v", "4",
+	}, opts.ExtraArgs...)
+	// If the Node does not exist yet, any Ready status is this process's;
+	// otherwise (a name reused in this cluster) wait for a fresh heartbeat.
+	var since time.Time
+	if _, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		since = time.Now()
+	}
+	if err := h.start(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.hostlets[name] = h
+	c.mu.Unlock()
+	if !opts.NoWaitReady {
+		if err := h.waitReady(ctx, since); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+func (h *Hostlet) start() error {
+	env := append(os.Environ(), "PATH="+h.c.binDir+":"+os.Getenv("PATH"))
+	env = append(env, h.opts.Env...)
+	p, err := startProcess("hostlet-"+h.opts.NodeName, h.LogPath(), env, true, h.opts.Binary, h.args...)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.proc = p
+	h.mu.Unlock()
+	return nil
+}
+
+// waitReady waits until the Node is Ready *and* this hostlet process has
+// reported since it started (node heartbeat or lease renewal after since):
+// after a restart the Node still says Ready from the previous process.
+// Polls, because a lease renewal alone produces no Node event to watch.
+// Fails fast if hostlet exits.
+func (h *Hostlet) waitReady(ctx context.Context, since time.Time) error {
+	p := h.process()
+	name := h.opts.NodeName
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return p.waitFor(ctx, "node "+name+" Ready", 200*time.Millisecond, func(ctx context.Context) error {
+		n, err := h.c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var ready *v1.NodeCondition
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == v1.NodeReady {
+				ready = &n.Status.Conditions[i]
+			}
+		}
+		if ready == nil || ready.Status != v1.ConditionTrue {
+			return fmt.Errorf("node %s not Ready: %v", name, n.Status.Conditions)
+		}
+		// Heartbeats have second precision: only one in a later second than
+		// since is certainly from this process. Leases have microseconds.
+		if ready.LastHeartbeatTime.Time.After(since.Truncate(time.Second)) {
+			return nil
+		}
+		l, err := h.c.client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && l.Spec.RenewTime != nil && !l.Spec.RenewTime.Time.Before(since) {
+			return nil
+		}
+		return fmt.Errorf("node %s: no heartbeat or lease renewal since %v", name, since)
+	})
+}
+
+func (h *Hostlet) process() *process {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.proc
+}
+
+// NodeName is the node this hostlet registers.
+func (h *Hostlet) NodeName() string { return h.opts.NodeName }
+
+// LogPath is <dir>/logs/hostlet-<name>.log (all restarts append to it).
+func (h *Hostlet) LogPath() string { return h.c.logPath("hostlet-" + h.opts.NodeName) }
+
+// Port is the kubelet API port hostlet serves on 127.0.0.1.
+func (h *Hostlet) Port() int { return h.port }
+
+// RootDir is hostlet's --root-dir.
+func (h *Hostlet) RootDir() string { return filepath.Join(h.c.dir, "hostlet", h.opts.NodeName) }
+
+// Args is the full command line hostlet was started with (without argv[0]).
+func (h *Hostlet) Args() []string { return append([]string(nil), h.args...) }
+
+// Pid of the current hostlet process.
+func (h *Hostlet) Pid() int { return h.process().pid() }
+
+// Exited reports whether the hostlet process has exited.
+func (h *Hostlet) Exited() bool { return h.process().exited() }
+
+// Stop sends SIGTERM and SIGKILL after 10s. Pods' containers keep running
+// (they belong to containerd), as with a real kubelet.
+func (h *Hostlet) Stop() { h.process().stop(10 * time.Second) }
+
+// Kill SIGKILLs hostlet, simulating a crash.
+func (h *Hostlet) Kill() { h.process().kill() }
+
+// Restart stops hostlet gracefully and starts it again with the same flags,
+// port and root dir, then waits for the node to be Ready (unless
+// NoWaitReady was set).
+func (h *Hostlet) Restart(ctx context.Context) error {
+	h.Stop()
+	started := time.Now()
+	if err := h.start(); err != nil {
+		return err
+	}
+	if h.opts.NoWaitReady {
+		return nil
+	}
+	return h.waitReady(ctx, started)
+}
