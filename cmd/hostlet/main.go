@@ -21,6 +21,7 @@ import (
 	vknode "github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	v1 "k8s.io/api/core/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -151,8 +152,10 @@ func run(ctx context.Context, o *options) error {
 	go node.Run(ctx, o.statusUpdateFreq)
 
 	pc, err := vknode.NewPodController(vknode.PodControllerConfig{
-		PodClient:                 client.CoreV1(),
-		EventRecorder:             events,
+		PodClient: client.CoreV1(),
+		// virtual-kubelet's own events ("Create pod in provider") are not
+		// the kubelet's; hostlet records the kubelet's events itself.
+		EventRecorder:             discard{},
 		Provider:                  prov,
 		PodInformer:               podInformer,
 		SecretInformer:            unused.Secrets(),
@@ -198,3 +201,10 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 }
+
+// discard is an EventRecorder that records nothing.
+type discard struct{}
+
+func (discard) Event(kruntime.Object, string, string, string)                                      {}
+func (discard) Eventf(kruntime.Object, string, string, string, ...any)                             {}
+func (discard) AnnotatedEventf(kruntime.Object, map[string]string, string, string, string, ...any) {}
