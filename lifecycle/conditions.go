@@ -169,8 +169,12 @@ func MergeConditions(computed, current []v1.PodCondition, now metav1.Time) []v1.
 		}
 		out = append(out, c)
 	}
+	mine := map[v1.PodConditionType]bool{}
+	for _, c := range computed {
+		mine[c.Type] = true
+	}
 	for _, c := range current {
-		if !IsOwnedCondition(c.Type) {
+		if !IsOwnedCondition(c.Type) && !mine[c.Type] {
 			out = append(out, c)
 		}
 	}

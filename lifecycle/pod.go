@@ -57,6 +57,8 @@ type Pod struct {
 	wake        chan struct{}
 	done        chan struct{}
 	terminating bool
+	stopReq     *StopRequest
+	stopped     chan struct{}
 
 	// Owned by the worker goroutine.
 	pod          *v1.Pod
@@ -68,6 +70,19 @@ type Pod struct {
 	startTime    metav1.Time
 	sandboxRetry time.Time
 	sandboxDelay time.Duration
+	// failure is set once the node stopped the pod (deadline, shutdown): it
+	// ends Failed with this reason, message and extra conditions.
+	failure  *StopRequest
+	stopDone bool
+}
+
+// StopRequest asks the node to end a pod without deleting it: its
+// containers are stopped within Grace and it ends Failed with Reason and
+// Message, plus Conditions (DisruptionTarget on node shutdown).
+type StopRequest struct {
+	Grace           time.Duration
+	Reason, Message string
+	Conditions      []v1.PodCondition
 }
 
 func NewPod(pod *v1.Pod, cfg Config) *Pod {
@@ -76,6 +91,7 @@ func NewPod(pod *v1.Pod, cfg Config) *Pod {
 		latest:     pod,
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
+		stopped:    make(chan struct{}),
 		containers: map[string]*container{},
 	}
 }
@@ -97,6 +113,18 @@ func (p *Pod) Exited(info ContainerInfo) {
 	p.exits = append(p.exits, info)
 	p.mu.Unlock()
 	p.poke()
+}
+
+// Stop ends the pod Failed without deleting it; the returned channel is
+// closed once its containers are stopped and the status is published.
+func (p *Pod) Stop(req StopRequest) <-chan struct{} {
+	p.mu.Lock()
+	if p.stopReq == nil {
+		p.stopReq = &req
+	}
+	p.mu.Unlock()
+	p.poke()
+	return p.stopped
 }
 
 // Status returns the pod with its latest computed status, or nil before the
@@ -137,6 +165,10 @@ func (p *Pod) Run(ctx context.Context) {
 		}
 		next := p.sync(ctx)
 		p.publish()
+		if p.failure != nil && !p.stopDone {
+			p.stopDone = true
+			close(p.stopped)
+		}
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -162,7 +194,13 @@ func (p *Pod) drain() bool {
 	exits := p.exits
 	p.exits = nil
 	terminating := p.terminating
+	stop := p.stopReq
 	p.mu.Unlock()
+	if stop != nil && p.failure == nil {
+		p.stopAll(context.Background(), stop.Grace)
+		p.failure = stop
+		p.finished = true
+	}
 	for _, e := range exits {
 		if c := p.containers[e.Name]; c != nil && c.cur.ID == e.ID {
 			c.cur = e
@@ -228,6 +266,14 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 	if p.startTime.IsZero() {
 		p.startTime = metav1.NewTime(now)
 	}
+	var deadline time.Time
+	if d := p.pod.Spec.ActiveDeadlineSeconds; d != nil {
+		deadline = p.startTime.Add(time.Duration(*d) * time.Second)
+		if !now.Before(deadline) {
+			p.exceedDeadline(ctx)
+			return time.Time{}
+		}
+	}
 	if !p.sandboxOK || !p.cfg.Runtime.SandboxReady(p.pod) {
 		if p.sandboxOK {
 			// The sandbox was lost: everything starts over in a new one, init
@@ -259,6 +305,7 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 			wakeAt = t
 		}
 	}
+	soonest(deadline)
 	spec := &p.pod.Spec
 	if !p.initialized {
 		for i := range spec.InitContainers {
@@ -310,6 +357,20 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 		return time.Time{}
 	}
 	return wakeAt
+}
+
+// exceedDeadline fails a pod that ran longer than activeDeadlineSeconds, as
+// the kubelet does: its containers are stopped and it ends Failed.
+func (p *Pod) exceedDeadline(ctx context.Context) {
+	const msg = "Pod was active on the node longer than the specified deadline"
+	p.event("", v1.EventTypeWarning, "DeadlineExceeded", msg)
+	grace := 30 * time.Second
+	if g := p.pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	p.stopAll(ctx, grace)
+	p.failure = &StopRequest{Reason: "DeadlineExceeded", Message: msg}
+	p.finished = true
 }
 
 // mainDone reports that every main container exited for good.
@@ -470,6 +531,18 @@ func (p *Pod) terminate(ctx context.Context) {
 	} else if g := p.pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second
 	}
+	p.stopAll(ctx, grace)
+	p.finished = true
+	p.publish()
+	if p.cfg.Terminated != nil {
+		p.cfg.Terminated(p.Status())
+	}
+}
+
+// stopAll stops what runs of the pod: main containers together within the
+// grace period, then init and sidecar containers (sidecars in reverse order),
+// and releases the network.
+func (p *Pod) stopAll(ctx context.Context, grace time.Duration) {
 	deadline := time.Now().Add(grace)
 	var wg sync.WaitGroup
 	spec := &p.pod.Spec
@@ -491,11 +564,6 @@ func (p *Pod) terminate(ctx context.Context) {
 			p.logger().WithError(err).Warn("tearing down sandbox")
 		}
 		p.sandboxOK = false
-	}
-	p.finished = true
-	p.publish()
-	if p.cfg.Terminated != nil {
-		p.cfg.Terminated(p.Status())
 	}
 }
 

@@ -104,6 +104,9 @@ func (p *Pod) computeStatus() v1.PodStatus {
 			phase = v1.PodSucceeded
 		}
 	}
+	if p.failure != nil {
+		phase = v1.PodFailed
+	}
 	// The kubelet lists container statuses sorted by name.
 	sort.Slice(initStatuses, func(i, j int) bool { return initStatuses[i].Name < initStatuses[j].Name })
 	sort.Slice(statuses, func(i, j int) bool { return statuses[i].Name < statuses[j].Name })
@@ -116,11 +119,14 @@ func (p *Pod) computeStatus() v1.PodStatus {
 		}
 	}
 	computed := Conditions(p.pod, initStatuses, statuses, phase, p.sandboxOK, others)
+	if p.failure != nil {
+		computed = append(computed, p.failure.Conditions...)
+	}
 	prevConds := old.Conditions
 	if s := p.Status(); s != nil {
 		// Transition times of our own conditions come from what we last
 		// computed, which may not have reached the API yet.
-		prevConds = mergeOwned(s.Status.Conditions, old.Conditions)
+		prevConds = mergeOwned(s.Status.Conditions, old.Conditions, p.failure)
 	}
 	st := v1.PodStatus{
 		Phase:                 phase,
@@ -130,6 +136,9 @@ func (p *Pod) computeStatus() v1.PodStatus {
 		InitContainerStatuses: initStatuses,
 		ContainerStatuses:     statuses,
 		ObservedGeneration:    p.pod.Generation,
+	}
+	if p.failure != nil {
+		st.Reason, st.Message = p.failure.Reason, p.failure.Message
 	}
 	if st.StartTime.IsZero() {
 		st.StartTime = nil
@@ -150,16 +159,23 @@ func (p *Pod) computeStatus() v1.PodStatus {
 	return st
 }
 
-// mergeOwned takes hostlet's own conditions from mine and the rest from api.
-func mergeOwned(mine, api []v1.PodCondition) []v1.PodCondition {
+// mergeOwned takes the conditions hostlet sets (its own, and those of a
+// stop) from mine and the rest from api.
+func mergeOwned(mine, api []v1.PodCondition, stop *StopRequest) []v1.PodCondition {
+	ours := map[v1.PodConditionType]bool{}
+	if stop != nil {
+		for _, c := range stop.Conditions {
+			ours[c.Type] = true
+		}
+	}
 	var out []v1.PodCondition
 	for _, c := range mine {
-		if IsOwnedCondition(c.Type) {
+		if IsOwnedCondition(c.Type) || ours[c.Type] {
 			out = append(out, c)
 		}
 	}
 	for _, c := range api {
-		if !IsOwnedCondition(c.Type) {
+		if !IsOwnedCondition(c.Type) && !ours[c.Type] {
 			out = append(out, c)
 		}
 	}

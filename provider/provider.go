@@ -443,3 +443,24 @@ func (t *tokenTracker) run(ctx context.Context) {
 		}
 	}
 }
+
+// ActivePods returns the pods the node runs that have not finished.
+func (p *Provider) ActivePods() []*v1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.admittedPods()
+}
+
+// StopPod ends a pod Failed without deleting it (node shutdown); the channel
+// is closed once its containers stopped and the status was published.
+func (p *Provider) StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{} {
+	p.mu.Lock()
+	e := p.pods[uid]
+	p.mu.Unlock()
+	if e == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return e.worker.Stop(req)
+}
