@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hostlet/hostlet/probes"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -26,6 +27,8 @@ type Config struct {
 	// Terminated is called once a deleted pod has stopped everything, with
 	// its final status; the caller writes it and removes the pod.
 	Terminated func(*v1.Pod)
+	// Prober runs probes and lifecycle hooks.
+	Prober *probes.Prober
 }
 
 // container is the worker's record of one container name across attempts.
@@ -43,6 +46,10 @@ type container struct {
 	retryAt    time.Time
 	retryDelay time.Duration
 	failures   int
+	// Probe state of the running instance.
+	ready, started bool
+	killFor        probes.Kind
+	probeCancel    context.CancelFunc
 }
 
 // Pod runs one pod: it owns that pod's state in a single goroutine; other
@@ -59,8 +66,13 @@ type Pod struct {
 	terminating bool
 	stopReq     *StopRequest
 	stopped     chan struct{}
+	// probeResults and startedIDs are written by probe workers.
+	probeResults []probeResult
+	startedIDs   map[string]bool
 
 	// Owned by the worker goroutine.
+	ctx          context.Context
+	stopping     bool
 	pod          *v1.Pod
 	containers   map[string]*container
 	podIPs       []string
@@ -92,6 +104,7 @@ func NewPod(pod *v1.Pod, cfg Config) *Pod {
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		stopped:    make(chan struct{}),
+		startedIDs: map[string]bool{},
 		containers: map[string]*container{},
 	}
 }
@@ -151,6 +164,8 @@ func (p *Pod) logger() *log.Entry {
 
 // Run is the worker loop; it returns when ctx ends or the pod is gone.
 func (p *Pod) Run(ctx context.Context) {
+	p.ctx = ctx
+	defer p.stopProbes()
 	p.mu.Lock()
 	p.pod = p.latest
 	p.mu.Unlock()
@@ -195,7 +210,12 @@ func (p *Pod) drain() bool {
 	p.exits = nil
 	terminating := p.terminating
 	stop := p.stopReq
+	results := p.probeResults
+	p.probeResults = nil
 	p.mu.Unlock()
+	for _, r := range results {
+		p.applyProbe(r)
+	}
 	if stop != nil && p.failure == nil {
 		p.stopAll(context.Background(), stop.Grace)
 		p.failure = stop
@@ -204,6 +224,10 @@ func (p *Pod) drain() bool {
 	for _, e := range exits {
 		if c := p.containers[e.Name]; c != nil && c.cur.ID == e.ID {
 			c.cur = e
+			if c.probeCancel != nil && !e.Running {
+				c.probeCancel()
+				c.probeCancel = nil
+			}
 		}
 	}
 	return !terminating
@@ -237,6 +261,11 @@ func (p *Pod) adopt(ctx context.Context) {
 	for i := range p.pod.Spec.Containers {
 		if c := p.containers[p.pod.Spec.Containers[i].Name]; c != nil && c.cur.ID != "" {
 			p.initialized = true
+		}
+	}
+	for _, c := range p.allContainers() {
+		if rec := p.containers[c.Name]; rec != nil && rec.cur.Running {
+			p.startProbes(c, rec)
 		}
 	}
 	p.finished = p.isTerminalPhase()
@@ -299,6 +328,8 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 		p.podIPs, p.sandboxOK, p.sandboxDelay = ips, true, 0
 	}
 
+	p.probeKills(ctx)
+
 	var wakeAt time.Time
 	soonest := func(t time.Time) {
 		if !t.IsZero() && (wakeAt.IsZero() || t.Before(wakeAt)) {
@@ -357,20 +388,6 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 		return time.Time{}
 	}
 	return wakeAt
-}
-
-// exceedDeadline fails a pod that ran longer than activeDeadlineSeconds, as
-// the kubelet does: its containers are stopped and it ends Failed.
-func (p *Pod) exceedDeadline(ctx context.Context) {
-	const msg = "Pod was active on the node longer than the specified deadline"
-	p.event("", v1.EventTypeWarning, "DeadlineExceeded", msg)
-	grace := 30 * time.Second
-	if g := p.pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		grace = time.Duration(*g) * time.Second
-	}
-	p.stopAll(ctx, grace)
-	p.failure = &StopRequest{Reason: "DeadlineExceeded", Message: msg}
-	p.finished = true
 }
 
 // mainDone reports that every main container exited for good.
@@ -445,6 +462,9 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 	rec.cur, rec.waiting, rec.retryAt, rec.failures = info, nil, time.Time{}, 0
 	if failure == nil {
 		rec.retryDelay = 0
+		if p.postStart(ctx, c, rec) && rec.cur.Running {
+			p.startProbes(c, rec)
+		}
 	}
 	return time.Time{}
 }
@@ -465,106 +485,6 @@ func nextDelay(cur, initial, max time.Duration) time.Duration {
 		return max
 	}
 	return cur * 2
-}
-
-// finish ends a pod whose containers are all done: sidecars are stopped in
-// reverse order and the network is released. Exited containers stay for logs.
-func (p *Pod) finish(ctx context.Context) {
-	grace := time.Duration(30) * time.Second
-	if g := p.pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		grace = time.Duration(*g) * time.Second
-	}
-	p.stopSidecars(ctx, time.Now().Add(grace))
-	p.stopInit(ctx, grace)
-	if err := p.cfg.Runtime.TeardownSandbox(ctx, p.pod); err != nil {
-		p.logger().WithError(err).Warn("tearing down sandbox")
-	}
-	p.sandboxOK = false
-	p.finished = true
-}
-
-func (p *Pod) stopInit(ctx context.Context, grace time.Duration) {
-	for i := range p.pod.Spec.InitContainers {
-		c := &p.pod.Spec.InitContainers[i]
-		if rec := p.containers[c.Name]; rec != nil && rec.cur.Running && !IsSidecar(c) {
-			p.stop(ctx, c, rec, grace)
-		}
-	}
-}
-
-// stopSidecars stops running sidecars one at a time in reverse order of
-// definition, sharing what is left of the grace period.
-func (p *Pod) stopSidecars(ctx context.Context, deadline time.Time) {
-	spec := &p.pod.Spec
-	for i := len(spec.InitContainers) - 1; i >= 0; i-- {
-		c := &spec.InitContainers[i]
-		rec := p.containers[c.Name]
-		if rec == nil || !rec.cur.Running || !IsSidecar(c) {
-			continue
-		}
-		grace := time.Until(deadline)
-		if grace < 2*time.Second {
-			// Out of grace: what is left gets a short one, as the kubelet does.
-			grace = 2 * time.Second
-		}
-		p.stop(ctx, c, rec, grace)
-	}
-}
-
-func (p *Pod) stop(ctx context.Context, c *v1.Container, rec *container, grace time.Duration) {
-	p.event(c.Name, v1.EventTypeNormal, "Killing", "Stopping container "+c.Name)
-	if err := p.cfg.Runtime.StopContainer(ctx, p.pod, c, rec.cur.ID, grace); err != nil {
-		p.logger().WithError(err).WithField("container", c.Name).Warn("stopping container")
-	}
-	if info, err := p.cfg.Runtime.Container(ctx, rec.cur.ID); err == nil {
-		rec.cur = info
-	}
-}
-
-// terminate runs the deletion of the pod: main containers stop together
-// within the grace period, then sidecars in reverse order; the final status
-// is handed to Terminated.
-func (p *Pod) terminate(ctx context.Context) {
-	grace := 30 * time.Second
-	if g := p.pod.DeletionGracePeriodSeconds; g != nil {
-		grace = time.Duration(*g) * time.Second
-	} else if g := p.pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		grace = time.Duration(*g) * time.Second
-	}
-	p.stopAll(ctx, grace)
-	p.finished = true
-	p.publish()
-	if p.cfg.Terminated != nil {
-		p.cfg.Terminated(p.Status())
-	}
-}
-
-// stopAll stops what runs of the pod: main containers together within the
-// grace period, then init and sidecar containers (sidecars in reverse order),
-// and releases the network.
-func (p *Pod) stopAll(ctx context.Context, grace time.Duration) {
-	deadline := time.Now().Add(grace)
-	var wg sync.WaitGroup
-	spec := &p.pod.Spec
-	for i := range spec.Containers {
-		c := &spec.Containers[i]
-		if rec := p.containers[c.Name]; rec != nil && rec.cur.Running {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.stop(ctx, c, rec, grace)
-			}()
-		}
-	}
-	wg.Wait()
-	p.stopInit(ctx, time.Until(deadline))
-	p.stopSidecars(ctx, deadline)
-	if p.sandboxOK {
-		if err := p.cfg.Runtime.TeardownSandbox(ctx, p.pod); err != nil {
-			p.logger().WithError(err).Warn("tearing down sandbox")
-		}
-		p.sandboxOK = false
-	}
 }
 
 // publish computes the status and hands it on when it changed.

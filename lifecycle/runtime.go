@@ -66,6 +66,9 @@ type Runtime interface {
 	// Containers lists what exists of the pod in the runtime (for adoption).
 	Containers(ctx context.Context, pod *v1.Pod) ([]ContainerInfo, error)
 	Container(ctx context.Context, id string) (ContainerInfo, error)
+	// Exec runs a command in a running container (probes and hooks); it
+	// returns probes.ErrExecTimeout when timeout (if not zero) passes.
+	Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error)
 }
 
 // Recorder emits Kubernetes events about a pod, or about one of its

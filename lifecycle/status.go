@@ -63,10 +63,16 @@ func (p *Pod) containerStatus(c *v1.Container, pending string, sidecar, init boo
 	switch {
 	case cur.Running:
 		st.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
-		t := true
-		st.Started = &t
-		// A regular init container is ready only once it has completed.
-		st.Ready = !p.finished && (!init || sidecar)
+		started := rec.started
+		st.Started = &started
+		// Readiness follows the readiness probe once started (true without
+		// one), is false from the start of termination, and a regular init
+		// container is ready only once it has completed.
+		ready := started
+		if c.ReadinessProbe != nil {
+			ready = started && rec.ready
+		}
+		st.Ready = ready && !p.finished && !p.stopping && (!init || sidecar)
 	case cur.Exited && rec.waiting != nil && !p.finished:
 		// Waiting for its restart: the exit shows as lastState.
 		st.State.Waiting = rec.waiting.DeepCopy()

@@ -1,0 +1,186 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hostlet/hostlet/probes"
+	v1 "k8s.io/api/core/v1"
+)
+
+// probeResult is a probe verdict for one container instance.
+type probeResult struct {
+	name, id string
+	kind     probes.Kind
+	ok       bool
+}
+
+// target is the probe/hook target of a container instance.
+func (p *Pod) target(c *v1.Container, id string) probes.Target {
+	ip := ""
+	if len(p.podIPs) > 0 {
+		ip = p.podIPs[0]
+	}
+	return probes.Target{
+		PodIP:     ip,
+		Container: c,
+		Exec: func(ctx context.Context, cmd []string, timeout time.Duration) ([]byte, int, error) {
+			return p.cfg.Runtime.Exec(ctx, id, cmd, timeout)
+		},
+	}
+}
+
+// startProbes starts the probe workers of a container instance that just
+// started running; they stop with the instance.
+func (p *Pod) startProbes(c *v1.Container, rec *container) {
+	rec.started = c.StartupProbe == nil
+	rec.ready = false
+	if rec.probeCancel != nil {
+		rec.probeCancel()
+		rec.probeCancel = nil
+	}
+	if c.LivenessProbe == nil && c.ReadinessProbe == nil && c.StartupProbe == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	rec.probeCancel = cancel
+	// Probe goroutines use a snapshot: the pod object and IPs belong to the
+	// worker goroutine.
+	id, name, pod, target := rec.cur.ID, c.Name, p.pod, p.target(c, rec.cur.ID)
+	event := func(eventType, reason, msg string) {
+		if p.cfg.Recorder != nil {
+			p.cfg.Recorder.Event(pod, name, eventType, reason, msg)
+		}
+	}
+	started := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.startedIDs[id]
+	}
+	if rec.started {
+		p.mu.Lock()
+		p.startedIDs[id] = true
+		p.mu.Unlock()
+	}
+	for kind, spec := range map[probes.Kind]*v1.Probe{probes.Liveness: c.LivenessProbe, probes.Readiness: c.ReadinessProbe, probes.Startup: c.StartupProbe} {
+		if spec == nil {
+			continue
+		}
+		handler := spec.ProbeHandler
+		probes.Start(ctx, probes.WorkerConfig{
+			Kind:      kind,
+			Spec:      spec,
+			StartedAt: rec.cur.StartedAt,
+			Run: func(ctx context.Context, timeout time.Duration) (probes.Result, string) {
+				return p.cfg.Prober.Probe(ctx, &handler, target, timeout)
+			},
+			Started: started,
+			Set: func(kind probes.Kind, ok bool) {
+				p.mu.Lock()
+				if kind == probes.Startup && ok {
+					p.startedIDs[id] = true
+				}
+				p.probeResults = append(p.probeResults, probeResult{name: name, id: id, kind: kind, ok: ok})
+				p.mu.Unlock()
+				p.poke()
+			},
+			Event: func(kind probes.Kind, r probes.Result, out string) {
+				if r == probes.Warning {
+					event(v1.EventTypeWarning, "ProbeWarning", fmt.Sprintf("%s probe warning: %s", kind, out))
+					return
+				}
+				event(v1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe failed: %s", kind, out))
+			},
+		})
+	}
+}
+
+func (p *Pod) stopProbes() {
+	for _, rec := range p.containers {
+		if rec.probeCancel != nil {
+			rec.probeCancel()
+			rec.probeCancel = nil
+		}
+	}
+}
+
+// applyProbe records a verdict; a failed liveness or startup probe marks
+// the container to be killed by the next sync.
+func (p *Pod) applyProbe(r probeResult) {
+	rec := p.containers[r.name]
+	if rec == nil || rec.cur.ID != r.id || !rec.cur.Running {
+		return
+	}
+	switch {
+	case r.kind == probes.Readiness:
+		rec.ready = r.ok
+	case r.kind == probes.Startup && r.ok:
+		rec.started = true
+	case r.kind == probes.Startup:
+		rec.killFor = probes.Startup
+	case r.kind == probes.Liveness && !r.ok:
+		rec.killFor = probes.Liveness
+	}
+}
+
+// probeKills kills containers whose liveness or startup probe failed; the
+// restart policy then decides what follows.
+func (p *Pod) probeKills(ctx context.Context) {
+	for _, c := range p.allContainers() {
+		rec := p.containers[c.Name]
+		if rec == nil || rec.killFor == "" || !rec.cur.Running {
+			continue
+		}
+		kind := rec.killFor
+		rec.killFor = ""
+		var probe *v1.Probe
+		what := "liveness"
+		if kind == probes.Startup {
+			probe, what = c.StartupProbe, "startup"
+		} else {
+			probe = c.LivenessProbe
+		}
+		grace := p.specGrace()
+		if probe != nil && probe.TerminationGracePeriodSeconds != nil {
+			grace = time.Duration(*probe.TerminationGracePeriodSeconds) * time.Second
+		}
+		msg := fmt.Sprintf("Container %s failed %s probe", c.Name, what)
+		if ShouldRestart(c, &p.pod.Spec, 1) {
+			msg += ", will be restarted"
+		}
+		if rec.probeCancel != nil {
+			rec.probeCancel()
+			rec.probeCancel = nil
+		}
+		p.kill(ctx, c, rec, time.Now().Add(grace), msg, nil)
+	}
+}
+
+// postStart runs the container's postStart hook; on failure the container
+// is killed, as the kubelet does, and the restart policy applies.
+func (p *Pod) postStart(ctx context.Context, c *v1.Container, rec *container) bool {
+	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
+		return true
+	}
+	_, err := p.cfg.Prober.Hook(ctx, c.Lifecycle.PostStart, p.target(c, rec.cur.ID), p.pod)
+	if err == nil {
+		return true
+	}
+	p.event(c.Name, v1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed")
+	p.kill(ctx, c, rec, time.Now().Add(p.specGrace()), "FailedPostStartHook", nil)
+	return false
+}
+
+// allContainers lists init and main containers of the spec.
+func (p *Pod) allContainers() []*v1.Container {
+	spec := &p.pod.Spec
+	out := make([]*v1.Container, 0, len(spec.InitContainers)+len(spec.Containers))
+	for i := range spec.InitContainers {
+		out = append(out, &spec.InitContainers[i])
+	}
+	for i := range spec.Containers {
+		out = append(out, &spec.Containers[i])
+	}
+	return out
+}

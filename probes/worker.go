@@ -1,0 +1,100 @@
+package probes
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Kind is which probe a worker runs; its value is how events name it.
+type Kind string
+
+const (
+	Liveness  Kind = "Liveness"
+	Readiness Kind = "Readiness"
+	Startup   Kind = "Startup"
+)
+
+// WorkerConfig is one probe of one container instance.
+type WorkerConfig struct {
+	Kind      Kind
+	Spec      *v1.Probe
+	StartedAt time.Time
+	// Run executes the probe once, bounded by timeout.
+	Run func(ctx context.Context, timeout time.Duration) (Result, string)
+	// Started reports whether the container passed its startup probe (or
+	// has none); liveness and readiness wait for it, startup stops at it.
+	Started func() bool
+	// Set receives the probe's verdict each time a threshold is crossed.
+	Set func(kind Kind, ok bool)
+	// Event receives every failed or warning run (Unhealthy events).
+	Event func(kind Kind, r Result, output string)
+}
+
+// Start runs the probe every periodSeconds until ctx ends or the probe has
+// no more to say (startup succeeded; liveness or startup failed: the
+// container is about to be killed and its successor gets new workers).
+func Start(ctx context.Context, cfg WorkerConfig) {
+	go run(ctx, cfg)
+}
+
+func seconds(v, def int32) time.Duration {
+	if v <= 0 {
+		v = def
+	}
+	return time.Duration(v) * time.Second
+}
+
+func run(ctx context.Context, cfg WorkerConfig) {
+	s := cfg.Spec
+	period := seconds(s.PeriodSeconds, 10)
+	timeout := seconds(s.TimeoutSeconds, 1)
+	success := int(s.SuccessThreshold)
+	if success <= 0 {
+		success = 1
+	}
+	failure := int(s.FailureThreshold)
+	if failure <= 0 {
+		failure = 3
+	}
+	delay := time.Duration(s.InitialDelaySeconds) * time.Second
+	var last *bool
+	streak := 0
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		if time.Since(cfg.StartedAt) >= delay {
+			started := cfg.Started()
+			if cfg.Kind == Startup && started {
+				return
+			}
+			if cfg.Kind == Startup || started {
+				r, out := cfg.Run(ctx, timeout)
+				if ctx.Err() != nil {
+					return
+				}
+				if r != Success {
+					cfg.Event(cfg.Kind, r, out)
+				}
+				ok := r != Failure
+				if last != nil && *last == ok {
+					streak++
+				} else {
+					last, streak = &ok, 1
+				}
+				if (ok && streak >= success) || (!ok && streak >= failure) {
+					cfg.Set(cfg.Kind, ok)
+					if cfg.Kind == Startup || (cfg.Kind == Liveness && !ok) {
+						return
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
