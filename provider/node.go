@@ -18,6 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
 )
 
 // KubeletVersion is the Kubernetes version whose kubelet hostlet implements.
@@ -32,10 +35,14 @@ type NodeConfig struct {
 	Taints       []v1.Taint
 	MaxPods      int
 	Reserved     v1.ResourceList // system-reserved + kube-reserved
-	EvictionHard map[string]string
+	EvictionHard Thresholds
 	RootDir      string
 	Port         int32
 	Version      string
+	// Events receives the node's events (NodeReady, NodeHasDiskPressure, ...).
+	Events record.EventRecorder
+	// Lister, if set, serves the Node as the cluster has it, for admission.
+	Lister corelisters.NodeLister
 }
 
 // Node is hostlet's node: its object, its conditions from real host signals,
@@ -49,6 +56,7 @@ type Node struct {
 	node         *v1.Node
 	notify       func(*v1.Node)
 	shuttingDown bool
+	imageFs      string // containerd's snapshotter root, once known
 }
 
 func NewNode(ctx context.Context, cfg NodeConfig, rt *runtime.Runtime) (*Node, error) {
@@ -57,22 +65,26 @@ func NewNode(ctx context.Context, cfg NodeConfig, rt *runtime.Runtime) (*Node, e
 	if err != nil {
 		return nil, err
 	}
-	labels := map[string]string{
-		"kubernetes.io/hostname":  cfg.Name,
-		"kubernetes.io/os":        goruntime.GOOS,
-		"kubernetes.io/arch":      goruntime.GOARCH,
+	labels := map[string]string{}
+	for k, v := range cfg.Labels {
+		labels[k] = v
+	}
+	// The kubelet's own labels win over --node-labels, as on re-registration.
+	for k, v := range map[string]string{
+		v1.LabelHostname:          cfg.Name,
+		v1.LabelOSStable:          goruntime.GOOS,
+		v1.LabelArchStable:        goruntime.GOARCH,
 		"beta.kubernetes.io/os":   goruntime.GOOS,
 		"beta.kubernetes.io/arch": goruntime.GOARCH,
-	}
-	for k, v := range cfg.Labels {
+	} {
 		labels[k] = v
 	}
 	node := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   cfg.Name,
 			Labels: labels,
+			// The TTL annotation belongs to the TTL controller, not the kubelet.
 			Annotations: map[string]string{
-				"node.alpha.kubernetes.io/ttl":                           "0",
 				"volumes.kubernetes.io/controller-managed-attach-detach": "true",
 			},
 		},
@@ -81,12 +93,13 @@ func NewNode(ctx context.Context, cfg NodeConfig, rt *runtime.Runtime) (*Node, e
 			Capacity:        capacity,
 			Allocatable:     n.allocatableFrom(capacity),
 			Addresses:       n.addresses(),
-			NodeInfo:        n.nodeInfo(ctx),
 			DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: cfg.Port}},
 		},
 	}
-	node.Status.Conditions = n.conditions(ctx, nil)
+	health := rt.Healthy(ctx)
+	node.Status.NodeInfo = n.nodeInfo(ctx, health)
 	n.node = node
+	node.Status.Conditions = n.conditions(ctx, health, nil)
 	return n, nil
 }
 
@@ -103,15 +116,25 @@ func (n *Node) Allocatable() v1.ResourceList {
 	return n.node.Status.Allocatable.DeepCopy()
 }
 
+// Ref is the node as events name it (the kubelet uses the name as UID).
+func (n *Node) Ref() *v1.ObjectReference {
+	return &v1.ObjectReference{Kind: "Node", Name: n.cfg.Name, UID: types.UID(n.cfg.Name)}
+}
+
 // Ping answers virtual-kubelet's liveness check: hostlet itself is up. The
 // runtime's health is reported in the Ready condition instead, so the Lease
 // keeps being renewed while containerd is down, as with the kubelet.
 func (n *Node) Ping(context.Context) error { return nil }
 
+// NotifyNodeStatus takes virtual-kubelet's callback and hands it the node
+// as it is now: the controller was built from an earlier copy, and a change
+// in between would otherwise wait for the next report period.
 func (n *Node) NotifyNodeStatus(_ context.Context, cb func(*v1.Node)) {
 	n.mu.Lock()
 	n.notify = cb
+	cur := n.node.DeepCopy()
 	n.mu.Unlock()
+	go cb(cur)
 }
 
 // Run re-evaluates the node every interval and reports changes at once.
@@ -137,8 +160,10 @@ func (n *Node) refresh(ctx context.Context) {
 		next.Status.Capacity = capacity
 		next.Status.Allocatable = n.allocatableFrom(capacity)
 	}
-	next.Status.NodeInfo = n.nodeInfo(ctx)
-	next.Status.Conditions = n.conditions(ctx, prev.Status.Conditions)
+	// One health check per round: a down containerd costs its timeout once.
+	health := n.rt.Healthy(ctx)
+	next.Status.NodeInfo = n.nodeInfo(ctx, health)
+	next.Status.Conditions = n.conditions(ctx, health, prev.Status.Conditions)
 	if equality.Semantic.DeepEqual(withoutHeartbeats(prev.Status), withoutHeartbeats(next.Status)) {
 		return
 	}
@@ -159,12 +184,20 @@ func withoutHeartbeats(s v1.NodeStatus) v1.NodeStatus {
 	return s
 }
 
-// SetShuttingDown marks the node as shutting down (graceful node shutdown).
-func (n *Node) SetShuttingDown(ctx context.Context) {
+// SetShuttingDown marks the node as shutting down (graceful node shutdown)
+// or, on a cancelled shutdown, as not any more.
+func (n *Node) SetShuttingDown(ctx context.Context, on bool) {
 	n.mu.Lock()
-	n.shuttingDown = true
+	n.shuttingDown = on
 	n.mu.Unlock()
 	n.refresh(ctx)
+}
+
+// ShuttingDown reports whether a node shutdown is in progress.
+func (n *Node) ShuttingDown() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.shuttingDown
 }
 
 func (n *Node) capacity() (v1.ResourceList, error) {
@@ -200,21 +233,13 @@ func (n *Node) capacity() (v1.ResourceList, error) {
 // allocatableFrom subtracts reservations and hard eviction thresholds.
 func (n *Node) allocatableFrom(capacity v1.ResourceList) v1.ResourceList {
 	out := capacity.DeepCopy()
-	for name, q := range n.cfg.Reserved {
-		if v, ok := out[name]; ok {
-			v.Sub(q)
-			out[name] = v
+	for _, minus := range []v1.ResourceList{n.cfg.Reserved, n.cfg.EvictionHard.reservation(capacity)} {
+		for name, q := range minus {
+			if v, ok := out[name]; ok {
+				v.Sub(q)
+				out[name] = v
+			}
 		}
-	}
-	if th, ok := n.threshold("memory.available", capacity.Memory().Value()); ok {
-		v := out[v1.ResourceMemory]
-		v.Sub(*resource.NewQuantity(th, resource.BinarySI))
-		out[v1.ResourceMemory] = v
-	}
-	if th, ok := n.threshold("nodefs.available", capacity.StorageEphemeral().Value()); ok {
-		v := out[v1.ResourceEphemeralStorage]
-		v.Sub(*resource.NewQuantity(th, resource.BinarySI))
-		out[v1.ResourceEphemeralStorage] = v
 	}
 	for name, v := range out {
 		if v.Sign() < 0 {
@@ -222,26 +247,6 @@ func (n *Node) allocatableFrom(capacity v1.ResourceList) v1.ResourceList {
 		}
 	}
 	return out
-}
-
-// threshold resolves an eviction threshold ("100Mi" or "10%") against total.
-func (n *Node) threshold(signal string, total int64) (int64, bool) {
-	s, ok := n.cfg.EvictionHard[signal]
-	if !ok {
-		return 0, false
-	}
-	if pct, ok := strings.CutSuffix(s, "%"); ok {
-		f, err := strconv.ParseFloat(pct, 64)
-		if err != nil {
-			return 0, false
-		}
-		return int64(float64(total) * f / 100), true
-	}
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return 0, false
-	}
-	return q.Value(), true
 }
 
 func (n *Node) addresses() []v1.NodeAddress {
@@ -255,7 +260,7 @@ func (n *Node) addresses() []v1.NodeAddress {
 	return append(out, v1.NodeAddress{Type: v1.NodeHostName, Address: n.cfg.Name})
 }
 
-func (n *Node) nodeInfo(ctx context.Context) v1.NodeSystemInfo {
+func (n *Node) nodeInfo(ctx context.Context, health error) v1.NodeSystemInfo {
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
 	info := v1.NodeSystemInfo{
@@ -268,55 +273,59 @@ func (n *Node) nodeInfo(ctx context.Context) v1.NodeSystemInfo {
 		Architecture:    goruntime.GOARCH,
 		KubeletVersion:  n.cfg.Version,
 	}
-	if v, err := n.rt.Version(ctx); err == nil {
-		info.ContainerRuntimeVersion = v
-	} else {
-		n.mu.Lock()
-		if n.node != nil {
-			info.ContainerRuntimeVersion = n.node.Status.NodeInfo.ContainerRuntimeVersion
+	if health == nil {
+		if v, err := n.rt.Version(ctx); err == nil {
+			info.ContainerRuntimeVersion = v
+			return info
 		}
-		n.mu.Unlock()
 	}
+	// A runtime that is down keeps the version it last reported.
+	n.mu.Lock()
+	if n.node != nil {
+		info.ContainerRuntimeVersion = n.node.Status.NodeInfo.ContainerRuntimeVersion
+	}
+	n.mu.Unlock()
 	return info
 }
 
 // conditions evaluates the node conditions with the kubelet's reasons,
-// keeping transition times of unchanged ones.
-func (n *Node) conditions(ctx context.Context, prev []v1.NodeCondition) []v1.NodeCondition {
+// keeping transition times of unchanged ones and recording the kubelet's
+// node events on transitions. The kubelet sets no NetworkUnavailable
+// condition (that is the cloud route controller's or the CNI's), so neither
+// does hostlet: a broken CNI shows in Ready.
+func (n *Node) conditions(ctx context.Context, health error, prev []v1.NodeCondition) []v1.NodeCondition {
 	now := metav1.Now()
-	n.mu.Lock()
-	shutdown := n.shuttingDown
-	n.mu.Unlock()
-
 	var notReady []string
-	if err := n.rt.Healthy(ctx); err != nil {
+	if health != nil {
 		notReady = append(notReady, "container runtime is down")
 	}
-	netErr := n.rt.Network().Status()
-	if netErr != nil {
+	if netErr := n.rt.Network().Status(); netErr != nil {
 		notReady = append(notReady, "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: "+netErr.Error())
 	}
+	if n.ShuttingDown() {
+		notReady = append(notReady, "node is shutting down")
+	}
 	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"}
-	switch {
-	case shutdown:
-		ready = v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: "KubeletNotReady", Message: "node is shutting down"}
-	case len(notReady) > 0:
-		ready = v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: "KubeletNotReady", Message: strings.Join(notReady, ", ")}
+	switch len(notReady) {
+	case 0:
+	case 1:
+		ready = v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: "KubeletNotReady", Message: notReady[0]}
+	default: // the kubelet's aggregated error format
+		ready = v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: "KubeletNotReady", Message: "[" + strings.Join(notReady, ", ") + "]"}
 	}
 
-	memPressure, diskPressure, pidPressure := n.pressure()
-	cond := func(t v1.NodeConditionType, bad bool, okReason, okMsg, badReason, badMsg string) v1.NodeCondition {
-		if bad {
+	pressure := n.pressure(ctx, health == nil)
+	cond := func(t v1.NodeConditionType, okReason, okMsg, badReason, badMsg string) v1.NodeCondition {
+		if pressure[t] {
 			return v1.NodeCondition{Type: t, Status: v1.ConditionTrue, Reason: badReason, Message: badMsg}
 		}
 		return v1.NodeCondition{Type: t, Status: v1.ConditionFalse, Reason: okReason, Message: okMsg}
 	}
 	out := []v1.NodeCondition{
-		cond(v1.NodeMemoryPressure, memPressure, "KubeletHasSufficientMemory", "kubelet has sufficient memory available", "KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
-		cond(v1.NodeDiskPressure, diskPressure, "KubeletHasNoDiskPressure", "kubelet has no disk pressure", "KubeletHasDiskPressure", "kubelet has disk pressure"),
-		cond(v1.NodePIDPressure, pidPressure, "KubeletHasSufficientPID", "kubelet has sufficient PID available", "KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
+		cond(v1.NodeMemoryPressure, "KubeletHasSufficientMemory", "kubelet has sufficient memory available", "KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+		cond(v1.NodeDiskPressure, "KubeletHasNoDiskPressure", "kubelet has no disk pressure", "KubeletHasDiskPressure", "kubelet has disk pressure"),
+		cond(v1.NodePIDPressure, "KubeletHasSufficientPID", "kubelet has sufficient PID available", "KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
 		ready,
-		cond(v1.NodeNetworkUnavailable, netErr != nil, "CNIConfigured", "pod network is configured through CNI", "NetworkPluginNotReady", "pod network is not configured: "+fmt.Sprint(netErr)),
 	}
 	old := map[v1.NodeConditionType]v1.NodeCondition{}
 	for _, c := range prev {
@@ -326,39 +335,91 @@ func (n *Node) conditions(ctx context.Context, prev []v1.NodeCondition) []v1.Nod
 		out[i].LastHeartbeatTime = now
 		if o, ok := old[out[i].Type]; ok && o.Status == out[i].Status {
 			out[i].LastTransitionTime = o.LastTransitionTime
-		} else {
-			out[i].LastTransitionTime = now
+			continue
 		}
+		out[i].LastTransitionTime = now
+		n.recordTransition(out[i])
 	}
 	return out
 }
 
+// recordTransition records the kubelet's event for a condition's new status.
+func (n *Node) recordTransition(c v1.NodeCondition) {
+	if n.cfg.Events == nil {
+		return
+	}
+	event := map[v1.NodeConditionType][2]string{
+		v1.NodeMemoryPressure: {"NodeHasSufficientMemory", "NodeHasInsufficientMemory"},
+		v1.NodeDiskPressure:   {"NodeHasNoDiskPressure", "NodeHasDiskPressure"},
+		v1.NodePIDPressure:    {"NodeHasSufficientPID", "NodeHasInsufficientPID"},
+		v1.NodeReady:          {"NodeNotReady", "NodeReady"},
+	}[c.Type]
+	reason := event[0]
+	if c.Status == v1.ConditionTrue {
+		reason = event[1]
+	}
+	n.cfg.Events.Eventf(n.Ref(), v1.EventTypeNormal, reason, "Node %s status is now: %s", n.cfg.Name, reason)
+}
+
 // pressure compares the host's signals with the hard eviction thresholds.
-func (n *Node) pressure() (mem, disk, pid bool) {
-	if avail, total, err := memAvailable(); err == nil {
-		if th, ok := n.threshold("memory.available", total); ok && avail < th {
-			mem = true
+// imagefs is containerd's snapshotter root, looked up once containerd answers.
+func (n *Node) pressure(ctx context.Context, runtimeUp bool) map[v1.NodeConditionType]bool {
+	out := map[v1.NodeConditionType]bool{}
+	th := n.cfg.EvictionHard
+	if avail, total, err := memAvailable(); err == nil && th.below(SignalMemoryAvailable, avail, total) {
+		out[v1.NodeMemoryPressure] = true
+	}
+	if fsPressure(th, n.cfg.RootDir, SignalNodeFsAvailable, SignalNodeFsInodesFree) {
+		out[v1.NodeDiskPressure] = true
+	}
+	n.mu.Lock()
+	imageFs := n.imageFs
+	n.mu.Unlock()
+	if imageFs == "" && runtimeUp {
+		if dir, err := n.rt.ImageFsDir(ctx); err == nil {
+			imageFs = dir
+			n.mu.Lock()
+			n.imageFs = dir
+			n.mu.Unlock()
 		}
 	}
+	if imageFs != "" && fsPressure(th, imageFs, SignalImageFsAvailable, SignalImageFsInodesFree) {
+		out[v1.NodeDiskPressure] = true
+	}
+	// pid.available is the kernel's PID limit less the running processes.
+	maxPID := readInt("/proc/sys/kernel/pid_max")
+	if tm := readInt("/proc/sys/kernel/threads-max"); tm > 0 && tm < maxPID {
+		maxPID = tm
+	}
+	var info unix.Sysinfo_t
+	if maxPID > 0 && unix.Sysinfo(&info) == nil && th.below(SignalPIDAvailable, maxPID-int64(info.Procs), maxPID) {
+		out[v1.NodePIDPressure] = true
+	}
+	return out
+}
+
+// fsPressure checks a filesystem's free bytes and inodes.
+func fsPressure(th Thresholds, dir, bytesSignal, inodesSignal string) bool {
 	var fs unix.Statfs_t
-	if unix.Statfs(n.cfg.RootDir, &fs) == nil {
-		total, avail := int64(fs.Blocks)*fs.Bsize, int64(fs.Bavail)*fs.Bsize
-		if th, ok := n.threshold("nodefs.available", total); ok && avail < th {
-			disk = true
-		}
-		if th, ok := n.threshold("nodefs.inodesFree", int64(fs.Files)); ok && int64(fs.Ffree) < th {
-			disk = true
+	if unix.Statfs(dir, &fs) != nil {
+		return false
+	}
+	return th.below(bytesSignal, int64(fs.Bavail)*fs.Bsize, int64(fs.Blocks)*fs.Bsize) ||
+		(fs.Files > 0 && th.below(inodesSignal, int64(fs.Ffree), int64(fs.Files)))
+}
+
+// pressureConditions lists the node's pressure conditions that are True,
+// for admission.
+func (n *Node) pressureConditions() []v1.NodeConditionType {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []v1.NodeConditionType
+	for _, c := range n.node.Status.Conditions {
+		if c.Type != v1.NodeReady && c.Status == v1.ConditionTrue {
+			out = append(out, c.Type)
 		}
 	}
-	if max := readInt("/proc/sys/kernel/pid_max"); max > 0 {
-		if th, ok := n.threshold("pid.available", max); ok {
-			var info unix.Sysinfo_t
-			if unix.Sysinfo(&info) == nil && max-int64(info.Procs) < th {
-				pid = true
-			}
-		}
-	}
-	return
+	return out
 }
 
 func memTotal() (int64, error) {
@@ -419,84 +480,6 @@ func osImage() string {
 		}
 	}
 	return "Linux"
-}
-
-// Admit decides whether the node runs a newly bound pod, as the kubelet's
-// admission does; ok is false with the kubelet's reason and message.
-func (n *Node) Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok bool) {
-	n.mu.Lock()
-	shutdown := n.shuttingDown
-	alloc := n.node.Status.Allocatable.DeepCopy()
-	n.mu.Unlock()
-	if shutdown {
-		return "NodeShutdown", "Pod was rejected as the node is shutting down.", false
-	}
-	if maxPods := alloc.Pods().Value(); int64(len(running))+1 > maxPods {
-		return "OutOfpods", fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", len(running), maxPods), false
-	}
-	used := v1.ResourceList{}
-	for _, p := range running {
-		for name, q := range podRequests(p) {
-			v := used[name]
-			v.Add(q)
-			used[name] = v
-		}
-	}
-	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage} {
-		req, ok := podRequests(pod)[name]
-		if !ok || req.IsZero() {
-			continue
-		}
-		capQ := alloc[name]
-		u := used[name]
-		total := u.DeepCopy()
-		total.Add(req)
-		if total.Cmp(capQ) > 0 {
-			val := func(q resource.Quantity) int64 {
-				if name == v1.ResourceCPU {
-					return q.MilliValue()
-				}
-				return q.Value()
-			}
-			return "Outof" + string(name), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
-				name, val(req), val(u), val(capQ)), false
-		}
-	}
-	return "", "", true
-}
-
-// podRequests is the pod's effective request: the larger of its init
-// containers' (plus sidecars started before them) and its containers' sum,
-// plus overhead, as the scheduler and kubelet compute it.
-func podRequests(pod *v1.Pod) v1.ResourceList {
-	sum := v1.ResourceList{}
-	add := func(into v1.ResourceList, from v1.ResourceList) {
-		for name, q := range from {
-			v := into[name]
-			v.Add(q)
-			into[name] = v
-		}
-	}
-	for _, c := range pod.Spec.Containers {
-		add(sum, c.Resources.Requests)
-	}
-	sidecars := v1.ResourceList{}
-	for _, c := range pod.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
-			add(sum, c.Resources.Requests)
-			add(sidecars, c.Resources.Requests)
-			continue
-		}
-		peak := sidecars.DeepCopy()
-		add(peak, c.Resources.Requests)
-		for name, q := range peak {
-			if cur, ok := sum[name]; !ok || q.Cmp(cur) > 0 {
-				sum[name] = q
-			}
-		}
-	}
-	add(sum, pod.Spec.Overhead)
-	return sum
 }
 
 // DefaultNodeIP is the IPv4 address of the interface holding the default

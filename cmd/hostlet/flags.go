@@ -3,12 +3,15 @@ package main
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"sigs.k8s.io/yaml"
 )
 
@@ -39,6 +42,8 @@ type options struct {
 	systemReserved    map[string]string
 	kubeReserved      map[string]string
 	evictionHard      map[string]string
+	shutdownGrace     time.Duration
+	shutdownCritical  time.Duration
 	statusUpdateFreq  time.Duration
 	statusReportFreq  time.Duration
 	maxRestartPeriod  time.Duration
@@ -72,9 +77,12 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration of pods with dnsPolicy Default")
 	fs.StringToStringVar(&o.systemReserved, "system-reserved", nil, "resources reserved for the system (cpu=100m,memory=100Mi,...)")
 	fs.StringToStringVar(&o.kubeReserved, "kube-reserved", nil, "resources reserved for Kubernetes components")
-	fs.StringToStringVar(&o.evictionHard, "eviction-hard", map[string]string{
+	o.evictionHard = map[string]string{
 		"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%",
-	}, "hard eviction thresholds (signal=quantity or percentage)")
+	}
+	fs.Var(&langleMap{m: &o.evictionHard}, "eviction-hard", "hard eviction thresholds, e.g. memory.available<1Gi,nodefs.available<10% (replaces the defaults)")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", 0, "how long the node delays its shutdown (logind inhibitor) to stop pods; 0 turns graceful node shutdown off")
+	fs.DurationVar(&o.shutdownCritical, "shutdown-grace-period-critical-pods", 0, "part of --shutdown-grace-period kept for critical pods")
 	fs.DurationVar(&o.statusUpdateFreq, "node-status-update-frequency", 10*time.Second, "how often node status is computed")
 	fs.DurationVar(&o.statusReportFreq, "node-status-report-frequency", 5*time.Minute, "how often unchanged node status is written")
 	fs.DurationVar(&o.maxRestartPeriod, "max-container-restart-period", 300*time.Second, "longest crash-loop back-off")
@@ -110,6 +118,82 @@ func (o *options) parse(args []string) error {
 		if err := fs.Set(name, configValue(v)); err != nil {
 			return fmt.Errorf("config file %s: %s: %w", o.configFile, name, err)
 		}
+	}
+	return nil
+}
+
+// langleMap is the kubelet's "key<value,..." map flag (--eviction-hard).
+// The first Set replaces the defaults. "key=value" is accepted too, since
+// the config file renders maps that way.
+type langleMap struct {
+	m   *map[string]string
+	set bool
+}
+
+func (l *langleMap) String() string {
+	if l.m == nil {
+		return ""
+	}
+	var parts []string
+	for k, v := range *l.m {
+		parts = append(parts, k+"<"+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func (l *langleMap) Set(value string) error {
+	if !l.set {
+		*l.m = map[string]string{}
+		l.set = true
+	}
+	for _, part := range strings.Split(value, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "<")
+		if !ok {
+			if k, v, ok = strings.Cut(part, "="); !ok {
+				return fmt.Errorf("malformed pair, expect string<string: %q", part)
+			}
+		}
+		(*l.m)[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return nil
+}
+
+func (l *langleMap) Type() string { return "mapStringString" }
+
+// validateNodeLabels rejects what the kubelet rejects: labels in the
+// kubernetes.io and k8s.io namespaces a node may not set on itself, and
+// malformed keys or values. node.kubernetes.io/instance-type is allowed.
+func validateNodeLabels(labels map[string]string) error {
+	var unknown, invalid []string
+	for k, v := range labels {
+		ns, _, _ := strings.Cut(k, "/")
+		if !strings.Contains(k, "/") {
+			ns = ""
+		}
+		isK8s := ns == "kubernetes.io" || strings.HasSuffix(ns, ".kubernetes.io") || ns == "k8s.io" || strings.HasSuffix(ns, ".k8s.io")
+		if isK8s && !kubeletapis.IsKubeletLabel(k) {
+			unknown = append(unknown, k)
+		}
+		for _, e := range validation.IsQualifiedName(k) {
+			invalid = append(invalid, fmt.Sprintf("'%s' - %s", k, e))
+		}
+		for _, e := range validation.IsValidLabelValue(v) {
+			invalid = append(invalid, fmt.Sprintf("'%s' - %s", v, e))
+		}
+	}
+	sort.Strings(unknown)
+	sort.Strings(invalid)
+	if len(unknown) > 0 {
+		return fmt.Errorf("unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: %v\n--node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix (%s) or be in the specifically allowed set (%s)",
+			unknown, strings.Join(kubeletapis.KubeletLabelNamespaces(), ", "), strings.Join(kubeletapis.KubeletLabels(), ", "))
+	}
+	if len(invalid) > 0 {
+		return fmt.Errorf("invalid node labels: %s", strings.Join(invalid, "; "))
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	vknode "github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +32,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "pause" {
+		runtime.RunPause() // PID 1 of a pod sharing its process namespace
+		return
+	}
 	// The containerd shim runs this binary as the containers' log driver.
 	if len(os.Args) == 3 && os.Args[1] == "log-driver" {
 		if err := runtime.RunLogDriver(os.Args[2]); err != nil {
@@ -80,6 +85,13 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	if err := validateNodeLabels(o.nodeLabels); err != nil {
+		return err
+	}
+	thresholds, err := provider.ParseThresholds(o.evictionHard)
+	if err != nil {
+		return fmt.Errorf("--eviction-hard: %w", err)
+	}
 	reserved, err := parseResources(o.systemReserved, o.kubeReserved)
 	if err != nil {
 		return err
@@ -104,6 +116,14 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	// Lease renewals time out within a renewal interval, as the kubelet's
+	// heartbeat client does, so a stuck connection cannot stall them.
+	heartbeatCfg := *restCfg
+	heartbeatCfg.Timeout = min(o.statusUpdateFreq, provider.NodeLeaseDuration*time.Second)
+	heartbeatClient, err := kubernetes.NewForConfig(&heartbeatCfg)
+	if err != nil {
+		return err
+	}
 
 	rt, err := runtime.New(runtime.Config{
 		Endpoint: o.runtimeEndpoint, Namespace: o.containerdNS, RootDir: o.rootDir,
@@ -115,15 +135,6 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	defer rt.Close()
-
-	node, err := provider.NewNode(ctx, provider.NodeConfig{
-		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
-		Labels: o.nodeLabels, Taints: taints, MaxPods: o.maxPods, Reserved: reserved,
-		EvictionHard: o.evictionHard, RootDir: o.rootDir, Port: o.port, Version: provider.KubeletVersion,
-	}, rt)
-	if err != nil {
-		return err
-	}
 
 	// Pods of this node only; Services cluster-wide (a node may read them)
 	// for service environment variables. Secrets and ConfigMaps are fetched
@@ -141,6 +152,21 @@ func run(ctx context.Context, o *options) error {
 	defer broadcaster.Shutdown()
 	events := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: name})
 
+	// This node's object only, for admission against the labels and taints
+	// the cluster gave it.
+	nodeInformers := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "metadata.name=" + name }))
+	nodeInformer := nodeInformers.Core().V1().Nodes()
+	node, err := provider.NewNode(ctx, provider.NodeConfig{
+		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
+		Labels: o.nodeLabels, Taints: taints, MaxPods: o.maxPods, Reserved: reserved,
+		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: provider.KubeletVersion,
+		Events: events, Lister: nodeInformer.Lister(),
+	}, rt)
+	if err != nil {
+		return err
+	}
+
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
 	prov := provider.New(ctx, provider.Config{
@@ -150,9 +176,12 @@ func run(ctx context.Context, o *options) error {
 	}, client, rt, events, svcInformer.Lister(), node)
 	go prov.Run(ctx)
 	go node.Run(ctx, o.statusUpdateFreq)
+	go provider.NewShutdownManager(provider.ShutdownConfig{
+		GracePeriod: o.shutdownGrace, CriticalGracePeriod: o.shutdownCritical,
+	}, node, prov, events).Run(ctx)
 
 	pc, err := vknode.NewPodController(vknode.PodControllerConfig{
-		PodClient: client.CoreV1(),
+		PodClient: prov.PodClient(client.CoreV1()),
 		// virtual-kubelet's own events ("Create pod in provider") are not
 		// the kubelet's; hostlet records the kubelet's events itself.
 		EventRecorder:             discard{},
@@ -166,14 +195,20 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	// virtual-kubelet writes the status on every change hostlet reports and
+	// otherwise every report period; the Lease is the kubelet's own
+	// controller (see provider.NewNodeLease), not virtual-kubelet's.
 	nc, err := vknode.NewNodeController(node, node.Object(), client.CoreV1().Nodes(),
-		vknode.WithNodeEnableLeaseV1(nodeutil.NodeLeaseV1Client(client), vknode.DefaultLeaseDuration),
-		vknode.WithNodeStatusUpdateInterval(o.statusReportFreq))
+		vknode.WithNodePingInterval(o.statusReportFreq))
 	if err != nil {
 		return err
 	}
 
+	if err := prov.WatchPods(podInformer.Informer()); err != nil {
+		return err
+	}
 	podInformers.Start(ctx.Done())
+	nodeInformers.Start(ctx.Done())
 	svcInformers.Start(ctx.Done())
 	svcInformers.WaitForCacheSync(ctx.Done())
 
@@ -193,6 +228,7 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("node controller: %w", err)
 	}
 	log.WithFields(log.Fields{"node": name, "ip": nodeIP, "root": filepath.Clean(o.rootDir)}).Info("node registered")
+	go provider.NewNodeLease(ctx, heartbeatClient, name).Run(ctx)
 	go func() { errs <- pc.Run(ctx, 8) }()
 	select {
 	case <-ctx.Done():

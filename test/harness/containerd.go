@@ -209,3 +209,27 @@ func (c *Cluster) removeAllTasks(ctx context.Context) {
 		}
 	}
 }
+
+// StopContainerd stops the cluster's containerd (SIGTERM, then SIGKILL
+// after 10 s), leaving containers and their shims running, to simulate a
+// runtime outage. Only for clusters no other test shares.
+func (c *Cluster) StopContainerd() {
+	c.mu.Lock()
+	p := c.procs["containerd"]
+	c.mu.Unlock()
+	p.stop(10 * time.Second)
+}
+
+// StartContainerd starts containerd again with the same config after
+// StopContainerd and waits until it answers.
+func (c *Cluster) StartContainerd(ctx context.Context) error {
+	if c.ctrd != nil {
+		c.ctrd.Close()
+		c.ctrd = nil
+	}
+	p, err := c.startContainerd()
+	if err != nil {
+		return err
+	}
+	return c.waitContainerd(ctx, p)
+}
