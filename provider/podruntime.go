@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/runtime"
 	v1 "k8s.io/api/core/v1"
 )
@@ -40,7 +42,9 @@ func (r podRuntime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, 
 		}
 		cfg := runtime.SandboxConfig{
 			UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name,
-			HostNetwork: pod.Spec.HostNetwork, Hostname: hostname, FQDN: fqdn,
+			HostNetwork: pod.Spec.HostNetwork, HostIPC: pod.Spec.HostIPC, HostPID: pod.Spec.HostPID,
+			ShareProcessNamespace: pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace,
+			Hostname:              hostname, FQDN: fqdn,
 			ResolvConf: p.resolvConf(pod),
 		}
 		for _, a := range pod.Spec.HostAliases {
@@ -190,6 +194,46 @@ func (r podRuntime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	return r.p.rt.StopContainer(ctx, id, sig, grace)
 }
 
+// Exec runs a probe or hook command, collecting its combined output.
+func (r podRuntime) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var out syncBuffer
+	code, err := r.p.rt.Exec(ctx, id, cmd, runtime.ExecIO{Stdout: &out, Stderr: &out})
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return out.Bytes(), -1, probes.ErrExecTimeout
+	}
+	return out.Bytes(), code, err
+}
+
+// syncBuffer collects stdout and stderr, written concurrently, up to 10 KiB.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := 10*1024 - len(b.buf); room > 0 {
+		if len(p) > room {
+			b.buf = append(b.buf, p[:room]...)
+		} else {
+			b.buf = append(b.buf, p...)
+		}
+	}
+	return len(p), nil
+}
+
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf...)
+}
+
 func (r podRuntime) RemoveContainer(ctx context.Context, id string) error {
 	return r.p.rt.RemoveContainer(ctx, id)
 }
@@ -236,7 +280,13 @@ func (p *Provider) containerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecy
 		c = findContainer(pod, st.Name)
 	}
 	if info.Message == "" && info.ExitCode != 0 && c != nil && c.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
-		info.Message = logTail(st.LogPath)
+		// The exit can be reported before the log driver wrote the last
+		// lines: give it a moment when the log still looks empty.
+		for i := 0; i < 10 && info.Message == ""; i++ {
+			if info.Message = logTail(st.LogPath); info.Message == "" {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
 	}
 	return info
 }

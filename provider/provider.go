@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 )
@@ -51,6 +53,7 @@ type Provider struct {
 	services corelisters.ServiceLister
 	node     *Node
 	tokens   *tokenTracker
+	prober   *probes.Prober
 
 	mu     sync.Mutex
 	pods   map[types.UID]*podEntry
@@ -63,6 +66,7 @@ func New(ctx context.Context, cfg Config, client kubernetes.Interface, rt *runti
 	p := &Provider{
 		cfg: cfg, ctx: ctx, client: client, rt: rt, events: events, services: services, node: node,
 		pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{},
+		prober: probes.NewProber(),
 	}
 	p.tokens = newTokenTracker(p)
 	return p
@@ -131,10 +135,14 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
 		e.worker.Update(pod)
 		return nil
 	}
-	if reason, msg, ok := p.node.Admit(pod, p.admittedPods()); !ok {
-		p.mu.Unlock()
-		p.reject(ctx, pod, reason, msg)
-		return nil
+	// A pod already being deleted (hostlet restarted during its termination)
+	// is not admitted again: its worker adopts and finishes it.
+	if pod.DeletionTimestamp == nil {
+		if reason, msg, ok := p.node.Admit(pod, p.admittedPods()); !ok {
+			p.mu.Unlock()
+			p.reject(ctx, pod, reason, msg)
+			return nil
+		}
 	}
 	wctx, cancel := context.WithCancel(p.ctx)
 	w := lifecycle.NewPod(pod, lifecycle.Config{
@@ -144,6 +152,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
 		HostIPs:    p.cfg.NodeIPs,
 		Publish:    p.publish,
 		Terminated: p.terminated,
+		Prober:     p.prober,
 	})
 	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel}
 	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
@@ -195,6 +204,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) error {
 	if e == nil {
 		return p.CreatePod(ctx, pod)
 	}
+	p.tokens.podUpdated(e.worker.Status(), pod)
 	e.worker.Update(pod)
 	return nil
 }
@@ -206,6 +216,12 @@ func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) error {
 	e := p.pods[pod.UID]
 	p.mu.Unlock()
 	if e == nil {
+		if pod.DeletionTimestamp != nil {
+			// Still in the API, being deleted, and unknown to this hostlet: it
+			// restarted during the termination, which resumes with the grace
+			// period, as the kubelet's does.
+			return p.CreatePod(ctx, pod)
+		}
 		go p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
 		return nil
 	}
@@ -365,34 +381,28 @@ func signalByName(name string) (unix.Signal, bool) {
 
 // tokenTracker refreshes projected service-account tokens at 80 % of their
 // life, as the kubelet's token manager does.
+// It also drives the periodic rewrite of ConfigMap/Secret/downward API
+// volumes (refresh.go).
 type tokenTracker struct {
 	p    *Provider
 	mu   sync.Mutex
 	due  map[types.UID]time.Time
 	wake chan struct{}
+	// cache holds issued tokens by request, keys which requests a pod made.
+	cache map[string]cachedToken
+	keys  map[types.UID]map[string]bool
+	meta  map[types.UID]metav1.ObjectMeta
 }
 
 func newTokenTracker(p *Provider) *tokenTracker {
-	return &tokenTracker{p: p, due: map[types.UID]time.Time{}, wake: make(chan struct{}, 1)}
-}
-
-func (t *tokenTracker) track(pod *v1.Pod, expires time.Time) {
-	life := time.Until(expires)
-	t.mu.Lock()
-	due := time.Now().Add(life * 8 / 10)
-	if cur, ok := t.due[pod.UID]; !ok || due.Before(cur) {
-		t.due[pod.UID] = due
-	}
-	t.mu.Unlock()
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
+	return &tokenTracker{p: p, due: map[types.UID]time.Time{}, wake: make(chan struct{}, 1),
+		cache: map[string]cachedToken{}, keys: map[types.UID]map[string]bool{}, meta: map[types.UID]metav1.ObjectMeta{}}
 }
 
 func (t *tokenTracker) forget(uid types.UID) {
 	t.mu.Lock()
 	delete(t.due, uid)
+	t.dropTokens(uid)
 	t.mu.Unlock()
 }
 
@@ -413,7 +423,7 @@ func (t *tokenTracker) run(ctx context.Context) {
 		}
 		t.mu.Unlock()
 		for _, uid := range dueNow {
-			if pod := t.p.podByUID(string(uid)); pod != nil && pod.DeletionTimestamp == nil {
+			if pod := t.podFor(uid); pod != nil && pod.DeletionTimestamp == nil {
 				sb, err := t.p.rt.Sandbox(string(uid))
 				var ips []string
 				if err == nil {
@@ -463,4 +473,25 @@ func (p *Provider) StopPod(uid types.UID, req lifecycle.StopRequest) <-chan stru
 		return done
 	}
 	return e.worker.Stop(req)
+}
+
+// WatchPods hands every change of a running pod's object to its worker,
+// status included: virtual-kubelet passes on spec and metadata changes
+// only, but conditions written by others (readiness gates) change Ready.
+func (p *Provider) WatchPods(informer cache.SharedIndexInformer) error {
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			pod, ok := obj.(*v1.Pod)
+			if !ok {
+				return
+			}
+			p.mu.Lock()
+			e := p.pods[pod.UID]
+			p.mu.Unlock()
+			if e != nil {
+				e.worker.Update(pod)
+			}
+		},
+	})
+	return err
 }

@@ -1,0 +1,289 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostlet/hostlet/test/images"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+func testapp(ns, name string, args ...string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.PodSpec{
+			RestartPolicy:                 v1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: ptrTo(int64(5)),
+			Containers: []v1.Container{{
+				Name: "app", Image: images.TestappRef, Args: args,
+				Ports: []v1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+			}},
+		},
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func httpProbe(path string, period, failure int32) *v1.Probe {
+	return &v1.Probe{
+		ProbeHandler:     v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}},
+		PeriodSeconds:    period,
+		FailureThreshold: failure,
+		TimeoutSeconds:   1,
+		SuccessThreshold: 1,
+	}
+}
+
+// waitFor waits for a pod condition with a watch.
+func waitFor(t *testing.T, ns, name string, timeout time.Duration, what string, cond func(*v1.Pod) bool) *v1.Pod {
+	t.Helper()
+	p, err := cluster.WaitForPod(ctxT(t), ns, name, timeout, func(p *v1.Pod) (bool, error) { return cond(p), nil })
+	if err != nil {
+		t.Fatalf("pod %s/%s: %s: %v", ns, name, what, err)
+	}
+	return p
+}
+
+func podReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func restarts(p *v1.Pod) int32 {
+	var n int32
+	for _, s := range p.Status.ContainerStatuses {
+		n += s.RestartCount
+	}
+	return n
+}
+
+// events lists the events of a pod, as `kubectl describe` shows them.
+func events(t *testing.T, ns, name string) []string {
+	t.Helper()
+	list, err := cluster.Client().CoreV1().Events(ns).List(ctxT(t), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Reason+": "+e.Message)
+	}
+	return out
+}
+
+// waitEvent waits until the pod has an event containing text.
+func expectEvent(t *testing.T, ns, name, text string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctxT(t), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		for _, e := range events(t, ns, name) {
+			if strings.Contains(e, text) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no event %q on %s/%s; events: %q", text, ns, name, events(t, ns, name))
+	}
+}
+
+func get(t *testing.T, url string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+func TestLivenessHTTPFailureRestarts(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := testapp(ns, "live", "--http=:8080", "--healthy=false")
+	pod.Spec.Containers[0].LivenessProbe = httpProbe("/healthz", 1, 1)
+	cluster.CreatePod(t, pod)
+	waitFor(t, ns, "live", 2*time.Minute, "restarted by liveness", func(p *v1.Pod) bool { return restarts(p) >= 1 })
+	expectEvent(t, ns, "live", "Unhealthy: Liveness probe failed: HTTP probe failed with statuscode: 500")
+	expectEvent(t, ns, "live", "Killing: Container app failed liveness probe, will be restarted")
+}
+
+func TestReadinessFollowsApp(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := testapp(ns, "ready", "--http=:8080")
+	pod.Spec.Containers[0].ReadinessProbe = httpProbe("/healthz", 1, 1)
+	cluster.CreatePod(t, pod)
+	p := waitFor(t, ns, "ready", time.Minute, "ready", podReady)
+	base := "http://" + p.Status.PodIP + ":8080"
+	get(t, base+"/healthz/fail")
+	waitFor(t, ns, "ready", time.Minute, "not ready", func(p *v1.Pod) bool { return !podReady(p) })
+	get(t, base+"/healthz/ok")
+	p = waitFor(t, ns, "ready", time.Minute, "ready again", podReady)
+	if restarts(p) != 0 {
+		t.Fatalf("readiness restarted the container: %d", restarts(p))
+	}
+	expectEvent(t, ns, "ready", "Unhealthy: Readiness probe failed: HTTP probe failed with statuscode: 500")
+}
+
+func TestStartupProbeHoldsLiveness(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := testapp(ns, "startup", "--http=:8080", "--healthy-after=6s")
+	c := &pod.Spec.Containers[0]
+	c.StartupProbe = httpProbe("/healthz", 1, 30)
+	c.LivenessProbe = httpProbe("/healthz", 1, 1)
+	cluster.CreatePod(t, pod)
+	running := waitFor(t, ns, "startup", time.Minute, "running", func(p *v1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+	})
+	if s := running.Status.ContainerStatuses[0].Started; s != nil && *s && time.Since(running.Status.ContainerStatuses[0].State.Running.StartedAt.Time) < 5*time.Second {
+		t.Fatalf("started before the startup probe could succeed")
+	}
+	p := waitFor(t, ns, "startup", time.Minute, "started", func(p *v1.Pod) bool {
+		s := p.Status.ContainerStatuses[0].Started
+		return s != nil && *s && podReady(p)
+	})
+	if restarts(p) != 0 {
+		t.Fatalf("liveness ran before startup succeeded: %d restarts; events %q", restarts(p), events(t, ns, "startup"))
+	}
+}
+
+func TestTCPAndGRPCProbes(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := testapp(ns, "tcpgrpc", "--tcp=:8081", "--grpc=:8082")
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(8081)}}, PeriodSeconds: 1}
+	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: 8082}}, PeriodSeconds: 1, FailureThreshold: 1}
+	cluster.CreatePod(t, pod)
+	waitFor(t, ns, "tcpgrpc", time.Minute, "ready", podReady)
+	time.Sleep(3 * time.Second)
+	p, _ := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), "tcpgrpc", metav1.GetOptions{})
+	if restarts(p) != 0 {
+		t.Fatalf("grpc liveness failed: events %q", events(t, ns, "tcpgrpc"))
+	}
+	// A service the server does not know fails the probe.
+	bad := testapp(ns, "grpcbad", "--grpc=:8082")
+	svc := "nope"
+	bad.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: 8082, Service: &svc}}, PeriodSeconds: 1}
+	cluster.CreatePod(t, bad)
+	expectEvent(t, ns, "grpcbad", "Unhealthy: Readiness probe failed:")
+}
+
+func TestExecProbeTimeout(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "exectimeout", "sleep", "3600")
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"sleep", "10"}}},
+		PeriodSeconds: 2, TimeoutSeconds: 1,
+	}
+	cluster.CreatePod(t, pod)
+	expectEvent(t, ns, "exectimeout", `Unhealthy: Readiness probe failed: command "sleep 10" timed out`)
+	p, _ := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), "exectimeout", metav1.GetOptions{})
+	if podReady(p) {
+		t.Fatal("ready despite a timing-out probe")
+	}
+}
+
+func TestReadinessSuccessThreshold(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "threshold", "sleep", "3600")
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{
+		ProbeHandler:     v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
+		PeriodSeconds:    1,
+		SuccessThreshold: 3,
+	}
+	cluster.CreatePod(t, pod)
+	p := waitFor(t, ns, "threshold", time.Minute, "ready", podReady)
+	started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	var readyAt time.Time
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			readyAt = c.LastTransitionTime.Time
+		}
+	}
+	// Three successes one second apart: ready no sooner than 2 s after start
+	// (transition times have second precision).
+	if d := readyAt.Sub(started); d < time.Second {
+		t.Fatalf("ready %v after start: successThreshold 3 not honoured", d)
+	}
+	t.Logf("ready %v after start with successThreshold 3, period 1s", readyAt.Sub(started))
+}
+
+func TestPostStartHook(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "poststart", "sh", "-c", "while [ ! -f /tmp/hook ]; do sleep 0.1; done; cat /tmp/hook; sleep 3600")
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo hooked > /tmp/hook"}}}}
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, "poststart", v1.PodRunning)
+	err := wait.PollUntilContextTimeout(ctxT(t), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		out, _ := cluster.Kubectl(ctx, "-n", ns, "logs", "poststart")
+		return out == "hooked\n", nil
+	})
+	if err != nil {
+		t.Fatal("the main process never saw the file written by postStart")
+	}
+
+	failing := busybox(ns, "poststartfail", "sleep", "3600")
+	failing.Spec.RestartPolicy = v1.RestartPolicyAlways
+	failing.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+	failing.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "exit 1"}}}}
+	cluster.CreatePod(t, failing)
+	expectEvent(t, ns, "poststartfail", "FailedPostStartHook: PostStartHook failed")
+	waitFor(t, ns, "poststartfail", 2*time.Minute, "restarted", func(p *v1.Pod) bool { return restarts(p) >= 1 })
+}
+
+// A preStop HTTP hook reaches the app before the stop signal does.
+func TestPreStopHTTPBeforeSignal(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := testapp(ns, "prestop", "--http=:8080", "--signals")
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Path: "/echo?msg=prestop", Port: intstr.FromInt32(8080)}}}
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, "prestop", v1.PodRunning)
+	logs := followLogs(t, ns, "prestop")
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), "prestop", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := <-logs
+	hook := strings.Index(out, "GET /echo")
+	sig := strings.Index(out, "signal: SIGTERM")
+	if hook < 0 || sig < 0 || hook > sig {
+		t.Fatalf("want the preStop request before SIGTERM; log:\n%s", out)
+	}
+}
+
+// followLogs streams a pod's log until its container exits. The response
+// begins with the first log line (as with the kubelet), so the stream is
+// opened in the background and given a moment to be established.
+func followLogs(t *testing.T, ns, name string) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		s, err := cluster.Client().CoreV1().Pods(ns).GetLogs(name, &v1.PodLogOptions{Follow: true}).Stream(ctx)
+		if err != nil {
+			out <- fmt.Sprintf("stream: %v", err)
+			return
+		}
+		defer s.Close()
+		b, _ := io.ReadAll(s)
+		out <- string(b)
+	}()
+	time.Sleep(time.Second)
+	return out
+}

@@ -1,0 +1,297 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostlet/hostlet/test/images"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// deleteAndWatch deletes a pod and returns the phases it showed until it
+// was gone, and how long that took.
+func deleteAndWatch(t *testing.T, ns, name string, opts metav1.DeleteOptions) ([]v1.PodPhase, time.Duration) {
+	t.Helper()
+	w, err := cluster.Client().CoreV1().Pods(ns).Watch(ctxT(t), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	start := time.Now()
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), name, opts); err != nil {
+		t.Fatal(err)
+	}
+	var phases []v1.PodPhase
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch closed")
+			}
+			p, _ := ev.Object.(*v1.Pod)
+			if p != nil && (len(phases) == 0 || phases[len(phases)-1] != p.Status.Phase) {
+				phases = append(phases, p.Status.Phase)
+			}
+			if ev.Type == watch.Deleted {
+				return phases, time.Since(start)
+			}
+		case <-timeout:
+			t.Fatalf("pod %s not deleted; phases %v", name, phases)
+		}
+	}
+}
+
+func TestGracefulDeletionReachesTerminalPhase(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := testapp(ns, "graceful", "--http=:8080", "--signals")
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, "graceful", v1.PodRunning)
+	logs := followLogs(t, ns, "graceful")
+	phases, took := deleteAndWatch(t, ns, "graceful", metav1.DeleteOptions{})
+	if !strings.Contains(<-logs, "signal: SIGTERM") {
+		t.Error("the app did not record SIGTERM")
+	}
+	if phases[len(phases)-1] != v1.PodSucceeded {
+		t.Fatalf("phases before removal %v, want Succeeded last", phases)
+	}
+	t.Logf("deleted in %v, phases %v", took, phases)
+}
+
+func TestGracePeriodKill(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := testapp(ns, "stubborn", "--ignore-term", "--signals")
+	pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(4))
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, "stubborn", v1.PodRunning)
+	phases, took := deleteAndWatch(t, ns, "stubborn", metav1.DeleteOptions{})
+	if took < 3500*time.Millisecond || took > 7*time.Second {
+		t.Fatalf("a container ignoring SIGTERM was gone after %v, want the 4s grace period", took)
+	}
+	if phases[len(phases)-1] != v1.PodFailed {
+		t.Fatalf("phases %v, want Failed (SIGKILL) last", phases)
+	}
+}
+
+func TestStopSignals(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := testapp(ns, "stopsignal", "--signals")
+	pod.Spec.Containers[0].Image = images.TestappStopSignalRef
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, "stopsignal", v1.PodRunning)
+	logs := followLogs(t, ns, "stopsignal")
+	deleteAndWatch(t, ns, "stopsignal", metav1.DeleteOptions{})
+	if out := <-logs; !strings.Contains(out, "signal: SIGUSR1") || strings.Contains(out, "SIGTERM") {
+		t.Fatalf("want the image's STOPSIGNAL SIGUSR1 only; log:\n%s", out)
+	}
+}
+
+func TestPreStopOverrunGetsTwoSeconds(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := testapp(ns, "overrun", "--signals", "--term-delay=1s")
+	pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(2))
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sleep", "5"}}}}
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, "overrun", v1.PodRunning)
+	logs := followLogs(t, ns, "overrun")
+	phases, took := deleteAndWatch(t, ns, "overrun", metav1.DeleteOptions{})
+	out := <-logs
+	// The hook used the 2 s grace period; the container still gets the
+	// signal and 2 s more, enough for its 1 s shutdown.
+	if !strings.Contains(out, "signal: SIGTERM") || phases[len(phases)-1] != v1.PodSucceeded {
+		t.Fatalf("took %v, phases %v, log:\n%s", took, phases, out)
+	}
+	if took < 2500*time.Millisecond {
+		t.Fatalf("signal sent before the preStop hook's grace ran out (%v)", took)
+	}
+}
+
+func TestSidecarsStopAfterMainInReverseOrder(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	always := v1.ContainerRestartPolicyAlways
+	hostDir := t.TempDir()
+	mount := []v1.VolumeMount{{Name: "out", MountPath: "/out"}}
+	// Each records when its SIGTERM arrived (uptime, 10 ms resolution),
+	// then takes a while to exit.
+	trap := func(name string, delay string) []string {
+		return []string{"sh", "-c", "trap 'cut -d\" \" -f1 /proc/uptime > /out/" + name + "; sleep " + delay + "; exit 0' TERM; while true; do sleep 0.1; done"}
+	}
+	pod := busybox(ns, "order", trap("main", "1")...)
+	pod.Spec.RestartPolicy = v1.RestartPolicyAlways
+	pod.Spec.Volumes = []v1.Volume{{Name: "out", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: hostDir}}}}
+	pod.Spec.Containers[0].VolumeMounts = mount
+	img := pod.Spec.Containers[0].Image
+	pod.Spec.InitContainers = []v1.Container{
+		{Name: "side1", Image: img, RestartPolicy: &always, Command: trap("side1", "0"), VolumeMounts: mount},
+		{Name: "side2", Image: img, RestartPolicy: &always, Command: trap("side2", "0.5"), VolumeMounts: mount},
+	}
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, "order", v1.PodRunning)
+	deleteAndWatch(t, ns, "order", metav1.DeleteOptions{})
+	stamp := func(n string) float64 {
+		b, err := os.ReadFile(filepath.Join(hostDir, n))
+		if err != nil {
+			t.Fatalf("%s did not record its stop: %v", n, err)
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	m, s2, s1 := stamp("main"), stamp("side2"), stamp("side1")
+	// main takes 1 s to exit after its signal, side2 0.5 s: each signal
+	// comes after the previous container exited.
+	if s2-m < 0.9 || s1-s2 < 0.4 {
+		t.Fatalf("signals at main=%.2f side2=%.2f side1=%.2f; want main, then side2 after main exited, then side1", m, s2, s1)
+	}
+}
+
+func TestForceDeletionCleansUp(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "forced", "sleep", "3600")
+	cluster.CreatePod(t, pod)
+	p := waitPhase(t, ns, "forced", v1.PodRunning)
+	id := strings.TrimPrefix(status(p, "c").ContainerID, "containerd://")
+	zero := int64(0)
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), "forced", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, 30*time.Second, "the container to be removed", func() bool {
+		_, err := cluster.ContainerdClient().LoadContainer(ctxT(t), id)
+		return err != nil
+	})
+}
+
+// After many create/delete cycles of a pod with an emptyDir, a secret and a
+// CNI IP, nothing of them is left on the host.
+func TestNoLeftoversAfterCycles(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	if _, err := cluster.Client().CoreV1().Secrets(ns).Create(ctxT(t), &v1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"k": "v"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const cycles, parallel = 100, 5
+	type made struct{ uid, container string }
+	results := make(chan made, cycles)
+	errs := make(chan error, cycles)
+	sem := make(chan struct{}, parallel)
+	for i := 0; i < cycles; i++ {
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem }()
+			uid, id, err := cycle(ns, fmt.Sprintf("cycle-%03d", i))
+			errs <- err
+			results <- made{uid, id}
+		}(i)
+	}
+	var all []made
+	for i := 0; i < cycles; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, <-results)
+	}
+	root := node.RootDir()
+	ipamDir := filepath.Join(cluster.Dir(), "cni", "ipam")
+	pollUntil(t, time.Minute, "every trace of the pods to be gone", func() bool {
+		var left []string
+		ctx := ctxT(t)
+		for _, m := range all {
+			if _, err := os.Stat(filepath.Join(root, "pods", m.uid)); err == nil {
+				left = append(left, "pod dir "+m.uid)
+			}
+			if _, err := cluster.ContainerdClient().LoadContainer(ctx, m.container); err == nil {
+				left = append(left, "container "+m.container)
+			}
+			if _, err := cluster.ContainerdClient().SnapshotService("").Stat(ctx, m.container); err == nil {
+				left = append(left, "snapshot "+m.container)
+			}
+		}
+		logs, _ := filepath.Glob(filepath.Join(root, "logs", ns+"_*"))
+		left = append(left, logs...)
+		allocs, _ := filepath.Glob(filepath.Join(ipamDir, "*", "*"))
+		for _, a := range allocs {
+			b, _ := os.ReadFile(a)
+			for _, m := range all {
+				if strings.Contains(string(b), m.uid) {
+					left = append(left, "IPAM "+a)
+				}
+			}
+		}
+		left = append(left, orphanNetns(root)...)
+		if len(left) > 0 {
+			t.Logf("left: %v", left)
+		}
+		return len(left) == 0
+	})
+}
+
+func cycle(ns, name string) (uid, containerID string, err error) {
+	ctx := context.Background()
+	pod := busybox(ns, name, "sleep", "3600")
+	pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+	pod.Spec.Volumes = []v1.Volume{
+		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "secret", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}},
+	}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}, {Name: "secret", MountPath: "/secret"}}
+	if _, err := cluster.Client().CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return "", "", err
+	}
+	p, err := cluster.WaitForPod(ctx, ns, name, 2*time.Minute, func(p *v1.Pod) (bool, error) {
+		return p.Status.Phase == v1.PodRunning && p.Status.PodIP != "", nil
+	})
+	if err != nil {
+		return "", "", err
+	}
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return "", "", err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cluster.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	return string(p.UID), strings.TrimPrefix(status(p, "c").ContainerID, "containerd://"), err
+}
+
+// orphanNetns lists network namespaces no pod's sandbox refers to.
+func orphanNetns(root string) []string {
+	used := map[string]bool{}
+	states, _ := filepath.Glob(filepath.Join(root, "pods", "*", "sandbox.json"))
+	for _, s := range states {
+		var sb struct {
+			NetNS string `json:"netns"`
+		}
+		if b, err := os.ReadFile(s); err == nil && json.Unmarshal(b, &sb) == nil {
+			used[sb.NetNS] = true
+		}
+	}
+	var out []string
+	entries, _ := os.ReadDir(filepath.Join(root, "netns"))
+	for _, e := range entries {
+		if p := filepath.Join(root, "netns", e.Name()); !used[p] {
+			out = append(out, "netns "+p)
+		}
+	}
+	return out
+}
