@@ -107,12 +107,13 @@ func (p *Provider) resolvConf(pod *v1.Pod) string {
 	if len(c.searches) > maxSearch {
 		c.searches = c.searches[:maxSearch]
 	}
+	// The layout containerd's CRI writes for the kubelet: search first.
 	var b strings.Builder
-	for _, n := range c.nameservers {
-		b.WriteString("nameserver " + n + "\n")
-	}
 	if len(c.searches) > 0 {
 		b.WriteString("search " + strings.Join(c.searches, " ") + "\n")
+	}
+	for _, n := range c.nameservers {
+		b.WriteString("nameserver " + n + "\n")
 	}
 	if len(c.options) > 0 {
 		b.WriteString("options " + strings.Join(c.options, " ") + "\n")

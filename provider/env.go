@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // objects fetches the ConfigMaps and Secrets one container start refers to,
@@ -35,7 +35,8 @@ func (o *objects) configMap(ctx context.Context, name string) (*v1.ConfigMap, er
 	cm, err := o.p.client.CoreV1().ConfigMaps(o.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("configmap %q not found", name)
+			// The kubelet's object managers word it with the singular.
+			return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmap"}, name)
 		}
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func (o *objects) secret(ctx context.Context, name string) (*v1.Secret, error) {
 	s, err := o.p.client.CoreV1().Secrets(o.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("secret %q not found", name)
+			return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secret"}, name)
 		}
 		return nil, err
 	}
@@ -77,14 +78,15 @@ func (p *Provider) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	for _, kv := range serviceEnv {
 		set(kv[0], kv[1])
 	}
-	var invalid []string
+	// Every key becomes a variable, prefixed: since relaxed environment
+	// variable validation went GA the kubelet no longer filters names.
 	for _, from := range c.EnvFrom {
 		var data map[string]string
 		switch {
 		case from.ConfigMapRef != nil:
 			cm, err := objs.configMap(ctx, from.ConfigMapRef.Name)
 			if err != nil {
-				if isOptional(from.ConfigMapRef.Optional) {
+				if isOptional(from.ConfigMapRef.Optional) && isNotFound(err) {
 					continue
 				}
 				return nil, configError(err)
@@ -93,7 +95,7 @@ func (p *Provider) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		case from.SecretRef != nil:
 			s, err := objs.secret(ctx, from.SecretRef.Name)
 			if err != nil {
-				if isOptional(from.SecretRef.Optional) {
+				if isOptional(from.SecretRef.Optional) && isNotFound(err) {
 					continue
 				}
 				return nil, configError(err)
@@ -104,17 +106,8 @@ func (p *Provider) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Containe
 			}
 		}
 		for k, v := range data {
-			name := from.Prefix + k
-			if errs := validation.IsEnvVarName(name); len(errs) > 0 {
-				invalid = append(invalid, name)
-				continue
-			}
-			set(name, v)
+			set(from.Prefix+k, v)
 		}
-	}
-	if len(invalid) > 0 {
-		p.event(pod, "", v1.EventTypeWarning, "InvalidEnvironmentVariableNames",
-			fmt.Sprintf("Keys [%s] from the EnvFrom configMap %s/%s were skipped since they are considered invalid environment variable names.", strings.Join(invalid, ", "), pod.Namespace, c.Name))
 	}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	for _, e := range c.Env {
@@ -139,6 +132,10 @@ func (p *Provider) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Containe
 
 func isOptional(b *bool) bool { return b != nil && *b }
 
+// isNotFound: only a missing object is excused by optional, not a failing
+// apiserver.
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
 func (p *Provider) envValueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, podIPs []string, objs *objects) (string, bool, error) {
 	switch {
 	case from.FieldRef != nil:
@@ -151,7 +148,7 @@ func (p *Provider) envValueFrom(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		ref := from.ConfigMapKeyRef
 		cm, err := objs.configMap(ctx, ref.Name)
 		if err != nil {
-			if isOptional(ref.Optional) {
+			if isOptional(ref.Optional) && isNotFound(err) {
 				return "", false, nil
 			}
 			return "", false, err
@@ -168,7 +165,7 @@ func (p *Provider) envValueFrom(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		ref := from.SecretKeyRef
 		s, err := objs.secret(ctx, ref.Name)
 		if err != nil {
-			if isOptional(ref.Optional) {
+			if isOptional(ref.Optional) && isNotFound(err) {
 				return "", false, nil
 			}
 			return "", false, err

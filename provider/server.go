@@ -84,7 +84,7 @@ func (p *Provider) Serve(ctx context.Context, cfg ServerConfig, client kubernete
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: nodeutil.WithAuth(auth, mux), TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: nodeutil.WithAuth(auth, withZeroTail(mux)), TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
@@ -140,7 +140,7 @@ func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, con
 	}
 	path := filepath.Join(p.rt.LogDir(namespace, podName, string(pod.UID)), container, strconv.Itoa(attempt)+".log")
 	lo := runtime.LogOptions{Tail: -1, Timestamps: opts.Timestamps, LimitBytes: int64(opts.LimitBytes), Follow: opts.Follow && !opts.Previous}
-	if opts.Tail > 0 {
+	if opts.Tail > 0 || zeroTail(ctx) {
 		lo.Tail = opts.Tail
 	}
 	switch {

@@ -11,9 +11,8 @@ import (
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/runtime"
 	"golang.org/x/sys/unix"
-	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func (p *Provider) volumeDir(pod *v1.Pod, name string) string {
@@ -24,6 +23,9 @@ func (p *Provider) volumeDir(pod *v1.Pod, name string) string {
 // volumes are (re)written atomically, so calling it again refreshes them.
 func (p *Provider) setupVolumes(ctx context.Context, pod *v1.Pod, podIPs []string) error {
 	objs := p.objects(pod.Namespace)
+	// Rewritten periodically, also after a failure, so volumes catch up
+	// with their objects, as the kubelet's resync does.
+	defer p.tokens.scheduleResync(pod, nextResync())
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		if err := p.setupVolume(ctx, pod, vol, podIPs, objs); err != nil {
@@ -44,8 +46,8 @@ func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 		}
 		if src.EmptyDir.Medium == v1.StorageMediumMemory {
 			opts := "mode=1777"
-			if l := src.EmptyDir.SizeLimit; l != nil && !l.IsZero() {
-				opts += fmt.Sprintf(",size=%d", l.Value())
+			if size := p.memoryVolumeSize(pod, src.EmptyDir.SizeLimit); size > 0 {
+				opts += fmt.Sprintf(",size=%d", size)
 			}
 			if err := ensureTmpfs(dir, opts); err != nil {
 				return err
@@ -72,6 +74,49 @@ func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 		return writeAtomic(dir, files)
 	}
 	return fmt.Errorf("volume type not supported by hostlet")
+}
+
+// memoryVolumeSize is the size of a memory-backed emptyDir as the kubelet
+// computes it: the smallest of node allocatable memory, the pod's memory
+// limit (when every container has one) and the volume's sizeLimit.
+func (p *Provider) memoryVolumeSize(pod *v1.Pod, sizeLimit *resource.Quantity) int64 {
+	size := int64(0)
+	if q, ok := p.allocatable()[v1.ResourceMemory]; ok {
+		size = q.Value()
+	}
+	smaller := func(v int64) {
+		if v > 0 && (size == 0 || v <= size) {
+			size = v
+		}
+	}
+	if l, ok := podMemoryLimit(pod); ok {
+		smaller(l)
+	}
+	if sizeLimit != nil {
+		smaller(sizeLimit.Value())
+	}
+	return size
+}
+
+// podMemoryLimit is the pod's memory limit: the sum over its containers, at
+// least the largest init container's, and none if any container lacks one.
+func podMemoryLimit(pod *v1.Pod) (int64, bool) {
+	var sum int64
+	for _, c := range pod.Spec.Containers {
+		q, ok := c.Resources.Limits[v1.ResourceMemory]
+		if !ok {
+			return 0, false
+		}
+		sum += q.Value()
+	}
+	for _, c := range pod.Spec.InitContainers {
+		q, ok := c.Resources.Limits[v1.ResourceMemory]
+		if !ok {
+			return 0, false
+		}
+		sum = max(sum, q.Value())
+	}
+	return sum, true
 }
 
 func (p *Provider) setupHostPath(hp *v1.HostPathVolumeSource) error {
@@ -129,8 +174,9 @@ func mode(def *int32, item *int32) os.FileMode {
 	return 0o644
 }
 
-// keyed selects the files of a configMap/secret: all keys, or the items.
-func keyed(data map[string][]byte, items []v1.KeyToPath, defMode *int32, what, ns, name string) (map[string]volumeFile, error) {
+// keyed selects the files of a configMap/secret: all keys, or the items. A
+// missing item key fails the mount unless the source is optional.
+func keyed(data map[string][]byte, items []v1.KeyToPath, defMode *int32, optional *bool, missing string) (map[string]volumeFile, error) {
 	out := map[string]volumeFile{}
 	if len(items) == 0 {
 		for k, v := range data {
@@ -141,7 +187,10 @@ func keyed(data map[string][]byte, items []v1.KeyToPath, defMode *int32, what, n
 	for _, it := range items {
 		v, ok := data[it.Key]
 		if !ok {
-			return nil, fmt.Errorf("configuration of %s %s/%s references non-existent key %s", what, ns, name, it.Key)
+			if isOptional(optional) {
+				continue
+			}
+			return nil, fmt.Errorf("%s: %s", missing, it.Key)
 		}
 		out[it.Path] = volumeFile{Data: v, Mode: mode(defMode, it.Mode)}
 	}
@@ -188,7 +237,7 @@ func (p *Provider) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 func (p *Provider) configMapFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects) (map[string]volumeFile, error) {
 	cm, err := objs.configMap(ctx, name)
 	if err != nil {
-		if isOptional(optional) {
+		if isOptional(optional) && isNotFound(err) {
 			return map[string]volumeFile{}, nil
 		}
 		return nil, err
@@ -200,18 +249,18 @@ func (p *Provider) configMapFiles(ctx context.Context, pod *v1.Pod, name string,
 	for k, v := range cm.BinaryData {
 		data[k] = v
 	}
-	return keyed(data, items, defMode, "configMap", pod.Namespace, name)
+	return keyed(data, items, defMode, optional, "configmap references non-existent config key")
 }
 
 func (p *Provider) secretFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects) (map[string]volumeFile, error) {
 	s, err := objs.secret(ctx, name)
 	if err != nil {
-		if isOptional(optional) {
+		if isOptional(optional) && isNotFound(err) {
 			return map[string]volumeFile{}, nil
 		}
 		return nil, err
 	}
-	return keyed(s.Data, items, defMode, "secret", pod.Namespace, name)
+	return keyed(s.Data, items, defMode, optional, "references non-existent secret key")
 }
 
 func (p *Provider) downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defMode *int32, podIPs []string) (map[string]volumeFile, error) {
@@ -237,36 +286,18 @@ func (p *Provider) downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, 
 	return out, nil
 }
 
-// tokenFiles requests a service-account token bound to the pod.
+// tokenFiles projects a service-account token bound to the pod.
 func (p *Provider) tokenFiles(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, defMode *int32) (map[string]volumeFile, error) {
-	exp := int64(3600)
-	if src.ExpirationSeconds != nil {
-		exp = *src.ExpirationSeconds
-	}
-	var aud []string
-	if src.Audience != "" {
-		aud = []string{src.Audience}
-	}
-	sa := pod.Spec.ServiceAccountName
-	if sa == "" {
-		sa = "default"
-	}
-	tr, err := p.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authv1.TokenRequest{
-		Spec: authv1.TokenRequestSpec{
-			Audiences:         aud,
-			ExpirationSeconds: &exp,
-			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
-	}, metav1.CreateOptions{})
+	tok, refresh, err := p.tokens.token(ctx, pod, src)
 	if err != nil {
-		return nil, fmt.Errorf("failed to fetch token: %w", err)
+		return nil, err
 	}
 	m := os.FileMode(0o600)
 	if defMode != nil {
 		m = os.FileMode(*defMode)
 	}
-	p.tokens.track(pod, tr.Status.ExpirationTimestamp.Time)
-	return map[string]volumeFile{src.Path: {Data: []byte(tr.Status.Token), Mode: m}}, nil
+	p.tokens.scheduleResync(pod, refresh)
+	return map[string]volumeFile{src.Path: {Data: []byte(tok), Mode: m}}, nil
 }
 
 // containerMounts maps the container's volumeMounts to host paths.

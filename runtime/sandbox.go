@@ -19,6 +19,9 @@ import (
 type SandboxConfig struct {
 	UID, Namespace, Name string
 	HostNetwork          bool
+	HostIPC, HostPID     bool
+	// ShareProcessNamespace puts all containers into one PID namespace.
+	ShareProcessNamespace bool
 	// Hostname and, when set, the FQDN written to /etc/hosts for the pod IP.
 	Hostname, FQDN string
 	HostAliases    []HostAlias
@@ -31,21 +34,29 @@ type HostAlias struct {
 	Hostnames []string
 }
 
-// Sandbox is a pod's network namespace and the files its containers share.
-// There is no pause process: a pinned network namespace is enough.
+// Sandbox is a pod's namespaces and the files its containers share. There is
+// no pause process: the network, IPC and UTS namespaces are pinned by bind
+// mounts, and /dev/shm is a tmpfs of the pod.
 type Sandbox struct {
 	UID         string   `json:"uid"`
 	Namespace   string   `json:"namespace"`
 	Name        string   `json:"name"`
 	NetNSPath   string   `json:"netns,omitempty"`
+	IPCNSPath   string   `json:"ipcns,omitempty"`
+	UTSNSPath   string   `json:"utsns,omitempty"`
 	IPs         []string `json:"ips"`
 	HostNetwork bool     `json:"hostNetwork,omitempty"`
-	Dir         string   `json:"-"`
+	HostIPC     bool     `json:"hostIPC,omitempty"`
+	HostPID     bool     `json:"hostPID,omitempty"`
+	// PausePID holds the shared PID namespace of a shareProcessNamespace pod.
+	PausePID int    `json:"pausePID,omitempty"`
+	Dir      string `json:"-"`
 }
 
 func (s *Sandbox) HostsPath() string      { return filepath.Join(s.Dir, "etc-hosts") }
 func (s *Sandbox) ResolvConfPath() string { return filepath.Join(s.Dir, "resolv.conf") }
 func (s *Sandbox) HostnamePath() string   { return filepath.Join(s.Dir, "etc-hostname") }
+func (s *Sandbox) ShmPath() string        { return filepath.Join(s.Dir, "shm") }
 func (s *Sandbox) stateFile() string      { return filepath.Join(s.Dir, "sandbox.json") }
 
 func (r *Runtime) podDir(uid string) string { return filepath.Join(r.rootDir, "pods", uid) }
@@ -66,6 +77,14 @@ func (r *Runtime) Sandbox(uid string) (*Sandbox, error) {
 			return nil, fmt.Errorf("network namespace of pod %s is gone: %w", uid, fs.ErrNotExist)
 		}
 	}
+	for _, p := range []string{s.IPCNSPath, s.UTSNSPath} {
+		if p != "" && !nsPinned(p) {
+			return nil, fmt.Errorf("namespace %s of pod %s is gone: %w", p, uid, fs.ErrNotExist)
+		}
+	}
+	if s.PausePID != 0 && !pauseAlive(s.PausePID, dir) {
+		return nil, fmt.Errorf("PID namespace of pod %s is gone: %w", uid, fs.ErrNotExist)
+	}
 	return s, nil
 }
 
@@ -77,7 +96,8 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		log.WithError(err).WithField("pod", cfg.Namespace+"/"+cfg.Name).Warn("discarding unreadable sandbox state")
 	}
-	s := &Sandbox{UID: cfg.UID, Namespace: cfg.Namespace, Name: cfg.Name, HostNetwork: cfg.HostNetwork, Dir: r.podDir(cfg.UID)}
+	s := &Sandbox{UID: cfg.UID, Namespace: cfg.Namespace, Name: cfg.Name,
+		HostNetwork: cfg.HostNetwork, HostIPC: cfg.HostIPC, HostPID: cfg.HostPID, Dir: r.podDir(cfg.UID)}
 	// A half-made sandbox from before (crash, lost netns) is torn down first so
 	// its IP allocation is not leaked.
 	_ = r.RemoveSandbox(ctx, cfg.UID)
@@ -105,6 +125,10 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 			s.IPs = append(s.IPs, ip.String())
 		}
 	}
+	if err := r.pinSandboxNamespaces(s, cfg); err != nil {
+		_ = r.RemoveSandbox(ctx, cfg.UID)
+		return nil, err
+	}
 	if err := writeSandboxFiles(s, cfg); err != nil {
 		_ = r.RemoveSandbox(ctx, cfg.UID)
 		return nil, err
@@ -113,6 +137,44 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 		return nil, err
 	}
 	return s, nil
+}
+
+// pinSandboxNamespaces gives the pod the IPC and UTS namespaces (and
+// /dev/shm) its containers share; a host-network pod keeps the host's UTS,
+// a hostIPC pod the host's IPC.
+func (r *Runtime) pinSandboxNamespaces(s *Sandbox, cfg SandboxConfig) error {
+	if !cfg.HostIPC {
+		if err := mountShm(s.ShmPath()); err != nil {
+			return fmt.Errorf("mounting /dev/shm of the pod: %w", err)
+		}
+	}
+	if cfg.ShareProcessNamespace && !cfg.HostPID {
+		pid, err := r.startPause(s.Dir)
+		if err != nil {
+			return err
+		}
+		s.PausePID = pid
+	}
+	if cfg.HostNetwork && cfg.HostIPC {
+		return nil
+	}
+	// Pin both, then drop what the pod takes from the host, so one locked
+	// thread does all the work.
+	ipc, uts, err := pinIPCUTS(s.Dir, cfg.Hostname)
+	if err != nil {
+		stopPause(s.PausePID, s.Dir)
+		return err
+	}
+	s.IPCNSPath, s.UTSNSPath = ipc, uts
+	if cfg.HostIPC {
+		unpinNamespace(ipc)
+		s.IPCNSPath = ""
+	}
+	if cfg.HostNetwork {
+		unpinNamespace(uts)
+		s.UTSNSPath = ""
+	}
+	return nil
 }
 
 func (s *Sandbox) args() PodNetworkArgs {
@@ -131,20 +193,30 @@ func (s *Sandbox) save() error {
 // shared files. It is idempotent.
 func (r *Runtime) RemoveSandbox(ctx context.Context, uid string) error {
 	dir := r.podDir(uid)
-	b, err := os.ReadFile(filepath.Join(dir, "sandbox.json"))
-	if err == nil {
-		s := &Sandbox{Dir: dir}
-		if json.Unmarshal(b, s) == nil && s.NetNSPath != "" {
-			if err := r.network.Detach(ctx, uid, s.NetNSPath, s.args()); err != nil {
-				log.WithError(err).WithField("pod", s.Namespace+"/"+s.Name).Warn("CNI DEL failed")
-			}
-			if err := netns.LoadNetNS(s.NetNSPath).Remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("removing network namespace: %w", err)
-			}
+	s := &Sandbox{Dir: dir}
+	// The pinned namespaces and /dev/shm sit at fixed places in the pod dir:
+	// released even when a crash left no state file behind.
+	unpinNamespace(filepath.Join(dir, "ipc"))
+	unpinNamespace(filepath.Join(dir, "uts"))
+	unmountShm(s.ShmPath())
+	b, err := os.ReadFile(s.stateFile())
+	if err != nil {
+		return nil
+	}
+	if json.Unmarshal(b, s) != nil {
+		return os.Remove(s.stateFile())
+	}
+	stopPause(s.PausePID, dir)
+	if s.NetNSPath != "" {
+		if err := r.network.Detach(ctx, uid, s.NetNSPath, s.args()); err != nil {
+			log.WithError(err).WithField("pod", s.Namespace+"/"+s.Name).Warn("CNI DEL failed")
 		}
-		if err := os.Remove(filepath.Join(dir, "sandbox.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+		if err := netns.LoadNetNS(s.NetNSPath).Remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing network namespace: %w", err)
 		}
+	}
+	if err := os.Remove(s.stateFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }
@@ -165,7 +237,9 @@ func writeSandboxFiles(s *Sandbox, cfg SandboxConfig) error {
 		b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
 		for _, ip := range s.IPs {
 			if cfg.FQDN != "" {
-				fmt.Fprintf(&b, "%s\t%s\t%s\n", ip, cfg.FQDN, cfg.Hostname)
+				// The short name, also when the hostname is the FQDN.
+				short, _, _ := strings.Cut(cfg.FQDN, ".")
+				fmt.Fprintf(&b, "%s\t%s\t%s\n", ip, cfg.FQDN, short)
 			} else {
 				fmt.Fprintf(&b, "%s\t%s\n", ip, cfg.Hostname)
 			}
@@ -186,7 +260,14 @@ func writeSandboxFiles(s *Sandbox, cfg SandboxConfig) error {
 	if err := writeFileAtomic(s.ResolvConfPath(), []byte(cfg.ResolvConf), 0o644); err != nil {
 		return err
 	}
-	return writeFileAtomic(s.HostnamePath(), []byte(cfg.Hostname+"\n"), 0o644)
+	hostname := cfg.Hostname
+	if cfg.HostNetwork {
+		// A host-network pod has the node's UTS namespace and name.
+		if hn, err := os.Hostname(); err == nil {
+			hostname = hn
+		}
+	}
+	return writeFileAtomic(s.HostnamePath(), []byte(hostname+"\n"), 0o644)
 }
 
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"fmt"
+
 	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -17,17 +19,16 @@ func specFor(cfg ContainerConfig, args []string, termLog string) []oci.SpecOpts 
 	if cfg.WorkingDir != "" {
 		opts = append(opts, oci.WithProcessCwd(cfg.WorkingDir))
 	}
-	if s.HostNetwork {
-		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostNamespace(specs.UTSNamespace))
-	} else {
-		opts = append(opts,
-			oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: s.NetNSPath}),
-			oci.WithHostname(cfg.Hostname))
-	}
+	opts = append(opts, namespaceOpts(s, cfg.Hostname)...)
 	mounts := []specs.Mount{
 		bind(s.HostsPath(), "/etc/hosts", false),
 		bind(s.ResolvConfPath(), "/etc/resolv.conf", false),
 		bind(s.HostnamePath(), "/etc/hostname", false),
+	}
+	if s.HostIPC {
+		mounts = append(mounts, bind("/dev/shm", "/dev/shm", false))
+	} else if isMountPoint(s.ShmPath()) {
+		mounts = append(mounts, bind(s.ShmPath(), "/dev/shm", false))
 	}
 	if termLog != "" {
 		mounts = append(mounts, bind(termLog, cfg.TerminationMessagePath, false))
@@ -36,6 +37,39 @@ func specFor(cfg ContainerConfig, args []string, termLog string) []oci.SpecOpts 
 		mounts = append(mounts, bind(m.HostPath, m.ContainerPath, m.ReadOnly))
 	}
 	opts = append(opts, oci.WithMounts(mounts))
+	return opts
+}
+
+// namespaceOpts puts the container into its pod's namespaces: the pinned
+// network, IPC and UTS namespaces, or the host's where the pod asks for them.
+func namespaceOpts(s *Sandbox, hostname string) []oci.SpecOpts {
+	var opts []oci.SpecOpts
+	join := func(t specs.LinuxNamespaceType, path string) {
+		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: t, Path: path}))
+	}
+	if s.HostNetwork {
+		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostNamespace(specs.UTSNamespace))
+	} else {
+		join(specs.NetworkNamespace, s.NetNSPath)
+		if s.UTSNSPath != "" {
+			// The hostname was set when the namespace was made.
+			join(specs.UTSNamespace, s.UTSNSPath)
+		} else {
+			opts = append(opts, oci.WithHostname(hostname))
+		}
+	}
+	switch {
+	case s.HostIPC:
+		opts = append(opts, oci.WithHostNamespace(specs.IPCNamespace))
+	case s.IPCNSPath != "":
+		join(specs.IPCNamespace, s.IPCNSPath)
+	}
+	switch {
+	case s.HostPID:
+		opts = append(opts, oci.WithHostNamespace(specs.PIDNamespace))
+	case s.PausePID != 0:
+		join(specs.PIDNamespace, fmt.Sprintf("/proc/%d/ns/pid", s.PausePID))
+	}
 	return opts
 }
 

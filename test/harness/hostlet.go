@@ -84,6 +84,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--cni-conf-dir", c.CNIConfDir(),
 		"--cni-bin-dir", c.CNIBinDir(),
 		"--cni-cache-dir", c.CNICacheDir(),
+		"--registry-config-dir", c.ContainerdHostsDir(),
 		"--address", "127.0.0.1",
 		"--port", fmt.Sprint(h.port),
 		"--tls-cert-file", cert,
