@@ -252,6 +252,15 @@ func (p *Pod) adopt(ctx context.Context) {
 			c.prev = &prev
 		}
 		c.cur = info
+		// The back-off continues where it was: the latest instance that
+		// recorded one carries the delay the next exit gets, and an exited
+		// one still waiting also when its restart is due.
+		if info.BackoffNext > 0 {
+			c.bo.delay = info.BackoffNext
+			if info.Exited {
+				c.retryAt, c.retryDelay = info.FinishedAt.Add(info.BackoffApplied), info.BackoffApplied
+			}
+		}
 	}
 	if len(infos) > 0 && p.cfg.Runtime.SandboxReady(p.pod) {
 		if ips, err := p.cfg.Runtime.PrepareSandbox(ctx, p.pod); err == nil {
@@ -411,6 +420,9 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		// A fresh exit: the back-off decides when the restart may happen.
 		at, delay := p.cfg.Backoff.next(&rec.bo, rec.cur.StartedAt, rec.cur.FinishedAt)
 		rec.retryAt, rec.retryDelay = at, delay
+		if err := p.cfg.Runtime.RecordBackoff(ctx, rec.cur.ID, delay, rec.bo.delay); err != nil {
+			p.logger().WithError(err).Debug("recording back-off")
+		}
 	}
 	if now.Before(rec.retryAt) {
 		if rec.cur.Exited {

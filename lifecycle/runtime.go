@@ -25,6 +25,9 @@ type ContainerInfo struct {
 	// ("OOMKilled"), and the termination message.
 	Reason, Message string
 	Image, ImageID  string
+	// BackoffApplied and BackoffNext are the crash-loop back-off recorded
+	// with RecordBackoff, for adoption after a restart.
+	BackoffApplied, BackoffNext time.Duration
 }
 
 // Failure is a container that could not be started, with the kubelet's
@@ -66,6 +69,9 @@ type Runtime interface {
 	// Containers lists what exists of the pod in the runtime (for adoption).
 	Containers(ctx context.Context, pod *v1.Pod) ([]ContainerInfo, error)
 	Container(ctx context.Context, id string) (ContainerInfo, error)
+	// RecordBackoff keeps a container's crash-loop back-off with it, so a
+	// restarted hostlet continues the same schedule.
+	RecordBackoff(ctx context.Context, id string, applied, next time.Duration) error
 	// Exec runs a command in a running container (probes and hooks); it
 	// returns probes.ErrExecTimeout when timeout (if not zero) passes.
 	Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error)

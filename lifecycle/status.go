@@ -94,8 +94,9 @@ func (p *Pod) computeStatus() v1.PodStatus {
 		c := &spec.InitContainers[i]
 		initStatuses = append(initStatuses, p.containerStatus(c, "PodInitializing", IsSidecar(c), true))
 	}
+	// Main containers wait as PodInitializing only behind init containers.
 	pending := "ContainerCreating"
-	if !p.initialized {
+	if !p.initialized && len(spec.InitContainers) > 0 {
 		pending = "PodInitializing"
 	}
 	for i := range spec.Containers {

@@ -234,6 +234,10 @@ func (b *syncBuffer) Bytes() []byte {
 	return append([]byte(nil), b.buf...)
 }
 
+func (r podRuntime) RecordBackoff(ctx context.Context, id string, applied, next time.Duration) error {
+	return r.p.rt.SetBackoff(ctx, id, applied, next)
+}
+
 func (r podRuntime) RemoveContainer(ctx context.Context, id string) error {
 	return r.p.rt.RemoveContainer(ctx, id)
 }
@@ -266,6 +270,7 @@ func (p *Provider) containerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecy
 		Running: st.State == runtime.StateRunning, Exited: st.State == runtime.StateExited,
 		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, ExitCode: st.ExitCode, Reason: st.Reason,
 		Image: st.ImageName, ImageID: st.ImageID,
+		BackoffApplied: st.BackoffApplied, BackoffNext: st.BackoffNext,
 	}
 	if !info.Exited {
 		return info

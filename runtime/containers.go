@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +38,9 @@ const (
 	labelFinishedAt    = "hostlet.finished-at"
 	labelExitCode      = "hostlet.exit-code"
 	labelReason        = "hostlet.reason"
+	// labelBackoff is "<applied>/<next>": the crash-loop delay applied after
+	// this instance exited and the one the next exit will get.
+	labelBackoff = "hostlet.backoff"
 )
 
 // State of a container as the runtime sees it.
@@ -61,6 +65,9 @@ type ContainerStatus struct {
 	ImageName, ImageID string
 	LogPath            string
 	TerminationLogPath string
+	// BackoffApplied and BackoffNext restore crash-loop back-off after a
+	// restart of hostlet.
+	BackoffApplied, BackoffNext time.Duration
 }
 
 // Mount binds a host path into a container.
@@ -353,6 +360,10 @@ func statusFromInfo(info containers.Container) ContainerStatus {
 		Reason:             l[labelReason],
 	}
 	st.Attempt, _ = strconv.Atoi(l[labelAttempt])
+	if a, n, ok := strings.Cut(l[labelBackoff], "/"); ok {
+		st.BackoffApplied, _ = time.ParseDuration(a)
+		st.BackoffNext, _ = time.ParseDuration(n)
+	}
 	st.StartedAt, _ = time.Parse(time.RFC3339Nano, l[labelStartedAt])
 	if code, ok := l[labelExitCode]; ok {
 		c, _ := strconv.Atoi(code)
@@ -396,6 +407,16 @@ func (r *Runtime) finalize(ctx context.Context, id string) {
 	if _, err := task.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
 		log.WithError(err).WithField("container", id).Warn("deleting exited task")
 	}
+}
+
+// SetBackoff records a container's crash-loop back-off on it.
+func (r *Runtime) SetBackoff(ctx context.Context, id string, applied, next time.Duration) error {
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, err = c.SetLabels(ctx, map[string]string{labelBackoff: applied.String() + "/" + next.String()})
+	return err
 }
 
 // ImageStopSignal returns the STOPSIGNAL of a container's image, if any.
