@@ -148,6 +148,14 @@ func (p *Pod) Status() *v1.Pod {
 	return p.status
 }
 
+// Object returns the newest pod object the worker was given (spec and
+// metadata; its status is the API's, not the computed one).
+func (p *Pod) Object() *v1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.latest
+}
+
 // Done is closed when the worker has finished a deleted pod.
 func (p *Pod) Done() <-chan struct{} { return p.done }
 

@@ -91,6 +91,7 @@ func (p *Provider) hostIPs() []string { return p.cfg.NodeIPs }
 
 func (p *Provider) allocatable() v1.ResourceList { return p.node.Allocatable() }
 
+// podByUID returns the newest object of a pod the node runs, or nil.
 func (p *Provider) podByUID(uid string) *v1.Pod {
 	p.mu.Lock()
 	e := p.pods[types.UID(uid)]
@@ -98,10 +99,7 @@ func (p *Provider) podByUID(uid string) *v1.Pod {
 	if e == nil {
 		return nil
 	}
-	if s := e.worker.Status(); s != nil {
-		return s
-	}
-	return nil
+	return e.worker.Object()
 }
 
 // event records an event on the pod, or on one of its containers.
@@ -178,7 +176,18 @@ func (p *Provider) admittedPods() []*v1.Pod {
 // reject fails a pod the node does not admit, without running anything.
 func (p *Provider) reject(ctx context.Context, pod *v1.Pod, reason, msg string) {
 	p.event(pod, "", v1.EventTypeWarning, reason, msg)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := p.updateStatus(ctx, pod, func(st *v1.PodStatus) {
+		st.Phase, st.Reason, st.Message = v1.PodFailed, reason, msg
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.WithError(err).WithField("pod", key(pod.Namespace, pod.Name)).Warn("rejecting pod")
+	}
+}
+
+// updateStatus changes the status of the pod's current object (the same
+// UID only), retrying on conflicts.
+func (p *Provider) updateStatus(ctx context.Context, pod *v1.Pod, change func(*v1.PodStatus)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := p.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -186,15 +195,10 @@ func (p *Provider) reject(ctx context.Context, pod *v1.Pod, reason, msg string) 
 		if cur.UID != pod.UID {
 			return nil
 		}
-		cur.Status.Phase = v1.PodFailed
-		cur.Status.Reason = reason
-		cur.Status.Message = msg
+		change(&cur.Status)
 		_, err = p.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		log.WithError(err).WithField("pod", key(pod.Namespace, pod.Name)).Warn("rejecting pod")
-	}
 }
 
 func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) error {
@@ -289,19 +293,10 @@ func (p *Provider) publish(pod *v1.Pod) {
 func (p *Provider) terminated(pod *v1.Pod) {
 	ctx := p.ctx
 	l := log.WithField("pod", key(pod.Namespace, pod.Name))
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := p.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != pod.UID {
-			return nil
-		}
+	err := p.updateStatus(ctx, pod, func(cur *v1.PodStatus) {
 		st := pod.Status.DeepCopy()
-		st.Conditions = lifecycle.MergeConditions(ownedOnly(st.Conditions), cur.Status.Conditions, metav1.Now())
-		cur.Status = *st
-		_, err = p.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
+		st.Conditions = lifecycle.MergeConditions(ownedOnly(st.Conditions), cur.Conditions, metav1.Now())
+		*cur = *st
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		l.WithError(err).Warn("writing terminal pod status")
