@@ -79,33 +79,6 @@ func admitPressure(pod *v1.Pod, conditions []v1.NodeConditionType) (string, stri
 	return "Evicted", fmt.Sprintf("The node had condition: %v. ", conditions), false
 }
 
-// qosClass is the pod's QoS class as the apiserver set it, computed only for
-// pods that lack it. Only BestEffort matters here.
-func qosClass(pod *v1.Pod) v1.PodQOSClass {
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	set := func(r v1.ResourceRequirements) bool {
-		for _, l := range []v1.ResourceList{r.Requests, r.Limits} {
-			for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-				if q, ok := l[name]; ok && !q.IsZero() {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	if pod.Spec.Resources != nil && set(*pod.Spec.Resources) {
-		return v1.PodQOSBurstable
-	}
-	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		if set(c.Resources) {
-			return v1.PodQOSBurstable
-		}
-	}
-	return v1.PodQOSBestEffort
-}
-
 // admitPredicates is the kubelet's predicate admit handler; the first
 // failure found decides reason and message.
 func admitPredicates(pod *v1.Pod, node *v1.Node, alloc v1.ResourceList, running []*v1.Pod) (string, string, bool) {

@@ -88,6 +88,11 @@ func (r podRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if err != nil {
 		return lifecycle.ContainerInfo{}, configError(err)
 	}
+	sec, err := p.containerSecurity(pod, c, img.Config.User)
+	if err != nil {
+		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return lifecycle.ContainerInfo{}, configError(err)
+	}
 	expand := func(s []string) []string {
 		lookup := envLookup(env)
 		out := make([]string, len(s))
@@ -105,6 +110,7 @@ func (r podRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		Sandbox: sb, Name: c.Name, Attempt: attempt, Image: img, ImageName: c.Image,
 		Command: expand(c.Command), Args: expand(c.Args), Env: env, WorkingDir: c.WorkingDir,
 		Mounts: mounts, TerminationMessagePath: termPath, Hostname: hostname,
+		Security: sec, Resources: p.containerResources(pod, c),
 	})
 	if err != nil {
 		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())

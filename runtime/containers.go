@@ -91,6 +91,8 @@ type ContainerConfig struct {
 	// TerminationMessagePath inside the container, backed by a host file.
 	TerminationMessagePath string
 	Hostname               string
+	Security               Security
+	Resources              Resources
 }
 
 func newID() string {

@@ -20,7 +20,16 @@ func specFor(cfg ContainerConfig, args []string, termLog string) []oci.SpecOpts 
 		opts = append(opts, oci.WithProcessCwd(cfg.WorkingDir))
 	}
 	opts = append(opts, namespaceOpts(s, cfg.Hostname)...)
+	opts = append(opts, securityOpts(cfg.Security)...)
+	opts = append(opts, resourceOpts(cfg.Resources)...)
+	// The cgroup filesystem, as CRI mounts it for every container:
+	// read-only unless privileged.
+	cgroupMode := "ro"
+	if cfg.Security.Privileged {
+		cgroupMode = "rw"
+	}
 	mounts := []specs.Mount{
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", cgroupMode}},
 		bind(s.HostsPath(), "/etc/hosts", false),
 		bind(s.ResolvConfPath(), "/etc/resolv.conf", false),
 		bind(s.HostnamePath(), "/etc/hostname", false),

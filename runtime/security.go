@@ -1,0 +1,225 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/containerd/v2/contrib/seccomp"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Security is a container's effective security context.
+type Security struct {
+	RunAsUser, RunAsGroup *int64
+	// SupplementalGroups include the pod's fsGroup.
+	SupplementalGroups []int64
+	ReadOnlyRootFS     bool
+	Privileged         bool
+	NoNewPrivileges    bool
+	CapAdd, CapDrop    []string
+	Sysctls            map[string]string
+	// Seccomp is "" or "Unconfined" (none, the kubelet's default),
+	// "RuntimeDefault", or the path of a localhost profile.
+	Seccomp string
+	// UnmaskedProc is procMount Unmasked.
+	UnmaskedProc bool
+}
+
+// Resources are a container's cgroup settings.
+type Resources struct {
+	CPUShares   uint64
+	CPUQuota    int64
+	CPUPeriod   uint64
+	MemoryLimit int64
+	// OOMScoreAdj as the kubelet computes it per QoS class; raised to
+	// hostlet's own value when lower, as containerd's restrict_oom_score_adj
+	// does (lowering it needs CAP_SYS_RESOURCE).
+	OOMScoreAdj int
+}
+
+func securityOpts(sec Security) []oci.SpecOpts {
+	var opts []oci.SpecOpts
+	switch {
+	case sec.RunAsUser != nil && sec.RunAsGroup != nil:
+		opts = append(opts, oci.WithUIDGID(uint32(*sec.RunAsUser), uint32(*sec.RunAsGroup)))
+	case sec.RunAsUser != nil:
+		opts = append(opts, oci.WithUserID(uint32(*sec.RunAsUser)))
+	case sec.RunAsGroup != nil:
+		opts = append(opts, withGID(uint32(*sec.RunAsGroup)))
+	}
+	if sec.RunAsUser != nil {
+		// Groups of the user from the image's /etc/group, as CRI adds them.
+		opts = append(opts, oci.WithAdditionalGIDs(strconv.FormatInt(*sec.RunAsUser, 10)))
+	}
+	if len(sec.SupplementalGroups) > 0 {
+		opts = append(opts, withExtraGIDs(sec.SupplementalGroups))
+	}
+	if sec.Privileged {
+		opts = append(opts, oci.WithPrivileged, oci.WithAllDevicesAllowed, oci.WithHostDevices,
+			oci.WithMaskedPaths(nil), oci.WithReadonlyPaths(nil), withWritableSysfs)
+	} else {
+		opts = append(opts, capabilityOpts(capNames(sec.CapAdd), capNames(sec.CapDrop))...)
+		if sec.UnmaskedProc {
+			opts = append(opts, oci.WithMaskedPaths(nil), oci.WithReadonlyPaths(nil))
+		}
+	}
+	if sec.ReadOnlyRootFS {
+		opts = append(opts, oci.WithRootFSReadonly())
+	}
+	if sec.NoNewPrivileges {
+		opts = append(opts, oci.WithNoNewPrivileges)
+	}
+	if len(sec.Sysctls) > 0 {
+		opts = append(opts, withSysctls(sec.Sysctls))
+	}
+	switch sec.Seccomp {
+	case "", "Unconfined":
+		opts = append(opts, oci.WithSeccompUnconfined)
+	case "RuntimeDefault":
+		if !sec.Privileged {
+			opts = append(opts, seccomp.WithDefaultProfile())
+		}
+	default:
+		if !sec.Privileged {
+			opts = append(opts, seccomp.WithProfile(sec.Seccomp))
+		}
+	}
+	return opts
+}
+
+func resourceOpts(r Resources) []oci.SpecOpts {
+	opts := []oci.SpecOpts{oci.WithCPUShares(r.CPUShares)}
+	if r.CPUQuota > 0 {
+		opts = append(opts, oci.WithCPUCFS(r.CPUQuota, r.CPUPeriod))
+	}
+	if r.MemoryLimit > 0 {
+		opts = append(opts, oci.WithMemoryLimit(uint64(r.MemoryLimit)))
+	}
+	adj := r.OOMScoreAdj
+	if own := ownOOMScoreAdj(); adj < own {
+		adj = own
+	}
+	return append(opts, withOOMScoreAdj(adj))
+}
+
+func ownOOMScoreAdj() int {
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return 0
+	}
+	v, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return v
+}
+
+// capabilityOpts applies add and drop as CRI does: "ALL" in add grants every
+// capability, "ALL" in drop starts from none; then the named ones.
+func capabilityOpts(add, drop []string) []oci.SpecOpts {
+	var opts []oci.SpecOpts
+	if slices.Contains(add, "ALL") {
+		opts = append(opts, oci.WithAllKnownCapabilities)
+	}
+	if slices.Contains(drop, "ALL") {
+		opts = append(opts, oci.WithCapabilities(nil))
+	}
+	var named []string
+	for _, c := range add {
+		if c != "ALL" {
+			named = append(named, c)
+		}
+	}
+	if len(named) > 0 {
+		opts = append(opts, oci.WithAddedCapabilities(named))
+	}
+	named = nil
+	for _, c := range drop {
+		if c != "ALL" {
+			named = append(named, c)
+		}
+	}
+	if len(named) > 0 {
+		opts = append(opts, oci.WithDroppedCapabilities(named))
+	}
+	return opts
+}
+
+func capNames(caps []string) []string {
+	out := make([]string, 0, len(caps))
+	for _, c := range caps {
+		c = strings.ToUpper(c)
+		if c == "ALL" {
+			out = append(out, "ALL")
+			continue
+		}
+		if !strings.HasPrefix(c, "CAP_") {
+			c = "CAP_" + c
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func withGID(gid uint32) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		s.Process.User.GID = gid
+		return nil
+	}
+}
+
+func withExtraGIDs(groups []int64) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		have := map[uint32]bool{}
+		for _, g := range s.Process.User.AdditionalGids {
+			have[g] = true
+		}
+		for _, g := range groups {
+			if !have[uint32(g)] {
+				s.Process.User.AdditionalGids = append(s.Process.User.AdditionalGids, uint32(g))
+				have[uint32(g)] = true
+			}
+		}
+		return nil
+	}
+}
+
+func withSysctls(sysctls map[string]string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Linux == nil {
+			s.Linux = &specs.Linux{}
+		}
+		if s.Linux.Sysctl == nil {
+			s.Linux.Sysctl = map[string]string{}
+		}
+		for k, v := range sysctls {
+			s.Linux.Sysctl[k] = v
+		}
+		return nil
+	}
+}
+
+func withOOMScoreAdj(adj int) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		s.Process.OOMScoreAdj = &adj
+		return nil
+	}
+}
+
+// withWritableSysfs mounts /sys read-write for privileged containers.
+func withWritableSysfs(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+	for i, m := range s.Mounts {
+		if m.Destination == "/sys" {
+			var opts []string
+			for _, o := range m.Options {
+				if o != "ro" {
+					opts = append(opts, o)
+				}
+			}
+			s.Mounts[i].Options = append(opts, "rw")
+		}
+	}
+	return nil
+}
