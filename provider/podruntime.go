@@ -291,13 +291,12 @@ func (p *Provider) containerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecy
 		c = findContainer(pod, st.Name)
 	}
 	if info.Message == "" && info.ExitCode != 0 && c != nil && c.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
-		// The exit can be reported before the log driver wrote the last
-		// lines: give it a moment when the log still looks empty.
-		for i := 0; i < 10 && info.Message == ""; i++ {
-			if info.Message = logTail(st.LogPath); info.Message == "" {
-				time.Sleep(50 * time.Millisecond)
-			}
+		// The exit can be reported before the last output reached the log.
+		select {
+		case <-p.rt.LogsDone(st.ID):
+		case <-time.After(2 * time.Second):
 		}
+		info.Message = logTail(st.LogPath)
 	}
 	return info
 }

@@ -75,6 +75,7 @@ func New(ctx context.Context, cfg Config, client kubernetes.Interface, rt *runti
 // Run listens for container exits until ctx ends.
 func (p *Provider) Run(ctx context.Context) {
 	go p.tokens.run(ctx)
+	p.rt.ResumeLogs(ctx)
 	p.rt.WatchExits(ctx, func(st runtime.ContainerStatus) {
 		p.mu.Lock()
 		e := p.pods[types.UID(st.PodUID)]

@@ -182,10 +182,16 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	task, err := c.NewTask(ctx, cio.BinaryIO(r.logDriver, map[string]string{"log-driver": labels[labelLogPath]}))
+	sink, err := newLogSink(labels[labelLogPath])
 	if err != nil {
+		return err
+	}
+	task, err := c.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, sink.out, sink.err), cio.WithFIFODir(r.fifoDir(id))))
+	if err != nil {
+		sink.close()
 		return startError(err)
 	}
+	r.followLogs(id, task.IO(), sink)
 	if err := task.Start(ctx); err != nil {
 		_, _ = task.Delete(ctx, containerd.WithProcessKill)
 		return startError(err)
@@ -270,6 +276,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return err
 	}
+	_ = os.RemoveAll(r.fifoDir(id))
 	if p := labels[labelTermLog]; p != "" {
 		_ = os.Remove(p)
 	}
@@ -436,4 +443,65 @@ func (r *Runtime) ImageStopSignal(ctx context.Context, id string) string {
 		return ""
 	}
 	return spec.Config.StopSignal
+}
+
+func (r *Runtime) fifoDir(id string) string { return filepath.Join(r.rootDir, "fifo", id) }
+
+// followLogs copies a task's output into its log until both streams end,
+// then releases the FIFOs.
+func (r *Runtime) followLogs(id string, io cio.IO, sink *logSink) {
+	r.sinksMu.Lock()
+	r.sinks[id] = sink
+	r.sinksMu.Unlock()
+	go func() {
+		io.Wait()
+		sink.close()
+		_ = io.Close()
+		r.sinksMu.Lock()
+		delete(r.sinks, id)
+		r.sinksMu.Unlock()
+	}()
+}
+
+// LogsDone is closed once everything the container wrote is in its log
+// file (immediately when hostlet does not follow its output).
+func (r *Runtime) LogsDone(id string) <-chan struct{} {
+	r.sinksMu.Lock()
+	defer r.sinksMu.Unlock()
+	if s, ok := r.sinks[id]; ok {
+		return s.done
+	}
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
+// ResumeLogs attaches again to the output of containers that kept running
+// while hostlet was down, appending to the same log files.
+func (r *Runtime) ResumeLogs(ctx context.Context) {
+	cs, err := r.ListContainers(ctx, "")
+	if err != nil {
+		log.WithError(err).Warn("listing containers to resume their logs")
+		return
+	}
+	for _, st := range cs {
+		if st.State != StateRunning || st.LogPath == "" {
+			continue
+		}
+		c, err := r.client.LoadContainer(ctx, st.ID)
+		if err != nil {
+			continue
+		}
+		sink, err := newLogSink(st.LogPath)
+		if err != nil {
+			continue
+		}
+		task, err := c.Task(ctx, cio.NewAttach(cio.WithStreams(nil, sink.out, sink.err)))
+		if err != nil {
+			sink.close()
+			log.WithError(err).WithField("container", st.ID).Warn("attaching to a running container's output")
+			continue
+		}
+		r.followLogs(st.ID, task.IO(), sink)
+	}
 }

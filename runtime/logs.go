@@ -19,59 +19,42 @@ import (
 // partial (P) records of at most maxLogLine bytes.
 const maxLogLine = 16 * 1024
 
-// RunLogDriver is hostlet's log driver: the containerd shim starts it with
-// the container's stdout on fd 3, stderr on fd 4 and a readiness pipe on fd 5.
-// Owned by the shim, it keeps writing while hostlet itself restarts.
-func RunLogDriver(path string) error {
-	stdout, stderr, ready := os.NewFile(3, "stdout"), os.NewFile(4, "stderr"), os.NewFile(5, "ready")
+// logSink writes one container's stdout and stderr into its CRI log file.
+// containerd's shim writes the streams into FIFOs that hostlet reads, as
+// containerd's CRI plugin does; after a restart hostlet attaches again.
+type logSink struct {
+	mu       sync.Mutex
+	f        *os.File
+	out, err *streamWriter
+	done     chan struct{}
+}
+
+func newLogSink(path string) (*logSink, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
+		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer f.Close()
-	ready.Close()
-	w := &criWriter{w: f}
-	var wg sync.WaitGroup
-	for _, s := range []struct {
-		r    io.Reader
-		name string
-	}{{stdout, "stdout"}, {stderr, "stderr"}} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.copy(s.r, s.name)
-		}()
-	}
-	wg.Wait()
-	return nil
+	s := &logSink{f: f, done: make(chan struct{})}
+	s.out = &streamWriter{sink: s, stream: "stdout"}
+	s.err = &streamWriter{sink: s, stream: "stderr"}
+	return s, nil
 }
 
-type criWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+// close writes what is left of unterminated lines (as full records, like
+// CRI) and closes the file.
+func (s *logSink) close() {
+	s.out.flush()
+	s.err.flush()
+	s.mu.Lock()
+	_ = s.f.Close()
+	s.mu.Unlock()
+	close(s.done)
 }
 
-func (c *criWriter) copy(r io.Reader, stream string) {
-	br := bufio.NewReaderSize(r, maxLogLine)
-	for {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			tag := "P"
-			if line[len(line)-1] == '\n' {
-				tag, line = "F", line[:len(line)-1]
-			}
-			c.write(stream, tag, line)
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return
-		}
-	}
-}
-
-func (c *criWriter) write(stream, tag string, content []byte) {
+func (s *logSink) write(stream, tag string, content []byte) {
 	var b bytes.Buffer
 	b.Grow(len(content) + 48)
 	b.WriteString(time.Now().UTC().Format(time.RFC3339Nano))
@@ -82,9 +65,43 @@ func (c *criWriter) write(stream, tag string, content []byte) {
 	b.WriteByte(' ')
 	b.Write(content)
 	b.WriteByte('\n')
-	c.mu.Lock()
-	_, _ = c.w.Write(b.Bytes())
-	c.mu.Unlock()
+	s.mu.Lock()
+	_, _ = s.f.Write(b.Bytes())
+	s.mu.Unlock()
+}
+
+// streamWriter cuts one stream into CRI records.
+type streamWriter struct {
+	sink   *logSink
+	stream string
+	buf    []byte
+}
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		if i := bytes.IndexByte(w.buf, '\n'); i >= 0 && i <= maxLogLine {
+			w.sink.write(w.stream, "F", w.buf[:i])
+			w.buf = w.buf[i+1:]
+			continue
+		}
+		if len(w.buf) >= maxLogLine {
+			w.sink.write(w.stream, "P", w.buf[:maxLogLine])
+			w.buf = w.buf[maxLogLine:]
+			continue
+		}
+		break
+	}
+	// Keep the pending bytes in a buffer of their own, not in p's array.
+	w.buf = append([]byte(nil), w.buf...)
+	return len(p), nil
+}
+
+func (w *streamWriter) flush() {
+	if len(w.buf) > 0 {
+		w.sink.write(w.stream, "F", w.buf)
+		w.buf = nil
+	}
 }
 
 // LogOptions are the kubelet's container log options.

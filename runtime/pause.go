@@ -35,7 +35,7 @@ func RunPause() {
 // hostlet so it survives a restart of hostlet. dir is passed only to show
 // whose it is (and lets leftovers be found by path).
 func (r *Runtime) startPause(dir string) (int, error) {
-	cmd := exec.Command(r.logDriver, pauseArg, dir)
+	cmd := exec.Command(r.executable, pauseArg, dir)
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID, Setsid: true}
 	if err := cmd.Start(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -21,9 +22,9 @@ type Config struct {
 	Namespace string
 	// RootDir holds pod dirs, network namespaces and logs.
 	RootDir string
-	// LogDriver is the executable the shim runs to write container logs
-	// (hostlet itself, which turns into its log driver when asked).
-	LogDriver string
+	// Executable is hostlet's own binary, run as the PID 1 of pods that
+	// share their process namespace.
+	Executable string
 	// NodeIP is the pod IP of host-network pods.
 	NodeIP string
 	// CNI config and plugins.
@@ -39,7 +40,9 @@ type Runtime struct {
 	client     *containerd.Client
 	ns         string
 	rootDir    string
-	logDriver  string
+	executable string
+	sinksMu    sync.Mutex
+	sinks      map[string]*logSink
 	nodeIP     string
 	network    *Network
 	registries string
@@ -50,7 +53,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"pods", "netns", "logs"} {
+	for _, d := range []string{"pods", "netns", "logs", "fifo"} {
 		if err := os.MkdirAll(filepath.Join(cfg.RootDir, d), 0o750); err != nil {
 			return nil, err
 		}
@@ -67,7 +70,8 @@ func New(cfg Config) (*Runtime, error) {
 		client:     client,
 		ns:         cfg.Namespace,
 		rootDir:    cfg.RootDir,
-		logDriver:  cfg.LogDriver,
+		sinks:      map[string]*logSink{},
+		executable: cfg.Executable,
 		nodeIP:     cfg.NodeIP,
 		network:    net,
 		registries: cfg.RegistryConfigDir,

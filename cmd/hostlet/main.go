@@ -36,14 +36,6 @@ func main() {
 		runtime.RunPause() // PID 1 of a pod sharing its process namespace
 		return
 	}
-	// The containerd shim runs this binary as the containers' log driver.
-	if len(os.Args) == 3 && os.Args[1] == "log-driver" {
-		if err := runtime.RunLogDriver(os.Args[2]); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		return
-	}
 	var o options
 	if err := o.parse(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -127,7 +119,7 @@ func run(ctx context.Context, o *options) error {
 
 	rt, err := runtime.New(runtime.Config{
 		Endpoint: o.runtimeEndpoint, Namespace: o.containerdNS, RootDir: o.rootDir,
-		LogDriver: self, NodeIP: nodeIP,
+		Executable: self, NodeIP: nodeIP,
 		CNIConfDir: o.cniConfDir, CNIBinDirs: o.cniBinDirs, CNICacheDir: o.cniCacheDir,
 		RegistryConfigDir: o.registryConfigDir,
 	})

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -281,6 +282,11 @@ func TestRestartAdoptsPods(t *testing.T) {
 	for _, n := range []string{"a1", "a2", "a3", "a4", "a5"} {
 		cluster.CreatePod(t, busybox(ns, n, "sleep", "3600"))
 	}
+	// A container that keeps writing: no line may be lost while hostlet is
+	// down or after it attached again.
+	counter := busybox(ns, "counter", "sh", "-c", "i=0; while true; do echo $i; i=$((i+1)); sleep 0.1; done")
+	cluster.CreatePod(t, counter)
+	waitPhase(t, ns, "counter", v1.PodRunning)
 	for _, n := range []string{"a1", "a2", "a3", "a4", "a5"} {
 		p := waitPhase(t, ns, n, v1.PodRunning)
 		before[n] = status(p, "c")
@@ -300,6 +306,19 @@ func TestRestartAdoptsPods(t *testing.T) {
 			!now.State.Running.StartedAt.Equal(&was.State.Running.StartedAt) || p.Status.Phase != v1.PodRunning {
 			t.Errorf("%s changed across the restart:\nbefore %+v\nafter  %+v", n, was, now)
 		}
+	}
+	out, err := cluster.Kubectl(ctxT(t), "-n", ns, "logs", "counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(out)
+	for i, l := range lines {
+		if l != strconv.Itoa(i) {
+			t.Fatalf("log line %d is %q: output lost across the restart", i, l)
+		}
+	}
+	if len(lines) < 20 {
+		t.Fatalf("only %d lines logged across the restart", len(lines))
 	}
 	// The adopted pods still react: deleting one works.
 	grace := int64(1)
