@@ -56,6 +56,7 @@ func (p *Provider) Serve(ctx context.Context, cfg ServerConfig, client kubernete
 	api.AttachPodRoutes(api.PodHandlerConfig{
 		RunInContainer:   p.RunInContainer,
 		GetContainerLogs: p.GetContainerLogs,
+		PortForward:      p.PortForward,
 		GetPods:          p.GetPods,
 		GetPodsFromKubernetes: func(context.Context) ([]*v1.Pod, error) {
 			return pods.List(labels.Everything())
@@ -201,6 +202,28 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, conta
 	if code != 0 {
 		// The streaming protocol turns this into the command's exit code.
 		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with non-zero exit code: %d", code), Code: code}
+	}
+	return nil
+}
+
+// PortForward serves `kubectl port-forward`: one stream to one port of the
+// pod, connected from inside the pod's network namespace.
+func (p *Provider) PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error {
+	pod, err := p.GetPod(ctx, namespace, podName)
+	if err != nil {
+		return err
+	}
+	conn, err := p.rt.DialPod(ctx, string(pod.UID), port)
+	if err != nil {
+		return fmt.Errorf("failed to connect to localhost:%d inside namespace of pod %s: %w", port, podName, err)
+	}
+	defer conn.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(conn, stream); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(stream, conn); done <- struct{}{} }()
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 	return nil
 }

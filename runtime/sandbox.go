@@ -9,9 +9,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/containerd/containerd/v2/pkg/netns"
+	cnins "github.com/containernetworking/plugins/pkg/ns"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -287,4 +289,26 @@ func (s *Sandbox) ParseIPs() []net.IP {
 		}
 	}
 	return out
+}
+
+// DialPod opens a TCP connection to port inside the pod's network namespace,
+// so that servers bound to the pod's localhost are reached too, as with the
+// kubelet's port forwarding.
+func (r *Runtime) DialPod(ctx context.Context, uid string, port int32) (net.Conn, error) {
+	s, err := r.Sandbox(uid)
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port)))
+	var d net.Dialer
+	if s.HostNetwork {
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	var conn net.Conn
+	err = netns.LoadNetNS(s.NetNSPath).Do(func(cnins.NetNS) error {
+		var err error
+		conn, err = d.DialContext(ctx, "tcp", addr)
+		return err
+	})
+	return conn, err
 }
