@@ -11,7 +11,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 APT_PACKAGES := libseccomp-dev busybox-static containernetworking-plugins iptables iproute2 dbus-daemon
 
-.PHONY: all build deps components images dev dev-down test unit e2e vet clean
+.PHONY: all build deps components images dev dev-down test unit e2e vet clean conformance bench
 
 all: build
 
@@ -66,6 +66,22 @@ vet:
 ## containerd, runc and CNI.
 test: deps components images vet
 	go test -count=1 -timeout 60m ./...
+
+## conformance: the upstream node conformance tests (e2e.test of the pinned
+## Kubernetes release, test/conformance/selection.txt) against a local
+## cluster with hostlet as its only node. Fails on a failure outside
+## test/conformance/known-failures.txt. Results: $(CACHE)/conformance/results.
+## Pass runner flags with CONFORMANCE_FLAGS, e.g. CONFORMANCE_FLAGS='-focus Probing'.
+conformance: deps components
+	HOSTLET_CACHE=$(CACHE) go run ./test/conformance $(CONFORMANCE_FLAGS)
+
+## bench: hostlet against the upstream kubelet of the pinned release, two
+## nodes of one local cluster on this machine, the same pods on each in turn
+## (start, exit, delete latency; CPU, RSS and API writes with 100 probed
+## pods). About 10 minutes. Results: $(CACHE)/bench/latest.md. Pass flags
+## with BENCH_FLAGS, e.g. BENCH_FLAGS='-probed 50 -window 30s'.
+bench: deps components
+	HOSTLET_CACHE=$(CACHE) go run ./test/bench -out $(CACHE)/bench/latest.md $(BENCH_FLAGS)
 
 unit:
 	go test -count=1 -short ./lifecycle/... ./provider/... ./runtime/... ./cmd/...

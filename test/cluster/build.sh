@@ -3,7 +3,8 @@
 # plane, containerd, runc) from the pinned modules beside this script, into a
 # cache outside the repo keyed by each pin's go.mod/go.sum, so a second run is a
 # no-op. Prints the bin directory on stdout.
-#   usage: build.sh [component...]   (default: etcd kube containerd runc)
+#   usage: build.sh [component...]   (default: etcd kube containerd runc;
+#   kubelet, the upstream yardstick for make bench, only on request)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HOSTLET_CACHE:-$HOME/.cache/hostlet}
@@ -16,16 +17,18 @@ key() { cat "$here/$1/go.mod" "$here/$1/go.sum" "$here/build.sh" | sha256sum | c
 # modver DIR MODULE: the pinned version of MODULE in DIR/go.mod.
 modver() { awk -v m="$2" '$1==m {print $2; exit} $1=="require" && $2==m {print $3; exit}' "$here/$1/go.mod"; }
 
-# build COMPONENT TAGS LDFLAGS PKG:OUT...
+# build COMPONENT TAGS LDFLAGS PKG:OUT...   (MOD=dir when the module's folder
+# is not named after the component)
 build() {
 	local comp=$1 tags=$2 ldflags=$3; shift 3
-	local stamp="$bin/.$comp-$(key "$comp")"
+	local mod=${MOD:-$comp}
+	local stamp="$bin/.$comp-$(key "$mod")"
 	[ -f "$stamp" ] && return 0
 	echo "building $comp ..." >&2
 	local t0=$SECONDS
 	for spec in "$@"; do
 		local pkg=${spec%%:*} out=${spec##*:}
-		(cd "$here/$comp" && CGO_ENABLED=${CGO:-0} go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$bin/$out" "$pkg") >&2
+		(cd "$here/$mod" && CGO_ENABLED=${CGO:-0} go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$bin/$out" "$pkg") >&2
 	done
 	rm -f "$bin/.$comp-"*
 	touch "$stamp"
@@ -52,6 +55,9 @@ for comp in "${@:-etcd kube containerd runc}"; do
 			k8s.io/kubernetes/cmd/kube-controller-manager:kube-controller-manager \
 			k8s.io/kubernetes/cmd/kube-scheduler:kube-scheduler \
 			k8s.io/kubernetes/cmd/kubectl:kubectl ;;
+		# Same module and version stamp as the control plane; its own stamp so
+		# the tests that never need it don't pay for it.
+		kubelet) MOD=kube build kubelet "" "$kldflags" k8s.io/kubernetes/cmd/kubelet:kubelet ;;
 		containerd) build containerd "" "-s -w -X github.com/containerd/containerd/v2/version.Version=$ctrver" \
 			github.com/containerd/containerd/v2/cmd/containerd:containerd \
 			github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2:containerd-shim-runc-v2 \

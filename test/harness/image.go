@@ -66,6 +66,24 @@ func WriteBusyboxImage(path, ref string) error {
 	})
 }
 
+// WriteBinaryImage writes an OCI image archive named ref holding one static
+// executable, /name, as its entrypoint: enough for a pause image that a CRI
+// runtime needs as its sandbox image, which no registry can provide here.
+func WriteBinaryImage(path, ref, name string, exe []byte) error {
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755, Size: int64(len(exe)), ModTime: time.Unix(0, 0)}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(exe); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return writeOCIArchive(path, ref, layer.Bytes(), map[string]any{"Entrypoint": []string{"/" + name}})
+}
+
 // writeOCIArchive tars up an OCI image layout holding one single-layer
 // image (uncompressed layer) for the host's platform.
 func writeOCIArchive(path, ref string, layer []byte, config map[string]any) error {

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// cgroupRoot is the kubelet's cgroupRoot: its QoS and pod cgroups go below
+// it, away from any other kubelet's /kubepods on the machine.
+const cgroupRoot = "/hostlet-bench"
+
+// lockRun makes the run exclusive on the machine (fixed link names, the
+// cgroup root, the kernel settings saved): a second one fails at once.
+func lockRun(path string) (unlock func() error, err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another bench is running (%s is locked): %w", path, err)
+	}
+	return f.Close, nil
+}
+
+// cgroupMounts lists the mount points of every cgroup hierarchy (v1
+// controllers, named ones and the v2 mount of a hybrid host).
+func cgroupMounts() ([]string, error) {
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fs := strings.Fields(s.Text())
+		if len(fs) >= 3 && (fs[2] == "cgroup" || fs[2] == "cgroup2") {
+			out = append(out, fs[1])
+		}
+	}
+	return out, s.Err()
+}
+
+// makeCgroupRoot creates root in every hierarchy: the kubelet refuses a
+// cgroupRoot that does not exist.
+func makeCgroupRoot(root string) error {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		if err := os.MkdirAll(filepath.Join(m, root), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeCgroupRoot removes root and everything the kubelet made below it,
+// deepest first (cgroup dirs go with rmdir, their files are virtual).
+func removeCgroupRoot(root string) error {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range mounts {
+		var dirs []string
+		_ = filepath.WalkDir(filepath.Join(m, root), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+		for _, d := range dirs {
+			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("rmdir %s: %w", d, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// kubeletSysctls are the kernel settings the kubelet rewrites at start
+// (setupKernelTunables, protectKernelDefaults=false). This is a shared
+// machine: they are put back when the run ends.
+var kubeletSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// saveSysctls records the current values in file and returns the function
+// that restores them and removes the file. A file left by a run that was
+// killed before restoring is restored from first.
+func saveSysctls(file string) (restore func() error, err error) {
+	if b, err := os.ReadFile(file); err == nil {
+		var stale map[string]string
+		if err := json.Unmarshal(b, &stale); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if err := writeSysctls(stale); err != nil {
+			return nil, fmt.Errorf("restoring the kernel settings of a killed run: %w", err)
+		}
+	}
+	saved := map[string]string{}
+	for _, k := range kubeletSysctls {
+		if b, err := os.ReadFile("/proc/sys/" + k); err == nil {
+			saved[k] = strings.TrimSpace(string(b))
+		}
+	}
+	b, err := json.Marshal(saved)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return nil, err
+	}
+	return func() error {
+		if err := writeSysctls(saved); err != nil {
+			return err
+		}
+		return os.Remove(file)
+	}, nil
+}
+
+func writeSysctls(values map[string]string) error {
+	var errs []error
+	for k, v := range values {
+		if b, err := os.ReadFile("/proc/sys/" + k); err == nil && strings.TrimSpace(string(b)) == v {
+			continue
+		}
+		if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

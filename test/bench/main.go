@@ -1,0 +1,105 @@
+// Command bench (make bench) measures hostlet against the upstream kubelet
+// on the same machine in the same run: one local cluster (test/harness) with
+// two nodes, hostlet and the kubelet of the pinned Kubernetes release (with
+// a CRI-enabled containerd of its own), and the same pod specs and images
+// run on each node in turn. It prints a side-by-side table and writes it as
+// markdown to <cache>/bench/latest.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	log "github.com/sirupsen/logrus"
+)
+
+// Node names of the two contestants.
+const (
+	hostletNode = "bench-hostlet"
+	kubeletNode = "bench-kubelet"
+)
+
+type config struct {
+	pods, exits, probed int
+	window              time.Duration
+	out                 string
+	keep                bool
+}
+
+func main() {
+	var c config
+	flag.IntVar(&c.pods, "pods", 20, "pods started (and deleted) at once")
+	flag.IntVar(&c.exits, "exits", 10, "container exits timed")
+	flag.IntVar(&c.probed, "probed", 100, "pods with a 1 s readiness probe for the steady-cost window")
+	flag.DurationVar(&c.window, "window", time.Minute, "steady-cost window")
+	flag.StringVar(&c.out, "out", "", "markdown results file (default <cache>/bench/latest.md)")
+	flag.BoolVar(&c.keep, "keep", false, "keep the cluster dir (logs) after the run")
+	verbose := flag.Bool("v", false, "debug logging")
+	flag.Parse()
+	log.SetFormatter(&log.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
+	if *verbose {
+		log.SetLevel(log.DebugLevel)
+	}
+	if c.out == "" {
+		c.out = filepath.Join(cacheDir(), "bench", "latest.md")
+	}
+	// ^C still cleans up: the context ends the measurement, the deferred
+	// cleanups run.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t0 := time.Now()
+	if err := run(ctx, c); err != nil {
+		log.Errorf("bench failed after %v: %v", time.Since(t0).Round(time.Second), err)
+		os.Exit(1)
+	}
+	log.Infof("bench done in %v", time.Since(t0).Round(time.Second))
+}
+
+// cacheDir is $HOSTLET_CACHE or ~/.cache/hostlet, as build.sh has it.
+func cacheDir() string {
+	if d := os.Getenv("HOSTLET_CACHE"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "hostlet-cache")
+	}
+	return filepath.Join(home, ".cache", "hostlet")
+}
+
+func run(ctx context.Context, c config) error {
+	var cl cleanups
+	defer cl.run()
+	env, err := setup(ctx, c, &cl)
+	if err != nil {
+		return err
+	}
+	b := &bench{cs: env.cluster.Client(), audit: env.audit, cfg: c}
+	var labels []string
+	var results []*nodeResult
+	for _, t := range env.targets {
+		r, err := b.runNode(ctx, t)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.label, err)
+		}
+		labels, results = append(labels, t.label), append(results, r)
+	}
+	tbl := table(c, labels, results)
+	fmt.Println()
+	fmt.Println(tbl)
+	md := header(c, env) + tbl
+	if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("results: %s\n", c.out)
+	return nil
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime/stime in /proc/<pid>/stat; 100
+// on every Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuTime is a process's user+system CPU time so far.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command (which may hold spaces) start at state.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("pid %d: malformed stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("pid %d: short stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("pid %d: bad utime/stime", pid)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// rssBytes is a process's resident set size (VmRSS).
+func rssBytes(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("pid %d: no VmRSS", pid)
+}
+
+// findProc returns the first process whose command line satisfies match.
+func findProc(match func(pid int, args []string) bool) (int, bool) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && match(pid, strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")) {
+			return pid, true
+		}
+	}
+	return 0, false
+}
+
+// findContainerd finds the containerd whose --config is cfg: the harness
+// starts hostlet's containerd but does not expose its pid.
+func findContainerd(cfg string) (int, error) {
+	pid, ok := findProc(func(_ int, args []string) bool {
+		return len(args) == 3 && filepath.Base(args[0]) == "containerd" && args[1] == "--config" && args[2] == cfg
+	})
+	if !ok {
+		return 0, fmt.Errorf("no containerd running with --config %s", cfg)
+	}
+	return pid, nil
+}
+
+// findSleeper finds the exit pod's container process, `sleep <arg>` whose
+// parent is a containerd shim (the container's PID 1).
+func findSleeper(arg string) (int, error) {
+	pid, ok := findProc(func(pid int, args []string) bool {
+		return len(args) == 2 && args[0] == "sleep" && args[1] == arg && strings.Contains(parentCmd(pid), "containerd-shim")
+	})
+	if !ok {
+		return 0, fmt.Errorf("no container process `sleep %s`", arg)
+	}
+	return pid, nil
+}
+
+func parentCmd(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return ""
+	}
+	cmd, _ := os.ReadFile("/proc/" + f[1] + "/cmdline")
+	return string(cmd)
+}
+
+// usage is what a set of processes consumed over a measurement window.
+type usage struct {
+	cpu    time.Duration
+	maxRSS int64
+}
+
+// sampler follows the CPU time and the largest RSS of one process.
+type sampler struct {
+	pid    int
+	cpu0   time.Duration
+	maxRSS int64
+}
+
+func newSampler(pid int) (*sampler, error) {
+	c, err := cpuTime(pid)
+	if err != nil {
+		return nil, err
+	}
+	s := &sampler{pid: pid, cpu0: c}
+	return s, s.sample()
+}
+
+func (s *sampler) sample() error {
+	r, err := rssBytes(s.pid)
+	if err != nil {
+		return err
+	}
+	s.maxRSS = max(s.maxRSS, r)
+	return nil
+}
+
+func (s *sampler) result() (usage, error) {
+	if err := s.sample(); err != nil {
+		return usage{}, err
+	}
+	c, err := cpuTime(s.pid)
+	return usage{cpu: c - s.cpu0, maxRSS: s.maxRSS}, err
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	log "github.com/sirupsen/logrus"
+
+	"github.com/hostlet/hostlet/test/harness"
+)
+
+// benchEnv is the running cluster with both nodes.
+type benchEnv struct {
+	cluster        *harness.Cluster
+	audit          *auditLog
+	targets        []target
+	kubeletVersion string
+	hostletCommit  string
+}
+
+// setup builds what is missing, prepares the host (kernel settings saved,
+// a cgroup root, the dummy link, the kubelet's CNI config), starts the
+// cluster with hostlet and with the kubelet and its CRI containerd, and
+// registers the undoing of each step in cl as soon as it is done.
+func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
+	env := &benchEnv{}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	cache := cacheDir()
+	unlock, err := lockRun(filepath.Join(cache, "bench", "lock"))
+	if err != nil {
+		return nil, err
+	}
+	cl.add("unlock", unlock)
+	work := filepath.Join(cache, "bench", "run")
+	if err := os.RemoveAll(work); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, err
+	}
+	log.Info("building images, hostlet and the kubelet (cached)")
+	imgs, err := buildImages(ctx, root, cache)
+	if err != nil {
+		return nil, err
+	}
+	hostletBin, err := harness.BuildHostlet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "cluster", "build.sh"), "kubelet").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build.sh kubelet: %w\n%s", err, out)
+	}
+	env.hostletCommit = gitDescribe(root)
+
+	restore, err := saveSysctls(filepath.Join(cache, "bench", "sysctls.json"))
+	if err != nil {
+		return nil, err
+	}
+	cl.add("restore kernel settings the kubelet changed", restore)
+	// Links a killed run left behind; its cgroups once the harness's Start
+	// has swept its containers.
+	for _, l := range []string{dummyLink, kubeletBridge} {
+		if err := deleteLink(l); err != nil {
+			return nil, err
+		}
+	}
+	cl.add("remove cgroup root "+cgroupRoot, func() error { return removeCgroupRoot(cgroupRoot) })
+	nodeIP, err := addDummyLink()
+	if err != nil {
+		return nil, err
+	}
+	cl.add("delete link "+dummyLink, func() error { return deleteLink(dummyLink) })
+	kn, err := writeKubeletCNI(filepath.Join(work, "cni"))
+	if err != nil {
+		return nil, err
+	}
+	cl.add("delete bridge "+kn.bridge, func() error { return deleteLink(kn.bridge) })
+	if env.audit, err = newAuditLog(work, hostletNode, kubeletNode); err != nil {
+		return nil, err
+	}
+
+	cluster, err := harness.Start(ctx, harness.Options{
+		Logf: func(f string, a ...any) { log.Debugf(f, a...) }, KeepDir: c.keep, APIServerArgs: env.audit.apiserverArgs(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	env.cluster = cluster
+	cl.add("stop the cluster", func() error { cluster.Stop(); return nil })
+	log.Infof("cluster up in %v, dir %s", cluster.StartDuration.Round(time.Millisecond), cluster.Dir())
+	if err := removeCgroupRoot(cgroupRoot); err != nil {
+		return nil, fmt.Errorf("a previous run's cgroups: %w", err)
+	}
+	if err := makeCgroupRoot(cgroupRoot); err != nil {
+		return nil, err
+	}
+	for _, a := range imgs.test {
+		if err := cluster.ImportImage(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	h, err := cluster.StartHostlet(ctx, harness.HostletOptions{
+		// --v 2 is hostlet's default; the harness's --v 4 would bill debug
+		// logging to it.
+		Binary: hostletBin, NodeName: hostletNode, ExtraArgs: []string{"--v", "2"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	hostletCtrd, err := findContainerd(filepath.Join(cluster.Dir(), "containerd", "config.toml"))
+	if err != nil {
+		return nil, err
+	}
+
+	kdir := filepath.Join(cluster.Dir(), "bench-kubelet")
+	cri, err := startCRIContainerd(filepath.Join(kdir, "containerd"), cluster.BinDir(), pauseRef, cluster.CNIBinDir(), kn.confDir)
+	if err != nil {
+		return nil, err
+	}
+	cl.add("stop the CRI containerd and its containers", func() error { cri.stop(); return nil })
+	for _, a := range append([]string{imgs.pause}, imgs.test...) {
+		if err := cri.importImage(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	k, err := startKubelet(cluster, kdir, kubeletNode, nodeIP, cgroupRoot, cri)
+	if err != nil {
+		return nil, err
+	}
+	cl.add("stop the kubelet", func() error { k.stop(); return nil })
+	if out, err := exec.Command(filepath.Join(cluster.BinDir(), "kubelet"), "--version").Output(); err == nil {
+		env.kubeletVersion = strings.TrimSpace(string(out))
+	}
+
+	env.targets = []target{
+		{node: hostletNode, label: "hostlet", ns: "bench-hostlet", agentPid: h.Pid(), runtimePid: hostletCtrd},
+		{node: kubeletNode, label: "kubelet", ns: "bench-kubelet", agentPid: k.d.pid(), runtimePid: cri.d.pid()},
+	}
+	for _, t := range env.targets {
+		if err := createNamespace(ctx, cluster, t.ns); err != nil {
+			return nil, err
+		}
+	}
+	// Runs first: the nodes themselves take down what a failed measurement
+	// left, so sandboxes, IPs and volumes are released the normal way.
+	cl.add("delete leftover pods", func() error { return deleteLeftovers(cluster, env.targets) })
+	return env, nil
+}

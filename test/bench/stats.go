@@ -1,0 +1,46 @@
+package main
+
+import (
+	"sort"
+	"time"
+)
+
+// dist is a set of latencies.
+type dist []time.Duration
+
+// latencies pairs each pod's end time with its start time.
+func latencies(start, end map[string]time.Time) dist {
+	var d dist
+	for n, e := range end {
+		if s, ok := start[n]; ok {
+			d = append(d, e.Sub(s))
+		}
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d
+}
+
+// pct is the nearest-rank percentile p (0-100).
+func (d dist) pct(p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := (p*len(d)+99)/100 - 1
+	return d[max(0, min(i, len(d)-1))]
+}
+
+// span is from the earliest start to the latest end: "all done".
+func span(start, end map[string]time.Time) time.Duration {
+	var first, last time.Time
+	for _, s := range start {
+		if first.IsZero() || s.Before(first) {
+			first = s
+		}
+	}
+	for _, e := range end {
+		if e.After(last) {
+			last = e
+		}
+	}
+	return last.Sub(first)
+}
