@@ -63,6 +63,8 @@ func (p *Pod) startProbes(c *v1.Container, rec *container) {
 		p.startedIDs[id] = true
 		p.mu.Unlock()
 	}
+	// Closed when the startup probe succeeds: the others probe at once.
+	startedNow := make(chan struct{})
 	for kind, spec := range map[probes.Kind]*v1.Probe{probes.Liveness: c.LivenessProbe, probes.Readiness: c.ReadinessProbe, probes.Startup: c.StartupProbe} {
 		if spec == nil {
 			continue
@@ -76,10 +78,12 @@ func (p *Pod) startProbes(c *v1.Container, rec *container) {
 				return p.cfg.Prober.Probe(ctx, &handler, target, timeout)
 			},
 			Started: started,
+			Kick: startedNow,
 			Set: func(kind probes.Kind, ok bool) {
 				p.mu.Lock()
 				if kind == probes.Startup && ok {
 					p.startedIDs[id] = true
+					close(startedNow)
 				}
 				p.probeResults = append(p.probeResults, probeResult{name: name, id: id, kind: kind, ok: ok})
 				p.mu.Unlock()

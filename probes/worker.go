@@ -30,6 +30,9 @@ type WorkerConfig struct {
 	Set func(kind Kind, ok bool)
 	// Event receives every failed or warning run (Unhealthy events).
 	Event func(kind Kind, r Result, output string)
+	// Kick makes the worker probe at once (liveness and readiness when the
+	// startup probe succeeds), as the kubelet does.
+	Kick <-chan struct{}
 }
 
 // Start runs the probe every periodSeconds until ctx ends or the probe has
@@ -63,6 +66,7 @@ func run(ctx context.Context, cfg WorkerConfig) {
 	streak := 0
 	tick := time.NewTicker(period)
 	defer tick.Stop()
+	kick := cfg.Kick
 	for {
 		if time.Since(cfg.StartedAt) >= delay {
 			started := cfg.Started()
@@ -95,6 +99,8 @@ func run(ctx context.Context, cfg WorkerConfig) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-kick:
+			kick = nil // taken once: a closed channel stays ready
 		}
 	}
 }

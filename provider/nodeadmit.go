@@ -27,6 +27,9 @@ func (n *Node) Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok boo
 	if reason, msg, ok := admitPressure(pod, n.pressureConditions()); !ok {
 		return reason, msg, false
 	}
+	if reason, msg, ok := admitSysctls(pod); !ok {
+		return reason, msg, false
+	}
 	if reason, msg, ok := admitPredicates(pod, n.apiNode(), n.Allocatable(), running); !ok {
 		return reason, msg, false
 	}

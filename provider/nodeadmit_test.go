@@ -77,3 +77,27 @@ func TestAdmitPressure(t *testing.T) {
 		t.Error("critical pod rejected under disk pressure")
 	}
 }
+
+func TestAdmitSysctls(t *testing.T) {
+	pod := func(host bool, names ...string) *v1.Pod {
+		p := &v1.Pod{Spec: v1.PodSpec{HostNetwork: host, SecurityContext: &v1.PodSecurityContext{}}}
+		for _, n := range names {
+			p.Spec.SecurityContext.Sysctls = append(p.Spec.SecurityContext.Sysctls, v1.Sysctl{Name: n, Value: "1"})
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		pod *v1.Pod
+		ok  bool
+		msg string
+	}{
+		{pod(false, "kernel.shm_rmid_forced", "net/ipv4/ip_local_port_range"), true, ""},
+		{pod(false, "kernel.msgmax"), false, `forbidden sysctl: "kernel.msgmax" not allowlisted`},
+		{pod(true, "net.ipv4.tcp_syncookies"), false, `forbidden sysctl: "net.ipv4.tcp_syncookies" not allowed with host net enabled`},
+	} {
+		reason, msg, ok := admitSysctls(tc.pod)
+		if ok != tc.ok || msg != tc.msg || (!ok && reason != "SysctlForbidden") {
+			t.Errorf("admitSysctls = %q %q %v, want %q %v", reason, msg, ok, tc.msg, tc.ok)
+		}
+	}
+}

@@ -84,7 +84,7 @@ func (r podRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
 		return lifecycle.ContainerInfo{}, err
 	}
-	mounts, err := p.containerMounts(pod, c)
+	mounts, err := p.containerMounts(pod, c, env)
 	if err != nil {
 		return lifecycle.ContainerInfo{}, configError(err)
 	}

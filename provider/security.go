@@ -62,7 +62,7 @@ func (p *Provider) containerSecurity(pod *v1.Pod, c *v1.Container, imageUser str
 	if len(psc.Sysctls) > 0 {
 		sec.Sysctls = map[string]string{}
 		for _, s := range psc.Sysctls {
-			sec.Sysctls[s.Name] = s.Value
+			sec.Sysctls[normalizeSysctl(s.Name)] = s.Value
 		}
 	}
 	profile := psc.SeccompProfile

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/hostlet/hostlet/lifecycle"
@@ -301,7 +302,7 @@ func (p *Provider) tokenFiles(ctx context.Context, pod *v1.Pod, src *v1.ServiceA
 }
 
 // containerMounts maps the container's volumeMounts to host paths.
-func (p *Provider) containerMounts(pod *v1.Pod, c *v1.Container) ([]runtime.Mount, error) {
+func (p *Provider) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([]runtime.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -316,8 +317,12 @@ func (p *Provider) containerMounts(pod *v1.Pod, c *v1.Container) ([]runtime.Moun
 		if vol.HostPath != nil {
 			host = vol.HostPath.Path
 		}
-		if m.SubPath != "" {
-			sub := filepath.Join(host, m.SubPath)
+		subPath, err := mountSubPath(m, env)
+		if err != nil {
+			return nil, err
+		}
+		if subPath != "" {
+			sub := filepath.Join(host, subPath)
 			if !strings.HasPrefix(sub, host) {
 				return nil, fmt.Errorf("subPath %q escapes the volume", m.SubPath)
 			}
@@ -350,4 +355,37 @@ func (p *Provider) teardownVolumes(uid string) error {
 		_ = unix.Unmount(d, unix.MNT_DETACH)
 	}
 	return os.RemoveAll(filepath.Join(p.cfg.RootDir, "pods", uid))
+}
+
+// mountSubPath is a mount's subPath, or its subPathExpr expanded with the
+// container's environment, checked as the kubelet checks it.
+func mountSubPath(m v1.VolumeMount, env []string) (string, error) {
+	sub := m.SubPath
+	if m.SubPathExpr != "" {
+		lookup := envLookup(env)
+		var missing []string
+		sub = Expand(m.SubPathExpr, func(k string) (string, bool) {
+			v, ok := lookup(k)
+			if !ok || v == "" {
+				missing = append(missing, k)
+			}
+			return v, true
+		})
+		if len(missing) > 0 {
+			sort.Strings(missing)
+			return "", fmt.Errorf("missing value for %s", strings.Join(missing, ", "))
+		}
+	}
+	if sub == "" {
+		return "", nil
+	}
+	if filepath.IsAbs(sub) {
+		return "", fmt.Errorf("error SubPath `%s` must not be an absolute path", sub)
+	}
+	for _, part := range strings.Split(filepath.ToSlash(sub), "/") {
+		if part == ".." {
+			return "", fmt.Errorf("must not contain '..'")
+		}
+	}
+	return sub, nil
 }
