@@ -71,8 +71,12 @@ func securityOpts(sec Security) []oci.SpecOpts {
 	if sec.ReadOnlyRootFS {
 		opts = append(opts, oci.WithRootFSReadonly())
 	}
+	// containerd's default spec sets no_new_privs; Kubernetes sets it only
+	// when allowPrivilegeEscalation is false, as CRI does.
 	if sec.NoNewPrivileges {
 		opts = append(opts, oci.WithNoNewPrivileges)
+	} else {
+		opts = append(opts, oci.WithNewPrivileges)
 	}
 	if len(sec.Sysctls) > 0 {
 		opts = append(opts, withSysctls(sec.Sysctls))
