@@ -199,6 +199,7 @@ func run(ctx context.Context, o *options) error {
 	if err := prov.WatchPods(podInformer.Informer()); err != nil {
 		return err
 	}
+	go prov.SweepOrphans(ctx, podInformer.Lister(), podInformer.Informer().HasSynced)
 	podInformers.Start(ctx.Done())
 	nodeInformers.Start(ctx.Done())
 	svcInformers.Start(ctx.Done())

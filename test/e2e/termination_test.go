@@ -295,3 +295,29 @@ func orphanNetns(root string) []string {
 	}
 	return out
 }
+
+// A pod removed from the API while hostlet was down leaves nothing behind
+// once hostlet is back: the orphan sweep removes its containers.
+func TestOrphanSweepAfterCrash(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	cluster.CreatePod(t, busybox(ns, "orphan", "sleep", "3600"))
+	p := waitPhase(t, ns, "orphan", v1.PodRunning)
+	id := strings.TrimPrefix(status(p, "c").ContainerID, "containerd://")
+	node.Kill()
+	zero := int64(0)
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), "orphan", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, ns, "orphan")
+	if err := node.Restart(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, time.Minute, "the orphaned container to be removed", func() bool {
+		_, err := cluster.ContainerdClient().LoadContainer(ctxT(t), id)
+		return err != nil
+	})
+	if _, err := os.Stat(filepath.Join(node.RootDir(), "pods", string(p.UID))); err == nil {
+		t.Fatal("the orphan's pod directory is still there")
+	}
+}

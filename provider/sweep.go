@@ -1,0 +1,92 @@
+package provider
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	log "github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// sweepInterval is how often leftovers of vanished pods are looked for.
+const sweepInterval = 5 * time.Minute
+
+// SweepOrphans removes, once the pod cache is synced and then every few
+// minutes, what hostlet made for pods that exist neither in the API nor as
+// a worker: containers, sandboxes, volumes and logs left by a crash in the
+// middle of a deletion.
+func (p *Provider) SweepOrphans(ctx context.Context, pods corelisters.PodLister, synced func() bool) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
+		return
+	}
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		p.sweep(ctx, pods)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
+	known := map[types.UID]bool{}
+	if list, err := pods.List(labels.Everything()); err == nil {
+		for _, pod := range list {
+			known[pod.UID] = true
+		}
+	} else {
+		return
+	}
+	p.mu.Lock()
+	for uid := range p.pods {
+		known[uid] = true
+	}
+	p.mu.Unlock()
+
+	type ref struct{ namespace, name string }
+	orphans := map[types.UID]ref{}
+	containers, err := p.rt.ListContainers(ctx, "")
+	if err != nil {
+		return
+	}
+	for _, c := range containers {
+		if uid := types.UID(c.PodUID); !known[uid] {
+			orphans[uid] = ref{}
+		}
+	}
+	dirs, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods"))
+	for _, d := range dirs {
+		if uid := types.UID(d.Name()); !known[uid] {
+			orphans[uid] = ref{}
+		}
+	}
+	for uid := range orphans {
+		// The log directory carries the namespace and name.
+		matches, _ := filepath.Glob(filepath.Join(p.cfg.RootDir, "logs", "*_"+string(uid)))
+		ns, name := "", ""
+		if len(matches) == 1 {
+			ns, name = splitLogDir(filepath.Base(matches[0]), string(uid))
+		}
+		log.WithField("uid", uid).Info("removing leftovers of a pod that no longer exists")
+		p.cleanupHost(string(uid), ns, name)
+	}
+}
+
+// splitLogDir reads "<namespace>_<name>_<uid>".
+func splitLogDir(dir, uid string) (string, string) {
+	rest := dir[:len(dir)-len(uid)-1]
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '_' {
+			return rest[:i], rest[i+1:]
+		}
+	}
+	return "", ""
+}
