@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -344,10 +345,21 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 		return in, fmt.Errorf("busybox --list-full: %w", err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(list))
+	seen := map[string]bool{"bin/busybox": true}
+	add := func(a string) {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			in.applets = append(in.applets, a)
+		}
+	}
 	for sc.Scan() {
 		// Directories come from baseLayer; usr/local/bin has no applets.
-		if a := strings.Trim(sc.Text(), "/ "); a != "" && a != "bin/busybox" {
-			in.applets = append(in.applets, a)
+		a := strings.Trim(sc.Text(), "/ ")
+		add(a)
+		// The official busybox image (the upstream test image's base) has
+		// every applet in /bin too, e.g. /bin/sysctl.
+		if a != "" {
+			add("bin/" + path.Base(a))
 		}
 	}
 	return in, nil
