@@ -43,8 +43,8 @@ func newLogSink(path string) (*logSink, error) {
 	return s, nil
 }
 
-// close writes what is left of unterminated lines (as full records, like
-// CRI) and closes the file.
+// close writes what is left of unterminated lines (as partial records:
+// output that did not end its line, like CRI) and closes the file.
 func (s *logSink) close() {
 	s.out.flush()
 	s.err.flush()
@@ -99,7 +99,7 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 
 func (w *streamWriter) flush() {
 	if len(w.buf) > 0 {
-		w.sink.write(w.stream, "F", w.buf)
+		w.sink.write(w.stream, "P", w.buf)
 		w.buf = nil
 	}
 }
