@@ -42,6 +42,10 @@ func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 	src := vol.VolumeSource
 	switch {
 	case src.EmptyDir != nil:
+		if _, err := os.Stat(dir); err == nil {
+			// Set up already: its contents are the pod's own.
+			return nil
+		}
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return err
 		}
@@ -55,7 +59,10 @@ func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 			}
 		}
 		// emptyDir is world-writable, as the kubelet makes it.
-		return os.Chmod(dir, 0o777)
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return err
+		}
+		return applyFSGroup(dir, podFSGroup(pod), false)
 	case src.HostPath != nil:
 		return p.setupHostPath(src.HostPath)
 	case src.ConfigMap != nil, src.Secret != nil, src.Projected != nil, src.DownwardAPI != nil:
@@ -72,7 +79,10 @@ func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 				return err
 			}
 		}
-		return writeAtomic(dir, files)
+		if err := writeAtomic(dir, files); err != nil {
+			return err
+		}
+		return applyFSGroup(dir, podFSGroup(pod), true)
 	}
 	return fmt.Errorf("volume type not supported by hostlet")
 }
@@ -388,4 +398,11 @@ func mountSubPath(m v1.VolumeMount, env []string) (string, error) {
 		}
 	}
 	return sub, nil
+}
+
+func podFSGroup(pod *v1.Pod) *int64 {
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		return sc.FSGroup
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // runOutput runs a busybox pod to completion and returns its log.
@@ -91,5 +92,28 @@ func TestResourceLimits(t *testing.T) {
 	be := busybox(ns, "besteffort", "cat", "/proc/self/oom_score_adj")
 	if out := runOutput(t, be); out != "1000\n" {
 		t.Errorf("BestEffort oom_score_adj %q", out)
+	}
+}
+
+// Volumes belong to the pod's fsGroup: a non-root container reads a 0440
+// secret and writes to an emptyDir through the group.
+func TestFSGroupVolumes(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	if _, err := cluster.Client().CoreV1().Secrets(ns).Create(ctxT(t), &v1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"k": "secret-value"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := busybox(ns, "fsgroup", "sh", "-c", "cat /s/k; echo; ls -ln /s/..data/k | cut -c1-10; stat -c %g /s/..data/k; touch /e/x && stat -c %g /e/x")
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: ptrTo(int64(1000)), FSGroup: ptrTo(int64(1001))}
+	pod.Spec.Volumes = []v1.Volume{
+		{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s", DefaultMode: ptrTo(int32(0o440))}}},
+		{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+	}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "s", MountPath: "/s"}, {Name: "e", MountPath: "/e"}}
+	out := runOutput(t, pod)
+	if want := "secret-value\n-r--r-----\n1001\n1001\n"; out != want {
+		t.Fatalf("output %q, want %q", out, want)
 	}
 }
