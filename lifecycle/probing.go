@@ -78,7 +78,7 @@ func (p *Pod) startProbes(c *v1.Container, rec *container) {
 				return p.cfg.Prober.Probe(ctx, &handler, target, timeout)
 			},
 			Started: started,
-			Kick: startedNow,
+			Kick:    startedNow,
 			Set: func(kind probes.Kind, ok bool) {
 				p.mu.Lock()
 				if kind == probes.Startup && ok {

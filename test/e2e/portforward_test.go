@@ -53,4 +53,3 @@ func TestPortForward(t *testing.T) {
 		t.Fatalf("through the forward: %q", b)
 	}
 }
-
