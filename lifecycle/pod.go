@@ -363,8 +363,9 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 				if !rec.cur.Running {
 					soonest(p.ensureRunning(ctx, c, rec))
 				}
-				if !rec.cur.Running {
-					// The next init container waits for this one to be up.
+				if !rec.cur.Running || !rec.started {
+					// The next container waits for this one to be up and
+					// through its startup probe, as with the kubelet.
 					return wakeAt
 				}
 				continue

@@ -30,7 +30,7 @@ import (
 
 // imageFormat is part of every image's cache key: bump it when the way the
 // images are assembled changes.
-const imageFormat = "hostlet-conformance-images/1"
+const imageFormat = "hostlet-conformance-images/2"
 
 const pathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -152,8 +152,16 @@ func baseLayer(in imageInputs) []layerEntry {
 		layerEntry{name: "etc/passwd", mode: 0o644, data: []byte(basePasswd)},
 		layerEntry{name: "etc/group", mode: 0o644, data: []byte(baseGroup)},
 	)
+	// Upstream's busybox image has every applet in /bin (tests run
+	// /bin/sysctl); Debian's own paths (sbin/sysctl, usr/bin/env) stay too.
+	linked := map[string]bool{"bin/busybox": true}
 	for _, a := range in.applets {
-		l = append(l, layerEntry{name: a, mode: 0o777, link: "/bin/busybox"})
+		for _, p := range []string{"bin/" + path.Base(a), a} {
+			if !linked[p] {
+				linked[p] = true
+				l = append(l, layerEntry{name: p, mode: 0o777, link: "/bin/busybox"})
+			}
+		}
 	}
 	return l
 }
@@ -345,21 +353,10 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 		return in, fmt.Errorf("busybox --list-full: %w", err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(list))
-	seen := map[string]bool{"bin/busybox": true}
-	add := func(a string) {
-		if a != "" && !seen[a] {
-			seen[a] = true
-			in.applets = append(in.applets, a)
-		}
-	}
 	for sc.Scan() {
 		// Directories come from baseLayer; usr/local/bin has no applets.
-		a := strings.Trim(sc.Text(), "/ ")
-		add(a)
-		// The official busybox image (the upstream test image's base) has
-		// every applet in /bin too, e.g. /bin/sysctl.
-		if a != "" {
-			add("bin/" + path.Base(a))
+		if a := strings.Trim(sc.Text(), "/ "); a != "" && a != "bin/busybox" {
+			in.applets = append(in.applets, a)
 		}
 	}
 	return in, nil
