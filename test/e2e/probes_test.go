@@ -83,19 +83,30 @@ func events(t *testing.T, ns, name string) []string {
 	return out
 }
 
-// waitEvent waits until the pod has an event containing text.
+// expectEvent waits until the pod has an event whose "Reason: message"
+// contains text.
 func expectEvent(t *testing.T, ns, name, text string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(ctxT(t), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		for _, e := range events(t, ns, name) {
-			if strings.Contains(e, text) {
+	awaitEvent(t, ns, name, func(reason, msg string) bool { return strings.Contains(reason+": "+msg, text) })
+}
+
+// awaitEvent waits up to a minute for a pod event that match accepts.
+func awaitEvent(t *testing.T, ns, name string, match func(reason, msg string) bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctxT(t), 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := cluster.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range list.Items {
+			if match(e.Reason, e.Message) {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no event %q on %s/%s; events: %q", text, ns, name, events(t, ns, name))
+		t.Fatalf("no matching event on %s/%s; events: %q", ns, name, events(t, ns, name))
 	}
 }
 

@@ -188,21 +188,12 @@ func TestSandboxDNS(t *testing.T) {
 // waitEvent waits for an event with reason on the pod and returns its message.
 func waitEvent(t *testing.T, ns, pod, reason string) string {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		evs, err := cluster.Client().CoreV1().Events(ns).List(ctxT(t), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
-		if err == nil {
-			for _, e := range evs.Items {
-				if e.Reason == reason {
-					return e.Message
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s event on %s/%s", reason, ns, pod)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	var found string
+	awaitEvent(t, ns, pod, func(r, msg string) bool {
+		found = msg
+		return r == reason
+	})
+	return found
 }
 
 // shareProcessNamespace: the containers see each other's processes.
