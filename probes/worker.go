@@ -68,39 +68,43 @@ func run(ctx context.Context, cfg WorkerConfig) {
 	defer tick.Stop()
 	kick := cfg.Kick
 	for {
-		if time.Since(cfg.StartedAt) >= delay {
-			started := cfg.Started()
-			if cfg.Kind == Startup && started {
-				return
-			}
-			if cfg.Kind == Startup || started {
-				r, out := cfg.Run(ctx, timeout)
-				if ctx.Err() != nil {
-					return
-				}
-				if r != Success {
-					cfg.Event(cfg.Kind, r, out)
-				}
-				ok := r != Failure
-				if last != nil && *last == ok {
-					streak++
-				} else {
-					last, streak = &ok, 1
-				}
-				if (ok && streak >= success) || (!ok && streak >= failure) {
-					cfg.Set(cfg.Kind, ok)
-					if cfg.Kind == Startup || (cfg.Kind == Liveness && !ok) {
-						return
-					}
-				}
-			}
-		}
+		// The first probe comes a period after the start, as with the
+		// kubelet, whose workers tick from before the container runs.
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		case <-kick:
 			kick = nil // taken once: a closed channel stays ready
+		}
+		if time.Since(cfg.StartedAt) < delay {
+			continue
+		}
+		started := cfg.Started()
+		if cfg.Kind == Startup && started {
+			return
+		}
+		if cfg.Kind != Startup && !started {
+			continue
+		}
+		r, out := cfg.Run(ctx, timeout)
+		if ctx.Err() != nil {
+			return
+		}
+		if r != Success {
+			cfg.Event(cfg.Kind, r, out)
+		}
+		ok := r != Failure
+		if last != nil && *last == ok {
+			streak++
+		} else {
+			last, streak = &ok, 1
+		}
+		if (ok && streak >= success) || (!ok && streak >= failure) {
+			cfg.Set(cfg.Kind, ok)
+			if cfg.Kind == Startup || (cfg.Kind == Liveness && !ok) {
+				return
+			}
 		}
 	}
 }

@@ -339,7 +339,13 @@ func (r *Runtime) status(ctx context.Context, c containerd.Container) (Container
 	ts, err := task.Status(ctx)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
-			return st, nil
+			// The task was just finalized: its exit is recorded on the
+			// container now; read it again rather than report "created".
+			fresh, err := r.client.LoadContainer(ctx, c.ID())
+			if err != nil {
+				return st, err
+			}
+			return r.status(ctx, fresh)
 		}
 		return st, err
 	}
