@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -81,7 +82,7 @@ func BuildComponents(ctx context.Context, logf func(string, ...any)) (string, er
 	return bin, nil
 }
 
-// BuildHostlet builds ./cmd/hostlet into <cache>/hostlet-dev and returns
+// BuildHostlet builds ./cmd/hostlet into <cache>/hostlet-dev-<checkout> and returns
 // its path. The cache is $HOSTLET_CACHE or ~/.cache/hostlet, like build.sh.
 func BuildHostlet(ctx context.Context) (string, error) {
 	root, err := RepoRoot()
@@ -99,7 +100,9 @@ func BuildHostlet(ctx context.Context) (string, error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return "", err
 	}
-	out := filepath.Join(cache, "hostlet-dev")
+	// One binary per checkout, so work trees tested side by side never run
+	// each other's build.
+	out := filepath.Join(cache, fmt.Sprintf("hostlet-dev-%x", sha256.Sum256([]byte(root)))[:len("hostlet-dev-")+12])
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/hostlet")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
