@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${HOSTLET_CACHE:-$HOME/.cache/hostlet}
 key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-12)
 out=$cache/e2e/$key
-if [ -f "$out/.done" ]; then
+if [ -f "$out/.done" ] && [ -x "$out/e2e.test" ]; then
 	echo "$out"
 	exit 0
 fi
@@ -27,9 +27,10 @@ ldflags="$ldflags -X k8s.io/client-go/pkg/version.gitVersion=$kubever"
 
 echo "building e2e.test, ginkgo, agnhost and nnp ($kubever) ..." >&2
 t0=$SECONDS
-tmp=$cache/e2e/.partial-$key
-rm -rf "$tmp"
-mkdir -p "$tmp"
+# A directory of its own: two builds at once (two checkouts) must not clear
+# each other's output.
+mkdir -p "$cache/e2e"
+tmp=$(mktemp -d "$cache/e2e/.partial-$key.XXXXXX")
 cd "$here"
 export CGO_ENABLED=0
 go test -c -vet=off -trimpath -ldflags "$ldflags" -o "$tmp/e2e.test" k8s.io/kubernetes/test/e2e >&2
@@ -41,8 +42,14 @@ kdir=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)
 cp "$kdir/test/images/agnhost/porter/localhost.crt" "$kdir/test/images/agnhost/porter/localhost.key" "$tmp/"
 chmod 0644 "$tmp/localhost.crt" "$tmp/localhost.key"
 touch "$tmp/.done"
-# Older keys' builds are hundreds of MB each: keep only this one.
-find "$cache/e2e" -mindepth 1 -maxdepth 1 -not -name ".partial-$key" -exec rm -rf {} +
-mv "$tmp" "$out"
+# Older keys' builds are hundreds of MB each: keep only this one (and builds
+# still in progress).
+find "$cache/e2e" -mindepth 1 -maxdepth 1 -not -name ".partial-*" -not -name "$key" -exec rm -rf {} +
+if [ -f "$out/.done" ] && [ -x "$out/e2e.test" ]; then
+	rm -rf "$tmp" # another build finished first
+else
+	rm -rf "$out"
+	mv "$tmp" "$out"
+fi
 echo "built e2e tooling in $((SECONDS - t0))s" >&2
 echo "$out"
