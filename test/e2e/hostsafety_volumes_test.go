@@ -116,7 +116,7 @@ func TestHostSafetyContentVolumesReadOnly(t *testing.T) {
 	cluster.CreatePod(t, pod)
 	waitPhase(t, ns, pod.Name, v1.PodRunning)
 	for _, script := range []string{
-		"echo x > /cfg/new", "echo x > /cfg/k", "ln -sfn /etc /cfg/..data", "rm -f /cfg/..data",
+		"echo x > /cfg/new", "echo x > /cfg/k", "ln -s /etc /cfg/..evil", "rm -f /cfg/..data", "mv /cfg/..data /cfg/..old",
 		"echo x > /sec/new", "echo x > /down/name", "echo x > /k",
 		"touch /var/run/secrets/kubernetes.io/serviceaccount/new",
 	} {
