@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	log "github.com/sirupsen/logrus"
@@ -31,12 +32,12 @@ var errSubPathEscape = errors.New("subpath leads out of the volume")
 
 // openat2Missing is set once the kernel showed it has no openat2 (before
 // 5.6, or filtered by seccomp); filepath-securejoin emulates it then.
-var openat2Missing bool
+var openat2Missing atomic.Bool
 
 // lookupBeneath opens rel below the directory root (an O_PATH handle is
 // returned), following symlinks only while they stay beneath root.
 func lookupBeneath(root *os.File, rel string) (*os.File, error) {
-	if !openat2Missing {
+	if !openat2Missing.Load() {
 		how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
 		for range 16 {
@@ -48,7 +49,7 @@ func lookupBeneath(root *os.File, rel string) (*os.File, error) {
 				return nil, errSubPathEscape
 			}
 			if err == unix.ENOSYS {
-				openat2Missing = true
+				openat2Missing.Store(true)
 				break
 			}
 			if err != nil {
@@ -56,7 +57,7 @@ func lookupBeneath(root *os.File, rel string) (*os.File, error) {
 			}
 			return os.NewFile(uintptr(fd), filepath.Join(root.Name(), rel)), nil
 		}
-		if !openat2Missing {
+		if !openat2Missing.Load() {
 			return nil, &os.PathError{Op: "openat2", Path: rel, Err: unix.EAGAIN}
 		}
 	}

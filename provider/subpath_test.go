@@ -114,8 +114,8 @@ func TestSubPathSymlinkEscapes(t *testing.T) {
 				name += " (no openat2)"
 			}
 			t.Run(name, func(t *testing.T) {
-				openat2Missing = emulated
-				defer func() { openat2Missing = false }()
+				openat2Missing.Store(emulated)
+				defer openat2Missing.Store(false)
 				f := newSubPathFixture(t)
 				tc.plant(f)
 				host, err := f.mount("d", tc.sub)
