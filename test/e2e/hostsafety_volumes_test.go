@@ -198,6 +198,11 @@ func TestHostSafetySubPathStillWorks(t *testing.T) {
 	if _, err := c.ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A hostPath's data must survive the pod's teardown of its subPath bind.
+	hostDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(hostDir, "keep"), []byte("k"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	pod := busybox(ns, "subpaths", "sleep", "3600")
 	pod.Spec.InitContainers = []v1.Container{{Name: "prep", Image: images.BusyboxRef,
 		Command:      []string{"sh", "-c", "mkdir -p /d/real && echo hi > /d/real/f && echo file > /d/plain && ln -s real /d/link"},
@@ -205,6 +210,7 @@ func TestHostSafetySubPathStillWorks(t *testing.T) {
 	pod.Spec.Volumes = []v1.Volume{
 		{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}},
 		{Name: "d", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "h", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: hostDir}}},
 	}
 	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "POD", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
 	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{
@@ -214,10 +220,11 @@ func TestHostSafetySubPathStillWorks(t *testing.T) {
 		{Name: "d", MountPath: "/plain", SubPath: "plain"},
 		{Name: "d", MountPath: "/link", SubPath: "link"},
 		{Name: "d", MountPath: "/expr", SubPathExpr: "per/$(POD)"},
+		{Name: "h", MountPath: "/hsub", SubPath: "sub"},
 	}
 	created := cluster.CreatePod(t, pod)
 	waitPhase(t, ns, pod.Name, v1.PodRunning)
-	script := "cat /k; cat /plain; cat /link/f; echo x > /new/n; cat /d/a/b/n; echo y > /expr/e; cat /d/per/subpaths/e; stat -c %a /d/a/b"
+	script := "cat /k; cat /plain; cat /link/f; echo x > /new/n; cat /d/a/b/n; echo y > /expr/e; cat /d/per/subpaths/e; stat -c %a /d/a/b; echo h > /hsub/w"
 	if out, want := execIn(t, ns, pod.Name, "c", "sh", "-c", script), "v2file\nhi\nx\ny\n777\n"; out != want {
 		t.Errorf("%s:\n got %q\nwant %q", script, out, want)
 	}
@@ -236,5 +243,10 @@ func TestHostSafetySubPathStillWorks(t *testing.T) {
 	}
 	if b, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(b), string(created.UID)) {
 		t.Errorf("mounts of the pod left")
+	}
+	for _, f := range []string{"keep", "sub/w"} {
+		if _, err := os.Stat(filepath.Join(hostDir, f)); err != nil {
+			t.Errorf("hostPath data lost with the pod: %v", err)
+		}
 	}
 }
