@@ -86,6 +86,7 @@ func (r podRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	}
 	mounts, err := p.containerMounts(pod, c, env)
 	if err != nil {
+		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return lifecycle.ContainerInfo{}, configError(err)
 	}
 	sec, err := p.containerSecurity(pod, c, img.Config.User)

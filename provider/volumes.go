@@ -79,10 +79,13 @@ func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 				return err
 			}
 		}
-		if err := writeAtomic(dir, files); err != nil {
+		fsGroup := podFSGroup(pod)
+		changed, err := writeAtomic(dir, files, func(ts string) error { return applyFSGroup(ts, fsGroup, true) })
+		if err != nil || !changed {
 			return err
 		}
-		return applyFSGroup(dir, podFSGroup(pod), true)
+		// The top directory and its new links too.
+		return applyFSGroup(dir, fsGroup, true)
 	}
 	return fmt.Errorf("volume type not supported by hostlet")
 }
@@ -139,15 +142,11 @@ func (p *Provider) setupHostPath(hp *v1.HostPathVolumeSource) error {
 	switch t {
 	case v1.HostPathDirectoryOrCreate:
 		if errors.Is(err, os.ErrNotExist) {
-			return os.MkdirAll(hp.Path, 0o755)
+			return createHostPath(hp.Path, true)
 		}
 	case v1.HostPathFileOrCreate:
 		if errors.Is(err, os.ErrNotExist) {
-			f, err := os.OpenFile(hp.Path, os.O_CREATE|os.O_RDONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			return f.Close()
+			return createHostPath(hp.Path, false)
 		}
 	case v1.HostPathDirectory:
 		if err != nil || !fi.IsDir() {
@@ -311,14 +310,16 @@ func (p *Provider) tokenFiles(ctx context.Context, pod *v1.Pod, src *v1.ServiceA
 	return map[string]volumeFile{src.Path: {Data: []byte(tok), Mode: m}}, nil
 }
 
-// containerMounts maps the container's volumeMounts to host paths.
+// containerMounts maps the container's volumeMounts to host paths. A
+// subPath is bound safely (see subpath.go); content volumes are always
+// read-only, whatever the mount says, as the kubelet mounts them since 1.10.
 func (p *Provider) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([]runtime.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
 	}
 	var out []runtime.Mount
-	for _, m := range c.VolumeMounts {
+	for i, m := range c.VolumeMounts {
 		vol, ok := vols[m.Name]
 		if !ok {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", m.Name, c.Name)
@@ -332,39 +333,35 @@ func (p *Provider) containerMounts(pod *v1.Pod, c *v1.Container, env []string) (
 			return nil, err
 		}
 		if subPath != "" {
-			sub := filepath.Join(host, subPath)
-			if !strings.HasPrefix(sub, host) {
-				return nil, fmt.Errorf("subPath %q escapes the volume", m.SubPath)
+			if host, err = p.prepareSubPath(pod, c, i, m, host, subPath); err != nil {
+				return nil, err
 			}
-			if _, err := os.Lstat(sub); errors.Is(err, os.ErrNotExist) {
-				if err := os.MkdirAll(sub, 0o755); err != nil {
-					return nil, err
-				}
-			}
-			// A subPath of a content volume reads the current payload, not
-			// the symlink, so it keeps its content when the volume updates.
-			if resolved, err := filepath.EvalSymlinks(sub); err == nil {
-				sub = resolved
-			}
-			host = sub
 		}
-		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: m.ReadOnly})
+		ro := m.ReadOnly || isContentVolume(vol)
+		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: ro})
 	}
 	return out, nil
 }
 
-// teardownVolumes unmounts the pod's tmpfs volumes and removes its files.
+// isContentVolume: the volume's files are written by hostlet from API
+// objects, never by the pod.
+func isContentVolume(v *v1.Volume) bool {
+	return v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
+}
+
+// teardownVolumes unmounts the pod's subPath binds and tmpfs volumes, and
+// removes its files. Nothing is removed while anything under the pod's
+// directory is still mounted: a removal would reach through the mount
+// (a subPath of a hostPath volume is the host's own data).
 func (p *Provider) teardownVolumes(uid string) error {
-	dir := filepath.Join(p.cfg.RootDir, "pods", uid, "volumes")
-	entries, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	podDir := filepath.Join(p.cfg.RootDir, "pods", uid)
+	if _, err := os.Lstat(podDir); errors.Is(err, os.ErrNotExist) {
+		return nil
 	}
-	for _, e := range entries {
-		d := filepath.Join(dir, e.Name())
-		_ = unix.Unmount(d, unix.MNT_DETACH)
+	if err := unmountUnder(podDir); err != nil {
+		return fmt.Errorf("not removing %s: %w", podDir, err)
 	}
-	return os.RemoveAll(filepath.Join(p.cfg.RootDir, "pods", uid))
+	return os.RemoveAll(podDir)
 }
 
 // mountSubPath is a mount's subPath, or its subPathExpr expanded with the
