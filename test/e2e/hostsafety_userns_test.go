@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -275,4 +276,61 @@ func TestHostSafetyAppArmor(t *testing.T) {
 	unconf := busybox(ns, "apparmor-unconfined", "true")
 	unconf.Spec.Containers[0].SecurityContext = &v1.SecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeUnconfined}}
 	runOutput(t, unconf)
+}
+
+// All containers of a hostUsers: false pod share its user namespace (and the
+// PID namespace when asked), whose PID 1 is not the host's root; a crash and
+// restart of hostlet keeps the running pod's mapping and never gives its IDs
+// to another pod.
+func TestHostSafetyUserNamespaceSharedAndRestart(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "userns-shared"},
+		Spec: v1.PodSpec{HostUsers: ptrTo(false), ShareProcessNamespace: ptrTo(true), Containers: []v1.Container{
+			sleeper("a"), {Name: "b", Image: busybox(ns, "", "").Spec.Containers[0].Image, Command: []string{"sleep", "4242"}},
+		}},
+	}
+	cluster.CreatePod(t, pod)
+	waitReady(t, ns, pod.Name)
+	mapA := execIn(t, ns, pod.Name, "a", "cat", "/proc/self/uid_map")
+	if mapB := execIn(t, ns, pod.Name, "b", "cat", "/proc/self/uid_map"); mapA != mapB || strings.Fields(mapA)[1] == "0" {
+		t.Fatalf("uid_map of a %q, of b %q", mapA, mapB)
+	}
+	if a, b := execIn(t, ns, pod.Name, "a", "readlink", "/proc/self/ns/user"), execIn(t, ns, pod.Name, "b", "readlink", "/proc/self/ns/user"); a != b {
+		t.Errorf("user namespaces differ: %q vs %q", a, b)
+	}
+	// PID 1 of the pod (hostlet's holder) is the pod's root and sits in an
+	// empty directory: /proc/1/root leads nowhere on the host.
+	if out := execIn(t, ns, pod.Name, "a", "sh", "-c", "echo root: $(ls -A /proc/1/root/ 2>/dev/null); grep Uid: /proc/1/status"); !strings.HasPrefix(out, "root:\n") || !strings.Contains(out, "Uid:\t0\t0\t0\t0") {
+		t.Errorf("the pod's PID 1: %q", out)
+	}
+	before := status(waitPhase(t, ns, pod.Name, v1.PodRunning), "a")
+
+	node.Kill()
+	if err := node.Restart(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	p, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now := status(p, "a"); now.ContainerID != before.ContainerID || now.RestartCount != before.RestartCount {
+		t.Errorf("container changed across the restart: %+v -> %+v", before, now)
+	}
+	if again := execIn(t, ns, pod.Name, "b", "cat", "/proc/self/uid_map"); again != mapA {
+		t.Errorf("uid_map after restart %q, before %q", again, mapA)
+	}
+	out := runUserns(t, usernsPod(ns, "userns-after", "echo uid_map: $(cat /proc/self/uid_map)"))
+	_, host, _ := uidMapOf(t, out)
+	if fmt.Sprint(host) == strings.Fields(mapA)[1] {
+		t.Errorf("a new pod got the running pod's IDs %d after a restart", host)
+	}
+	// Deleting the pod ends its PID 1 and releases its namespaces.
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, ns, pod.Name)
+	pollUntil(t, 30*time.Second, "the pod's PID 1 gone", func() bool { return !pauseRunning(node.RootDir()) })
 }
