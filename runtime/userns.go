@@ -8,16 +8,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"syscall"
 	"time"
 
+	apitypes "github.com/containerd/containerd/api/types"
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/defaults"
 	"github.com/containerd/containerd/v2/pkg/netns"
 	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/containerd/v2/plugins"
+	"github.com/containerd/typeurl/v2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/opencontainers/runtime-spec/specs-go/features"
 	"golang.org/x/sys/unix"
 )
 
@@ -277,12 +282,46 @@ func (r *Runtime) checkUserNS(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: snapshotter: %v", ErrUserNSUnsupported, err)
 	}
-	for _, c := range caps {
-		if c == "remap-ids" {
-			return nil
-		}
+	if !slices.Contains(caps, "remap-ids") {
+		return fmt.Errorf("%w: snapshotter %q cannot remap image layers with idmapped mounts", ErrUserNSUnsupported, defaults.DefaultSnapshotter)
 	}
-	return fmt.Errorf("%w: snapshotter %q cannot remap image layers with idmapped mounts", ErrUserNSUnsupported, defaults.DefaultSnapshotter)
+	if err := r.ociRuntimeSupportsUserNS(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrUserNSUnsupported, err)
+	}
+	return nil
+}
+
+// ociRuntimeSupportsUserNS asks the runtime (runc features, through
+// containerd) for user namespaces and idmapped mounts, as CRI decides a
+// runtime handler's userNamespaces feature.
+func (r *Runtime) ociRuntimeSupportsUserNS(ctx context.Context) error {
+	req := &apitypes.RuntimeRequest{RuntimePath: defaults.DefaultRuntime}
+	resp, err := r.client.IntrospectionService().PluginInfo(ctx, string(plugins.RuntimePluginV2), "task", req)
+	if err != nil {
+		return fmt.Errorf("runtime features: %w", err)
+	}
+	var info apitypes.RuntimeInfo
+	if resp.Extra == nil {
+		return fmt.Errorf("runtime %s reports no features", defaults.DefaultRuntime)
+	}
+	if err := typeurl.UnmarshalTo(resp.Extra, &info); err != nil {
+		return fmt.Errorf("runtime features: %w", err)
+	}
+	if info.Features == nil {
+		return fmt.Errorf("runtime %s reports no features", defaults.DefaultRuntime)
+	}
+	x, err := typeurl.UnmarshalAny(info.Features)
+	if err != nil {
+		return fmt.Errorf("runtime features: %w", err)
+	}
+	f, ok := x.(*features.Features)
+	if !ok || f.Linux == nil || !slices.Contains(f.Linux.Namespaces, "user") {
+		return fmt.Errorf("runtime %s has no user namespaces", defaults.DefaultRuntime)
+	}
+	if m := f.Linux.MountExtensions; m == nil || m.IDMap == nil || m.IDMap.Enabled == nil || !*m.IDMap.Enabled {
+		return fmt.Errorf("runtime %s has no idmapped mounts", defaults.DefaultRuntime)
+	}
+	return nil
 }
 
 // tryIDMap makes a detached idmapped clone of path, as runc will for a

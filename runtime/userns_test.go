@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,5 +113,22 @@ func TestUserNSSpec(t *testing.T) {
 	}
 	if len(snapshotOpts(nil)) != 0 || len(snapshotOpts(&m)) != 1 {
 		t.Errorf("snapshot options")
+	}
+}
+
+// A host where the pod's user namespace cannot be made says so, for the
+// sandbox error that refuses the pod.
+func TestUserNSCheckRefuses(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "pods"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runtime{executable: filepath.Join(root, "missing"), rootDir: root}
+	err := r.UserNamespacesSupported(context.Background())
+	if !errors.Is(err, ErrUserNSUnsupported) || !strings.HasPrefix(err.Error(), "runtime does not support user namespaces: ") {
+		t.Errorf("check: %v", err)
+	}
+	if again := r.UserNamespacesSupported(context.Background()); again != err {
+		t.Errorf("checked twice: %v", again)
 	}
 }
