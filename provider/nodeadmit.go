@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hostlet/hostlet/runtime"
 	"github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -31,6 +32,9 @@ func (n *Node) Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok boo
 		return reason, msg, false
 	}
 	if reason, msg, ok := admitPredicates(pod, n.apiNode(), n.Allocatable(), running); !ok {
+		return reason, msg, false
+	}
+	if reason, msg, ok := admitAppArmor(pod, runtime.AppArmorEnabled()); !ok {
 		return reason, msg, false
 	}
 	if n.ShuttingDown() {

@@ -50,6 +50,9 @@ func (r podRuntime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, 
 		for _, a := range pod.Spec.HostAliases {
 			cfg.HostAliases = append(cfg.HostAliases, runtime.HostAlias{IP: a.IP, Hostnames: a.Hostnames})
 		}
+		if cfg.UserNS, err = p.podUserNS(ctx, pod); err != nil {
+			return nil, err
+		}
 		if sb, err = p.rt.EnsureSandbox(ctx, cfg); err != nil {
 			return nil, err
 		}

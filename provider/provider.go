@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,7 @@ type Provider struct {
 	node     *Node
 	tokens   *tokenTracker
 	prober   *probes.Prober
+	userns   *usernsAllocator
 
 	mu     sync.Mutex
 	pods   map[types.UID]*podEntry
@@ -67,6 +69,7 @@ func New(ctx context.Context, cfg Config, client kubernetes.Interface, rt *runti
 		cfg: cfg, ctx: ctx, client: client, rt: rt, events: events, services: services, node: node,
 		pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{},
 		prober: probes.NewProber(),
+		userns: newUsernsAllocator(filepath.Join(cfg.RootDir, "pods")),
 	}
 	p.tokens = newTokenTracker(p)
 	return p
@@ -356,6 +359,7 @@ func (p *Provider) cleanupHost(uid, namespace, name string) {
 	if err := p.teardownVolumes(uid); err != nil {
 		l.WithError(err).Warn("removing pod dir")
 	}
+	p.userns.Release(types.UID(uid))
 	if namespace != "" {
 		p.rt.RemoveLogs(namespace, name, uid)
 	}

@@ -17,6 +17,7 @@ import (
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	log "github.com/sirupsen/logrus"
@@ -148,14 +149,25 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 	specOpts := specFor(cfg, args, termLog)
 	_, err := r.client.NewContainer(ctx, id,
 		containerd.WithImage(cfg.Image.image),
-		containerd.WithNewSnapshot(id, cfg.Image.image),
-		containerd.WithNewSpec(specOpts...),
+		containerd.WithNewSnapshot(id, cfg.Image.image, snapshotOpts(s.IDMap)...),
+		withNewSpec(id, specOpts),
 		containerd.WithContainerLabels(labels),
 	)
 	if err != nil {
 		return "", err
 	}
 	return id, nil
+}
+
+// withNewSpec is containerd's WithNewSpec with CRI's wording for a spec
+// that cannot be made (a missing seccomp profile, an unknown user).
+func withNewSpec(id string, opts []oci.SpecOpts) containerd.NewContainerOpts {
+	return func(ctx context.Context, client *containerd.Client, c *containers.Container) error {
+		if err := containerd.WithNewSpec(opts...)(ctx, client, c); err != nil {
+			return fmt.Errorf("failed to generate container %q spec: failed to generate spec: %w", id, err)
+		}
+		return nil
+	}
 }
 
 // ProcessArgs applies the Kubernetes command/args rules to the image's

@@ -19,6 +19,7 @@ const pauseArg = "pause"
 // lives only as long as its first process. It reaps the orphans of the
 // pod's containers and otherwise sleeps; only SIGKILL from the host ends it.
 func RunPause() {
+	enterPauseRoot()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 	for range sigs {

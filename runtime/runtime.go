@@ -46,6 +46,9 @@ type Runtime struct {
 	nodeIP     string
 	network    *Network
 	registries string
+	// usernsOnce checks once whether pods can have user namespaces.
+	usernsOnce sync.Once
+	usernsErr  error
 }
 
 func New(cfg Config) (*Runtime, error) {

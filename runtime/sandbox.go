@@ -29,6 +29,9 @@ type SandboxConfig struct {
 	HostAliases    []HostAlias
 	// ResolvConf is the full /etc/resolv.conf content for the pod.
 	ResolvConf string
+	// UserNS, when set, gives the pod its own user namespace with this
+	// mapping (hostUsers: false).
+	UserNS *IDMap
 }
 
 type HostAlias struct {
@@ -51,8 +54,12 @@ type Sandbox struct {
 	HostIPC     bool     `json:"hostIPC,omitempty"`
 	HostPID     bool     `json:"hostPID,omitempty"`
 	// PausePID holds the shared PID namespace of a shareProcessNamespace pod.
-	PausePID int    `json:"pausePID,omitempty"`
-	Dir      string `json:"-"`
+	PausePID int `json:"pausePID,omitempty"`
+	// UserNSPath pins the pod's user namespace, which owns its other
+	// namespaces; IDMap is its mapping.
+	UserNSPath string `json:"userns,omitempty"`
+	IDMap      *IDMap `json:"idmap,omitempty"`
+	Dir        string `json:"-"`
 }
 
 func (s *Sandbox) HostsPath() string      { return filepath.Join(s.Dir, "etc-hosts") }
@@ -79,7 +86,7 @@ func (r *Runtime) Sandbox(uid string) (*Sandbox, error) {
 			return nil, fmt.Errorf("network namespace of pod %s is gone: %w", uid, fs.ErrNotExist)
 		}
 	}
-	for _, p := range []string{s.IPCNSPath, s.UTSNSPath} {
+	for _, p := range []string{s.IPCNSPath, s.UTSNSPath, s.UserNSPath} {
 		if p != "" && !nsPinned(p) {
 			return nil, fmt.Errorf("namespace %s of pod %s is gone: %w", p, uid, fs.ErrNotExist)
 		}
@@ -106,14 +113,24 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 	if err := os.MkdirAll(s.Dir, 0o750); err != nil {
 		return nil, err
 	}
+	if cfg.UserNS != nil && (cfg.HostNetwork || cfg.HostIPC || cfg.HostPID) {
+		return nil, fmt.Errorf("a pod in a user namespace cannot share the host's namespaces")
+	}
 	if cfg.HostNetwork {
 		s.IPs = []string{r.nodeIP}
 	} else {
-		ns, err := netns.NewNetNS(filepath.Join(r.rootDir, "netns"))
-		if err != nil {
-			return nil, fmt.Errorf("creating network namespace: %w", err)
+		if cfg.UserNS != nil {
+			if err := r.pinUserNS(s, cfg); err != nil {
+				_ = r.RemoveSandbox(ctx, cfg.UID)
+				return nil, err
+			}
+		} else {
+			ns, err := netns.NewNetNS(filepath.Join(r.rootDir, "netns"))
+			if err != nil {
+				return nil, fmt.Errorf("creating network namespace: %w", err)
+			}
+			s.NetNSPath = ns.GetPath()
 		}
-		s.NetNSPath = ns.GetPath()
 		// Persist before CNI ADD so a crash in between still lets cleanup run DEL.
 		if err := s.save(); err != nil {
 			return nil, err
@@ -149,6 +166,10 @@ func (r *Runtime) pinSandboxNamespaces(s *Sandbox, cfg SandboxConfig) error {
 		if err := mountShm(s.ShmPath()); err != nil {
 			return fmt.Errorf("mounting /dev/shm of the pod: %w", err)
 		}
+	}
+	if s.UserNSPath != "" {
+		// pinUserNS made them all, owned by the pod's user namespace.
+		return nil
 	}
 	if cfg.ShareProcessNamespace && !cfg.HostPID {
 		pid, err := r.startPause(s.Dir)
@@ -200,6 +221,7 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, uid string) error {
 	// released even when a crash left no state file behind.
 	unpinNamespace(filepath.Join(dir, "ipc"))
 	unpinNamespace(filepath.Join(dir, "uts"))
+	unpinNamespace(filepath.Join(dir, "user"))
 	unmountShm(s.ShmPath())
 	b, err := os.ReadFile(s.stateFile())
 	if err != nil {

@@ -2,11 +2,14 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/containerd/containerd/v2/contrib/apparmor"
 	"github.com/containerd/containerd/v2/contrib/seccomp"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
@@ -26,7 +29,10 @@ type Security struct {
 	// Seccomp is "" or "Unconfined" (none, the kubelet's default),
 	// "RuntimeDefault", or the path of a localhost profile.
 	Seccomp string
-	// UnmaskedProc is procMount Unmasked.
+	// AppArmor is "" (not set: the runtime's default), "Unconfined",
+	// "RuntimeDefault", or the name of a loaded profile.
+	AppArmor string
+	// UnmaskedProc is procMount Unmasked; honoured only in a user namespace.
 	UnmaskedProc bool
 }
 
@@ -42,7 +48,28 @@ type Resources struct {
 	OOMScoreAdj int
 }
 
-func securityOpts(sec Security) []oci.SpecOpts {
+// Seccomp and AppArmor profiles, as the kubelet hands them to CRI.
+const (
+	ProfileRuntimeDefault = "RuntimeDefault"
+	ProfileUnconfined     = "Unconfined"
+	// appArmorDefaultProfile is the profile CRI loads for RuntimeDefault.
+	appArmorDefaultProfile = "cri-containerd.apparmor.d"
+)
+
+// AppArmorEnabled reports whether the host enforces AppArmor, checked as
+// the kubelet does.
+func AppArmorEnabled() bool {
+	if _, err := os.Stat("/sys/kernel/security/apparmor"); err != nil {
+		return false
+	}
+	b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled")
+	return err == nil && len(b) > 1 && b[0] == 'Y'
+}
+
+// securityOpts turns a security context into spec options as containerd's
+// CRI does. inUserNS: the container runs in its pod's user namespace, the
+// only place where procMount Unmasked may leave /proc unmasked.
+func securityOpts(sec Security, inUserNS bool) []oci.SpecOpts {
 	var opts []oci.SpecOpts
 	switch {
 	case sec.RunAsUser != nil && sec.RunAsGroup != nil:
@@ -64,7 +91,10 @@ func securityOpts(sec Security) []oci.SpecOpts {
 			oci.WithMaskedPaths(nil), oci.WithReadonlyPaths(nil), withWritableSysfs)
 	} else {
 		opts = append(opts, capabilityOpts(capNames(sec.CapAdd), capNames(sec.CapDrop))...)
-		if sec.UnmaskedProc {
+		// containerd's default spec masks and write-protects the /proc
+		// paths the kubelet lists; Unmasked lifts that only where the
+		// container's root is not the host's.
+		if sec.UnmaskedProc && inUserNS {
 			opts = append(opts, oci.WithMaskedPaths(nil), oci.WithReadonlyPaths(nil))
 		}
 	}
@@ -81,10 +111,12 @@ func securityOpts(sec Security) []oci.SpecOpts {
 	if len(sec.Sysctls) > 0 {
 		opts = append(opts, withSysctls(sec.Sysctls))
 	}
+	opts = append(opts, appArmorOpt(sec.AppArmor, sec.Privileged, AppArmorEnabled()))
+	// Last: the default seccomp profile depends on the capabilities.
 	switch sec.Seccomp {
-	case "", "Unconfined":
+	case "", ProfileUnconfined:
 		opts = append(opts, oci.WithSeccompUnconfined)
-	case "RuntimeDefault":
+	case ProfileRuntimeDefault:
 		if !sec.Privileged {
 			opts = append(opts, seccomp.WithDefaultProfile())
 		}
@@ -94,6 +126,51 @@ func securityOpts(sec Security) []oci.SpecOpts {
 		}
 	}
 	return opts
+}
+
+// appArmorOpt applies an AppArmor profile as CRI does: "" (not set) is
+// RuntimeDefault where the host has AppArmor, nothing where it has not;
+// a profile asked for on a host without AppArmor is an error.
+func appArmorOpt(profile string, privileged, enabled bool) oci.SpecOpts {
+	return func(ctx context.Context, c oci.Client, ctr *containers.Container, s *oci.Spec) error {
+		if !enabled {
+			if profile != "" && profile != ProfileUnconfined {
+				return errors.New("apparmor is not supported")
+			}
+			return nil
+		}
+		switch profile {
+		case ProfileUnconfined:
+			return nil
+		case "", ProfileRuntimeDefault:
+			if privileged {
+				return nil
+			}
+			return apparmor.WithDefaultProfile(appArmorDefaultProfile)(ctx, c, ctr, s)
+		}
+		if ok, err := appArmorProfileLoaded(profile); !ok {
+			if err != nil {
+				return fmt.Errorf("failed to generate apparmor spec opts: %w", err)
+			}
+			return fmt.Errorf("apparmor profile not found %s", profile)
+		}
+		s.Process.ApparmorProfile = profile
+		return nil
+	}
+}
+
+// appArmorProfileLoaded looks for a loaded profile, as CRI does.
+func appArmorProfileLoaded(name string) (bool, error) {
+	b, err := os.ReadFile("/sys/kernel/security/apparmor/profiles")
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, name+" (") {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func resourceOpts(r Resources) []oci.SpecOpts {

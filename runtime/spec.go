@@ -20,7 +20,7 @@ func specFor(cfg ContainerConfig, args []string, termLog string) []oci.SpecOpts 
 		opts = append(opts, oci.WithProcessCwd(cfg.WorkingDir))
 	}
 	opts = append(opts, namespaceOpts(s, cfg.Hostname)...)
-	opts = append(opts, securityOpts(cfg.Security)...)
+	opts = append(opts, securityOpts(cfg.Security, s.UserNSPath != "")...)
 	opts = append(opts, resourceOpts(cfg.Resources)...)
 	// The cgroup filesystem, as CRI mounts it for every container:
 	// read-only unless privileged.
@@ -45,6 +45,9 @@ func specFor(cfg ContainerConfig, args []string, termLog string) []oci.SpecOpts 
 	for _, m := range cfg.Mounts {
 		mounts = append(mounts, bind(m.HostPath, m.ContainerPath, m.ReadOnly))
 	}
+	if s.IDMap != nil {
+		idmapMounts(mounts, *s.IDMap)
+	}
 	opts = append(opts, oci.WithMounts(mounts))
 	return opts
 }
@@ -55,6 +58,9 @@ func namespaceOpts(s *Sandbox, hostname string) []oci.SpecOpts {
 	var opts []oci.SpecOpts
 	join := func(t specs.LinuxNamespaceType, path string) {
 		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: t, Path: path}))
+	}
+	if s.UserNSPath != "" && s.IDMap != nil {
+		opts = append(opts, withPodUserNS(s.UserNSPath, *s.IDMap))
 	}
 	if s.HostNetwork {
 		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostNamespace(specs.UTSNamespace))

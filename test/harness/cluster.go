@@ -98,6 +98,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.dir, err = filepath.Abs(opts.Dir)
 	} else {
 		c.dir, err = os.MkdirTemp("", "hostlet-e2e-")
+		if err == nil {
+			// Searchable like /run/containerd on a host: the root of a pod
+			// in a user namespace is not the host's root, and runc in it
+			// walks to the container's rootfs under containerd's state.
+			err = os.Chmod(c.dir, 0o711)
+		}
 	}
 	if err != nil {
 		return nil, err
