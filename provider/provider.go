@@ -145,7 +145,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
 	}
 	wctx, cancel := context.WithCancel(p.ctx)
 	w := lifecycle.NewPod(pod, lifecycle.Config{
-		Runtime:    podRuntime{p},
+		Runtime:    guardedRuntime{podRuntime{p}, pod},
 		Recorder:   recorder{p},
 		Backoff:    p.cfg.Backoff,
 		HostIPs:    p.cfg.NodeIPs,
@@ -156,7 +156,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
 	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel}
 	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
 	p.mu.Unlock()
-	go w.Run(wctx)
+	go w.Supervise(wctx)
 	return nil
 }
 
