@@ -10,8 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -33,7 +33,7 @@ func fuzzSeedPod() *v1.Pod {
 				{Name: "dapi", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}}},
 			},
 			SecurityContext: &v1.PodSecurityContext{RunAsUser: &uid, FSGroup: &uid, Sysctls: []v1.Sysctl{{Name: "net.ipv4.ip_forward", Value: "1"}}},
-			InitContainers: []v1.Container{{Name: "init", Image: "busybox", VolumeMounts: []v1.VolumeMount{{Name: "scratch", MountPath: "/d"}}}},
+			InitContainers:  []v1.Container{{Name: "init", Image: "busybox", VolumeMounts: []v1.VolumeMount{{Name: "scratch", MountPath: "/d"}}}},
 			Containers: []v1.Container{{
 				Name: "c", Image: "busybox",
 				Env: []v1.EnvVar{
