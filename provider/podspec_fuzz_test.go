@@ -121,6 +121,14 @@ func FuzzPodSpecToRuntime(f *testing.F) {
 		p := fuzzProvider(filepath.Join(root, "state"))
 		podDir := filepath.Join(p.cfg.RootDir, "pods", string(pod.UID))
 		defer func() { _ = p.teardownVolumes(string(pod.UID)) }()
+		// The volume directories as the sandbox's preparation leaves them.
+		for _, v := range pod.Spec.Volumes {
+			if v.HostPath == nil {
+				if err := os.MkdirAll(p.volumeDir(&pod, v.Name), 0o750); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		var all []v1.Container
 		all = append(all, pod.Spec.InitContainers...)
 		all = append(all, pod.Spec.Containers...)
