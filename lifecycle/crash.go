@@ -52,6 +52,7 @@ func (p *Pod) runGuarded(ctx context.Context) (panicked bool) {
 	pod := p.Object()
 	defer crash.Recover(crashLog(pod), func(msg string) {
 		panicked = true
+		p.ensureUnlocked(crashLog(pod))
 		if p.cfg.Recorder != nil {
 			p.cfg.Recorder.Event(p.Object(), "", v1.EventTypeWarning, "FailedSync", "Error syncing pod, will retry: panic: "+msg)
 		}
@@ -70,8 +71,9 @@ func guardHook(pod *v1.Pod, run func() (string, error)) (msg string, err error) 
 
 // probePanicked reports a recovered panic of a probe worker on the
 // container, as the kubelet words a probe that errored.
-func probePanicked(event func(eventType, reason, msg string)) func(kind probes.Kind, msg string) {
+func (p *Pod) probePanicked(l *log.Entry, event func(eventType, reason, msg string)) func(kind probes.Kind, msg string) {
 	return func(kind probes.Kind, msg string) {
+		p.ensureUnlocked(l)
 		event(v1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe errored and resulted in unknown state: panic: %s", kind, msg))
 	}
 }
@@ -80,7 +82,26 @@ func probePanicked(event func(eventType, reason, msg string)) func(kind probes.K
 // container as a failure to kill (the kubelet's FailedKillPod); the other
 // containers of the pod still stop. Use: defer crash.Recover(p.killFailed(c)).
 func (p *Pod) killFailed(c *v1.Container) (*log.Entry, func(string)) {
-	return crashLog(p.pod).WithField("container", c.Name), func(msg string) {
+	l := crashLog(p.pod).WithField("container", c.Name)
+	return l, func(msg string) {
+		p.ensureUnlocked(l)
 		p.event(c.Name, v1.EventTypeWarning, "FailedKillPod", "error killing pod: panic: "+msg)
 	}
+}
+
+// ensureUnlocked makes sure a recovered panic did not abandon the pod's
+// lock. Its holders keep it for moments, so a lock still held after a
+// second was left by the panic: every reader of the pod would hang on it,
+// and hostlet exits instead, as it would have without the recovery (and
+// adopts its pods when it starts again).
+func (p *Pod) ensureUnlocked(l *log.Entry) {
+	deadline := time.Now().Add(time.Second)
+	for !p.mu.TryLock() {
+		if time.Now().After(deadline) {
+			l.Fatal("a panic left the pod's state locked; exiting")
+			return // only when a test replaced logrus's exit
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.mu.Unlock()
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -100,5 +101,24 @@ func TestGuardHook(t *testing.T) {
 	_, err := guardHook(nil, func() (string, error) { panic("hook") })
 	if err == nil || err.Error() != "panic: hook" {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A panic that left the pod's lock held is not survived: hostlet exits
+// rather than hang every reader of the pod.
+func TestEnsureUnlockedExitsOnAbandonedLock(t *testing.T) {
+	w := NewPod(&v1.Pod{}, Config{})
+	std := log.StandardLogger()
+	exited := 0
+	defer func(f func(int)) { std.ExitFunc = f }(std.ExitFunc)
+	std.ExitFunc = func(int) { exited++ }
+	w.ensureUnlocked(log.NewEntry(std))
+	if exited != 0 {
+		t.Fatal("exited with the lock free")
+	}
+	w.mu.Lock()
+	w.ensureUnlocked(log.NewEntry(std))
+	if exited != 1 {
+		t.Fatal("no exit with the lock abandoned")
 	}
 }

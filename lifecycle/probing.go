@@ -80,7 +80,7 @@ func (p *Pod) startProbes(c *v1.Container, rec *container) {
 			Started:  started,
 			Kick:     startedNow,
 			Log:      crashLog(pod).WithField("container", name),
-			Panicked: probePanicked(event),
+			Panicked: p.probePanicked(crashLog(pod).WithField("container", name), event),
 			Set: func(kind probes.Kind, ok bool) {
 				p.mu.Lock()
 				if kind == probes.Startup && ok {

@@ -74,7 +74,7 @@ func New(ctx context.Context, cfg Config, client kubernetes.Interface, rt *runti
 
 // Run listens for container exits until ctx ends.
 func (p *Provider) Run(ctx context.Context) {
-	go p.tokens.run(ctx)
+	go p.tokens.supervise(ctx)
 	p.rt.ResumeLogs(ctx)
 	p.rt.WatchExits(ctx, func(st runtime.ContainerStatus) {
 		p.mu.Lock()
