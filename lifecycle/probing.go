@@ -77,8 +77,10 @@ func (p *Pod) startProbes(c *v1.Container, rec *container) {
 			Run: func(ctx context.Context, timeout time.Duration) (probes.Result, string) {
 				return p.cfg.Prober.Probe(ctx, &handler, target, timeout)
 			},
-			Started: started,
-			Kick:    startedNow,
+			Started:  started,
+			Kick:     startedNow,
+			Log:      crashLog(pod).WithField("container", name),
+			Panicked: p.probePanicked(crashLog(pod).WithField("container", name), event),
 			Set: func(kind probes.Kind, ok bool) {
 				p.mu.Lock()
 				if kind == probes.Startup && ok {
@@ -167,7 +169,9 @@ func (p *Pod) postStart(ctx context.Context, c *v1.Container, rec *container) bo
 	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
 		return true
 	}
-	_, err := p.cfg.Prober.Hook(ctx, c.Lifecycle.PostStart, p.target(c, rec.cur.ID), p.pod)
+	_, err := guardHook(p.pod, func() (string, error) {
+		return p.cfg.Prober.Hook(ctx, c.Lifecycle.PostStart, p.target(c, rec.cur.ID), p.pod)
+	})
 	if err == nil {
 		return true
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hostlet/hostlet/crash"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -70,6 +71,7 @@ func (p *Pod) stopAll(ctx context.Context, grace time.Duration) {
 			go func() {
 				defer all.Done()
 				defer main.Done()
+				defer crash.Recover(p.killFailed(c))
 				p.kill(ctx, c, rec, deadline, "", nil)
 			}()
 		}
@@ -89,6 +91,7 @@ func (p *Pod) stopAll(ctx context.Context, grace time.Duration) {
 			go func() {
 				defer all.Done()
 				defer close(done)
+				defer crash.Recover(p.killFailed(c))
 				p.kill(ctx, c, rec, deadline, "", nil)
 			}()
 			continue
@@ -97,6 +100,7 @@ func (p *Pod) stopAll(ctx context.Context, grace time.Duration) {
 		go func() {
 			defer all.Done()
 			defer close(done)
+			defer crash.Recover(p.killFailed(c))
 			p.kill(ctx, c, rec, deadline, "", func() {
 				main.Wait()
 				if prev != nil {
@@ -130,7 +134,7 @@ func (p *Pod) kill(ctx context.Context, c *v1.Container, rec *container, deadlin
 	}
 	if waitTurn != nil {
 		turn := make(chan struct{})
-		go func() { waitTurn(); close(turn) }()
+		go func() { defer close(turn); defer crash.Recover(crashLog(p.pod), nil); waitTurn() }()
 		select {
 		case <-turn:
 		case <-time.After(time.Until(deadline)):
@@ -154,7 +158,9 @@ func (p *Pod) runPreStop(ctx context.Context, c *v1.Container, id string, deadli
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.cfg.Prober.Hook(hctx, c.Lifecycle.PreStop, p.target(c, id), p.pod)
+		_, err := guardHook(p.pod, func() (string, error) {
+			return p.cfg.Prober.Hook(hctx, c.Lifecycle.PreStop, p.target(c, id), p.pod)
+		})
 		done <- err
 	}()
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -33,13 +34,17 @@ type WorkerConfig struct {
 	// Kick makes the worker probe at once (liveness and readiness when the
 	// startup probe succeeds), as the kubelet does.
 	Kick <-chan struct{}
+	// Log names the pod and container in the log of a recovered panic, and
+	// Panicked reports it on the container; the worker then goes on probing.
+	Log      *log.Entry
+	Panicked func(kind Kind, msg string)
 }
 
 // Start runs the probe every periodSeconds until ctx ends or the probe has
 // no more to say (startup succeeded; liveness or startup failed: the
 // container is about to be killed and its successor gets new workers).
 func Start(ctx context.Context, cfg WorkerConfig) {
-	go run(ctx, cfg)
+	go supervise(ctx, cfg)
 }
 
 func seconds(v, def int32) time.Duration {

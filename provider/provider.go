@@ -77,7 +77,7 @@ func New(ctx context.Context, cfg Config, client kubernetes.Interface, rt *runti
 
 // Run listens for container exits until ctx ends.
 func (p *Provider) Run(ctx context.Context) {
-	go p.tokens.run(ctx)
+	go p.tokens.supervise(ctx)
 	p.rt.ResumeLogs(ctx)
 	p.rt.WatchExits(ctx, func(st runtime.ContainerStatus) {
 		p.mu.Lock()
@@ -148,7 +148,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
 	}
 	wctx, cancel := context.WithCancel(p.ctx)
 	w := lifecycle.NewPod(pod, lifecycle.Config{
-		Runtime:    podRuntime{p},
+		Runtime:    guardedRuntime{podRuntime{p}, pod},
 		Recorder:   recorder{p},
 		Backoff:    p.cfg.Backoff,
 		HostIPs:    p.cfg.NodeIPs,
@@ -159,7 +159,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
 	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel}
 	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
 	p.mu.Unlock()
-	go w.Run(wctx)
+	go w.Supervise(wctx)
 	return nil
 }
 

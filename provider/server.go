@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hostlet/hostlet/crash"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -85,12 +86,14 @@ func (p *Provider) Serve(ctx context.Context, cfg ServerConfig, client kubernete
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: nodeutil.WithAuth(auth, withZeroTail(mux)), TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
+	handler := withRecovery(withKubeletAuth(auth, p.cfg.NodeName, withZeroTail(mux)))
+	srv := &http.Server{Handler: handler, TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
 	}()
 	go func() {
+		defer crash.Recover(log.WithField("server", "kubelet API"), nil)
 		if err := srv.ServeTLS(ln, "", ""); err != nil && err != http.ErrServerClosed {
 			log.WithError(err).Error("kubelet API server stopped")
 		}
@@ -157,6 +160,11 @@ func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, con
 	}
 	r, w := io.Pipe()
 	go func() {
+		defer crash.Recover(podLog(pod).WithField("container", container), func(msg string) {
+			p.event(pod, container, v1.EventTypeWarning, "Failed", "Error: reading logs: panic: "+msg)
+			w.CloseWithError(fmt.Errorf("panic: %s", msg))
+		})
+		testPanic(pod, "logs")
 		w.CloseWithError(runtime.ReadLog(ctx, path, lo, w, running))
 	}()
 	return r, nil
@@ -164,7 +172,7 @@ func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, con
 
 // RunInContainer serves `kubectl exec`.
 func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, container string, cmd []string, attach api.AttachIO) error {
-	_, st, err := p.containerRef(namespace, podName, container)
+	pod, st, err := p.containerRef(namespace, podName, container)
 	if err != nil {
 		return err
 	}
@@ -185,6 +193,7 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, conta
 		sizes := make(chan runtime.TermSize)
 		go func() {
 			defer close(sizes)
+			defer crash.Recover(podLog(pod).WithField("container", container), nil)
 			for s := range attach.Resize() {
 				select {
 				case sizes <- runtime.TermSize{Width: s.Width, Height: s.Height}:
@@ -219,11 +228,35 @@ func (p *Provider) PortForward(ctx context.Context, namespace, podName string, p
 	}
 	defer conn.Close()
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(conn, stream); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(stream, conn); done <- struct{}{} }()
+	l := podLog(pod).WithField("port", port)
+	copyThen := func(dst io.Writer, src io.Reader) {
+		defer func() { done <- struct{}{} }()
+		defer crash.Recover(l, nil)
+		_, _ = io.Copy(dst, src)
+	}
+	go copyThen(conn, stream)
+	go copyThen(stream, conn)
 	select {
 	case <-done:
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// withRecovery answers a request whose handler panicked with 500 and logs
+// the stack with the pod the path names; net/http would only drop the
+// connection. Streams (exec, attach, port-forward) run in goroutines of
+// their own, guarded where hostlet starts them.
+func withRecovery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := log.WithFields(log.Fields{"method": r.Method, "path": r.URL.Path})
+		// /containerLogs/{ns}/{pod}/..., /exec/{ns}/{pod}/..., ...
+		if parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/"); len(parts) >= 3 {
+			l = l.WithFields(log.Fields{"namespace": parts[1], "pod": parts[2]})
+		}
+		defer crash.Recover(l, func(string) {
+			http.Error(w, "Internal Server Error", http.StatusInternalServerError)
+		})
+		next.ServeHTTP(w, r)
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
+	"github.com/hostlet/hostlet/crash"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	log "github.com/sirupsen/logrus"
 )
@@ -472,6 +473,7 @@ func (r *Runtime) followLogs(id string, io cio.IO, sink *logSink) {
 	r.sinks[id] = sink
 	r.sinksMu.Unlock()
 	go func() {
+		defer crash.Recover(log.WithField("container", id), nil)
 		io.Wait()
 		sink.close()
 		_ = io.Close()

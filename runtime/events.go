@@ -7,6 +7,7 @@ import (
 
 	apievents "github.com/containerd/containerd/api/events"
 	"github.com/containerd/typeurl/v2"
+	"github.com/hostlet/hostlet/crash"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -26,8 +27,26 @@ func (r *Runtime) takeOOM(id string) bool {
 // WatchExits calls onExit with the final status of every container whose
 // process exits, as containerd reports it (no polling). After a broken event
 // stream (containerd restarted) it reconciles the exits it may have missed.
-// It returns when ctx ends.
+// It returns when ctx ends. A panic in onExit costs that one exit; a panic
+// in the stream itself a resubscription (which reconciles), never the agent.
 func (r *Runtime) WatchExits(ctx context.Context, onExit func(ContainerStatus)) {
+	guarded := func(st ContainerStatus) {
+		defer crash.Recover(log.WithFields(log.Fields{"container": st.ID, "uid": st.PodUID}), nil)
+		onExit(st)
+	}
+	for ctx.Err() == nil {
+		func() {
+			defer crash.Recover(log.WithField("stream", "containerd events"), nil)
+			r.watchExits(ctx, guarded)
+		}()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (r *Runtime) watchExits(ctx context.Context, onExit func(ContainerStatus)) {
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
 		r.reconcileExits(ctx, onExit)

@@ -9,6 +9,8 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/hostlet/hostlet/crash"
+	log "github.com/sirupsen/logrus"
 )
 
 // ExecIO carries the streams of an exec session.
@@ -69,6 +71,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd []string, eio ExecIO)
 	}
 	if eio.TTY && eio.Resize != nil {
 		go func() {
+			defer crash.Recover(log.WithField("container", id), nil)
 			for sz := range eio.Resize {
 				_ = proc.Resize(ctx, uint32(sz.Width), uint32(sz.Height))
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/hostlet/hostlet/crash"
 )
 
 // CRI log format: "<RFC3339Nano time> <stream> <P|F> <content>\n", the files
@@ -77,7 +78,10 @@ type streamWriter struct {
 	buf    []byte
 }
 
-func (w *streamWriter) Write(p []byte) (int, error) {
+func (w *streamWriter) Write(p []byte) (n int, err error) {
+	// Called from containerd's copy goroutines: a panic here costs the
+	// chunk, not the agent, and the copy goes on (a short write would end it).
+	defer crash.Recover(nil, func(string) { n, err = len(p), nil })
 	w.buf = append(w.buf, p...)
 	for {
 		if i := bytes.IndexByte(w.buf, '\n'); i >= 0 && i <= maxLogLine {

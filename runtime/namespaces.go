@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 
+	"github.com/hostlet/hostlet/crash"
+	log "github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,6 +26,7 @@ func pinIPCUTS(dir, hostname string) (ipcPath, utsPath string, err error) {
 	}
 	errc := make(chan error, 1)
 	go func() {
+		defer crash.Recover(log.WithField("sandbox", dir), func(msg string) { errc <- fmt.Errorf("panic: %s", msg) })
 		// The thread is never unlocked: Go discards it when the goroutine
 		// ends, so no other goroutine ever runs in the pod's namespaces.
 		goruntime.LockOSThread()

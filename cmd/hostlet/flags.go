@@ -48,6 +48,7 @@ type options struct {
 	statusReportFreq  time.Duration
 	maxRestartPeriod  time.Duration
 	verbosity         int
+	testPanicHooks    bool
 }
 
 func (o *options) flags() *pflag.FlagSet {
@@ -87,6 +88,10 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&o.statusReportFreq, "node-status-report-frequency", 5*time.Minute, "how often unchanged node status is written")
 	fs.DurationVar(&o.maxRestartPeriod, "max-container-restart-period", 300*time.Second, "longest crash-loop back-off")
 	fs.IntVarP(&o.verbosity, "v", "v", 2, "log verbosity (0-2 info, 3+ debug)")
+	// Tests only: lets a pod annotation make hostlet panic (provider.TestPanicAnnotation).
+	// Hidden, and refused in the config file, so a node cannot have it by accident.
+	fs.BoolVar(&o.testPanicHooks, "test-panic-hooks", false, "")
+	_ = fs.MarkHidden("test-panic-hooks")
 	return fs
 }
 
@@ -109,7 +114,7 @@ func (o *options) parse(args []string) error {
 	}
 	for name, v := range values {
 		f := fs.Lookup(name)
-		if f == nil {
+		if f == nil || f.Hidden {
 			return fmt.Errorf("config file %s: unknown setting %q", o.configFile, name)
 		}
 		if f.Changed {

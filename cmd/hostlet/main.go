@@ -44,6 +44,9 @@ func main() {
 	if o.verbosity >= 3 {
 		log.SetLevel(log.DebugLevel)
 	}
+	if o.testPanicHooks {
+		provider.EnableTestPanicHooks()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, &o); err != nil && !errors.Is(err, context.Canceled) {
