@@ -26,6 +26,17 @@ func (p *Pod) terminate(ctx context.Context) {
 	if g := p.pod.DeletionGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second
 	}
+	p.mu.Lock()
+	resumed := p.resumed
+	p.mu.Unlock()
+	if resumed && p.pod.DeletionTimestamp != nil {
+		// The deletion began before this worker: only what is left of its
+		// grace period remains (the deletion timestamp is when it ends).
+		if left := time.Until(p.pod.DeletionTimestamp.Time); left < grace {
+			grace = max(left, 0)
+		}
+	}
+	p.logger().WithField("grace", grace).Info("pod termination begun")
 	p.stopAll(ctx, grace)
 	p.finished = true
 	p.publish()
