@@ -182,13 +182,21 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, conta
 		eio.Stderr = e
 	}
 	if attach.TTY() {
+		// virtual-kubelet never closes its resize channel: the forwarder
+		// ends with the session.
 		sizes := make(chan runtime.TermSize)
+		done := make(chan struct{})
+		defer close(done)
 		go func() {
-			defer close(sizes)
-			for s := range attach.Resize() {
+			for {
 				select {
-				case sizes <- runtime.TermSize{Width: s.Width, Height: s.Height}:
-				case <-ctx.Done():
+				case s := <-attach.Resize():
+					select {
+					case sizes <- runtime.TermSize{Width: s.Width, Height: s.Height}:
+					case <-done:
+						return
+					}
+				case <-done:
 					return
 				}
 			}

@@ -196,8 +196,21 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		_, _ = task.Delete(ctx, containerd.WithProcessKill)
 		return startError(err)
 	}
-	_, err = c.SetLabels(ctx, map[string]string{labelStartedAt: time.Now().UTC().Format(time.RFC3339Nano)})
-	return err
+	// The process runs: from here on nothing may fail the start, or the
+	// caller would start a second copy. The start time is retried, then
+	// left to the status (a missing one reads as the creation time).
+	startedAt := map[string]string{labelStartedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	for i := 0; ; i++ {
+		_, err = c.SetLabels(context.WithoutCancel(ctx), startedAt)
+		if err == nil || i == 2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		log.WithError(err).WithField("container", id).Warn("recording container start time")
+	}
+	return nil
 }
 
 // StartError is a failure of the container's process to start (bad command,
@@ -356,6 +369,9 @@ func (r *Runtime) status(ctx context.Context, c containerd.Container) (Container
 		st.State = StateExited
 		st.ExitCode = int32(ts.ExitStatus)
 		st.FinishedAt = ts.ExitTime
+	}
+	if st.State != StateCreated && st.StartedAt.IsZero() {
+		st.StartedAt = info.CreatedAt
 	}
 	return st, nil
 }
