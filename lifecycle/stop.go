@@ -51,6 +51,7 @@ func (p *Pod) terminate(ctx context.Context) {
 func (p *Pod) finish(ctx context.Context) {
 	p.stopAll(ctx, p.specGrace())
 	p.finished = true
+	p.logger().Info("pod finished; sandbox released")
 }
 
 // exceedDeadline fails a pod that ran longer than activeDeadlineSeconds, as
