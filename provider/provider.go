@@ -214,9 +214,16 @@ func (p *Provider) reject(ctx context.Context, pod *v1.Pod, reason, msg string) 
 	err := p.updateStatus(ctx, pod, func(st *v1.PodStatus) {
 		st.Phase, st.Reason, st.Message = v1.PodFailed, reason, msg
 	})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err != nil && !podGone(err) {
 		podLog(pod).WithError(err).Warn("rejecting pod")
 	}
+}
+
+// podGone tells an expected answer about a pod already removed from the
+// API: NotFound, or Forbidden, which is what the Node authorizer answers a
+// node for a pod no longer bound to it.
+func podGone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
 }
 
 // updateStatus changes the status of the pod's current object (the same
@@ -379,7 +386,9 @@ func (p *Provider) terminated(pod *v1.Pod) {
 		st.Conditions = lifecycle.MergeConditions(ownedOnly(st.Conditions), cur.Conditions, metav1.Now())
 		*cur = *st
 	})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if podGone(err) {
+		l.WithError(err).Debug("terminal status not written: the pod is already gone")
+	} else if err != nil {
 		l.WithError(err).Warn("writing terminal pod status")
 	}
 	zero := int64(0)
@@ -387,7 +396,7 @@ func (p *Provider) terminated(pod *v1.Pod) {
 		GracePeriodSeconds: &zero,
 		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
 	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err != nil && !podGone(err) && !apierrors.IsConflict(err) {
 		l.WithError(err).Warn("deleting pod")
 	}
 	p.mu.Lock()
