@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -157,6 +158,7 @@ func (p *Pod) kill(ctx context.Context, c *v1.Container, rec *container, deadlin
 	}
 	if info, err := p.cfg.Runtime.Container(ctx, id); err == nil {
 		rec.cur = info
+		p.logger().WithFields(log.Fields{"container": c.Name, "exitCode": info.ExitCode}).Info("container stopped")
 	}
 }
 
