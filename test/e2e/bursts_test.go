@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -352,6 +353,21 @@ func TestExitRaceBurst(t *testing.T) {
 	list := waitAll(t, ctx, ns, n, 3*time.Minute, "every pod terminal", func(p *v1.Pod) bool {
 		return p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded
 	})
+	// How long the second container's exit took to reach the API: it makes
+	// the pod terminal, so Ready turns False then.
+	var lags []time.Duration
+	for _, p := range list {
+		second := status(&p, "second")
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady && c.Status == v1.ConditionFalse && second.State.Terminated != nil {
+				lags = append(lags, c.LastTransitionTime.Sub(second.State.Terminated.FinishedAt.Time))
+			}
+		}
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	if len(lags) > 0 {
+		t.Logf("exit to terminal status (1 s resolution): median %v, max %v", lags[len(lags)/2], lags[len(lags)-1])
+	}
 	for _, p := range list {
 		first, second := status(&p, "c"), status(&p, "second")
 		ok := p.Status.Phase == v1.PodFailed &&
