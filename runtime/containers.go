@@ -290,6 +290,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return err
 	}
 	_ = os.RemoveAll(r.fifoDir(id))
+	finalizeMu.Delete(id)
 	if p := labels[labelTermLog]; p != "" {
 		_ = os.Remove(p)
 	}
@@ -404,13 +405,18 @@ func statusFromInfo(info containers.Container) ContainerStatus {
 	return st
 }
 
-var finalizeMu sync.Mutex
+// finalizeMu serialises the finalization of one container (the exit
+// watcher and StopContainer may both do it); different containers are
+// finalized in parallel.
+var finalizeMu sync.Map // id -> *sync.Mutex
 
 // finalize records a stopped task's exit on the container and deletes the
 // task, so the record outlives the shim. Safe to call repeatedly.
 func (r *Runtime) finalize(ctx context.Context, id string) {
-	finalizeMu.Lock()
-	defer finalizeMu.Unlock()
+	m, _ := finalizeMu.LoadOrStore(id, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	defer mu.Unlock()
 	ctx = context.WithoutCancel(ctx)
 	c, err := r.client.LoadContainer(ctx, id)
 	if err != nil {
