@@ -64,8 +64,15 @@ type Pod struct {
 	wake        chan struct{}
 	done        chan struct{}
 	terminating bool
-	stopReq     *StopRequest
-	stopped     chan struct{}
+	// resumed is set for a pod already being deleted when its worker was
+	// created (hostlet restarted mid-termination): it only finishes that
+	// termination, with the grace period left.
+	resumed bool
+	// syncCancel interrupts the sync in progress (a pull, a hook, a start)
+	// when the pod's deletion arrives.
+	syncCancel context.CancelFunc
+	stopReq    *StopRequest
+	stopped    chan struct{}
 	// probeResults and startedIDs are written by probe workers.
 	probeResults []probeResult
 	startedIDs   map[string]bool
@@ -98,23 +105,30 @@ type StopRequest struct {
 }
 
 func NewPod(pod *v1.Pod, cfg Config) *Pod {
+	deleting := pod.DeletionTimestamp != nil
 	return &Pod{
-		cfg:        cfg,
-		latest:     pod,
-		wake:       make(chan struct{}, 1),
-		done:       make(chan struct{}),
-		stopped:    make(chan struct{}),
-		startedIDs: map[string]bool{},
-		containers: map[string]*container{},
+		cfg:         cfg,
+		latest:      pod,
+		terminating: deleting,
+		resumed:     deleting,
+		wake:        make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		stopped:     make(chan struct{}),
+		startedIDs:  map[string]bool{},
+		containers:  map[string]*container{},
 	}
 }
 
 // Update hands the worker the newest pod object (spec, metadata, deletion).
+// A deletion interrupts whatever the worker is doing.
 func (p *Pod) Update(pod *v1.Pod) {
 	p.mu.Lock()
 	p.latest = pod
 	if pod.DeletionTimestamp != nil {
 		p.terminating = true
+		if p.syncCancel != nil {
+			p.syncCancel()
+		}
 	}
 	p.mu.Unlock()
 	p.poke()
@@ -167,7 +181,7 @@ func (p *Pod) poke() {
 }
 
 func (p *Pod) logger() *log.Entry {
-	return log.WithField("pod", p.pod.Namespace+"/"+p.pod.Name)
+	return log.WithFields(log.Fields{"pod": p.pod.Namespace + "/" + p.pod.Name, "uid": string(p.pod.UID)})
 }
 
 // Run is the worker loop; it returns when ctx ends or the pod is gone.
@@ -186,7 +200,7 @@ func (p *Pod) Run(ctx context.Context) {
 			close(p.done)
 			return
 		}
-		next := p.sync(ctx)
+		next := p.syncOnce(ctx)
 		p.publish()
 		if p.failure != nil && !p.stopDone {
 			p.stopDone = true
@@ -210,6 +224,25 @@ func (p *Pod) Run(ctx context.Context) {
 	}
 }
 
+// syncOnce runs one sync under a context the pod's deletion cancels.
+func (p *Pod) syncOnce(ctx context.Context) time.Time {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.mu.Lock()
+	if p.terminating {
+		p.mu.Unlock()
+		return time.Time{}
+	}
+	p.syncCancel = cancel
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.syncCancel = nil
+		p.mu.Unlock()
+	}()
+	return p.sync(sctx)
+}
+
 // drain applies the mailbox; it returns false once termination is requested.
 func (p *Pod) drain() bool {
 	p.mu.Lock()
@@ -231,6 +264,9 @@ func (p *Pod) drain() bool {
 	}
 	for _, e := range exits {
 		if c := p.containers[e.Name]; c != nil && c.cur.ID == e.ID {
+			if !c.cur.Exited && e.Exited {
+				p.logger().WithFields(log.Fields{"container": e.Name, "exitCode": e.ExitCode, "reason": e.Reason}).Info("container exited")
+			}
 			c.cur = e
 			if c.probeCancel != nil && !e.Running {
 				c.probeCancel()
@@ -269,6 +305,16 @@ func (p *Pod) adopt(ctx context.Context) {
 				c.retryAt, c.retryDelay = info.FinishedAt.Add(info.BackoffApplied), info.BackoffApplied
 			}
 		}
+	}
+	p.mu.Lock()
+	resumed := p.resumed
+	p.mu.Unlock()
+	if resumed {
+		// Only its termination is left: nothing is set up again and no
+		// probe runs, so readiness never comes back.
+		p.sandboxOK = p.cfg.Runtime.SandboxReady(p.pod)
+		p.finished = p.isTerminalPhase()
+		return
 	}
 	if len(infos) > 0 && p.cfg.Runtime.SandboxReady(p.pod) {
 		if ips, err := p.cfg.Runtime.PrepareSandbox(ctx, p.pod); err == nil {
@@ -331,6 +377,10 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 			return p.sandboxRetry
 		}
 		ips, err := p.cfg.Runtime.PrepareSandbox(ctx, p.pod)
+		if err != nil && ctx.Err() != nil {
+			// Interrupted by the pod's deletion.
+			return time.Time{}
+		}
 		if err != nil {
 			reason, msg := "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error()
 			var f *Failure
@@ -343,6 +393,7 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 			return p.sandboxRetry
 		}
 		p.podIPs, p.sandboxOK, p.sandboxDelay = ips, true, 0
+		p.logger().WithField("ips", ips).Info("pod sandbox ready")
 	}
 
 	p.probeKills(ctx)
@@ -429,6 +480,7 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		// A fresh exit: the back-off decides when the restart may happen.
 		at, delay := p.cfg.Backoff.next(&rec.bo, rec.cur.StartedAt, rec.cur.FinishedAt)
 		rec.retryAt, rec.retryDelay = at, delay
+		p.logger().WithFields(log.Fields{"container": c.Name, "exitCode": rec.cur.ExitCode, "backoff": delay}).Info("container will be restarted")
 		if err := p.cfg.Runtime.RecordBackoff(ctx, rec.cur.ID, delay, rec.bo.delay); err != nil {
 			p.logger().WithError(err).Debug("recording back-off")
 		}
@@ -452,6 +504,11 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		attempt = rec.cur.Attempt + 1
 	}
 	info, err := p.cfg.Runtime.StartContainer(ctx, p.pod, c, attempt)
+	if err != nil && ctx.Err() != nil {
+		// Interrupted by the pod's deletion: the termination stops and
+		// removes whatever was made.
+		return time.Time{}
+	}
 	var failure *Failure
 	if err != nil && !errors.As(err, &failure) {
 		failure = &Failure{Reason: "RunContainerError", Message: err.Error()}
@@ -481,6 +538,11 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		rec.prev = &prev
 	}
 	rec.cur, rec.waiting, rec.retryAt, rec.failures = info, nil, time.Time{}, 0
+	if failure != nil {
+		p.logger().WithFields(log.Fields{"container": c.Name, "attempt": attempt, "reason": failure.Reason, "message": failure.Message}).Info("container failed to start")
+	} else {
+		p.logger().WithFields(log.Fields{"container": c.Name, "attempt": attempt}).Info("container started")
+	}
 	if failure == nil {
 		rec.retryDelay = 0
 		if p.postStart(ctx, c, rec) && rec.cur.Running {

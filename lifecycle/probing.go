@@ -175,6 +175,10 @@ func (p *Pod) postStart(ctx context.Context, c *v1.Container, rec *container) bo
 	if err == nil {
 		return true
 	}
+	if ctx.Err() != nil {
+		// Interrupted by the pod's deletion, which stops the container.
+		return false
+	}
 	p.event(c.Name, v1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed")
 	p.kill(ctx, c, rec, time.Now().Add(p.specGrace()), "FailedPostStartHook", nil)
 	return false

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
+	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -27,6 +28,17 @@ func (p *Pod) terminate(ctx context.Context) {
 	if g := p.pod.DeletionGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second
 	}
+	p.mu.Lock()
+	resumed := p.resumed
+	p.mu.Unlock()
+	if resumed && p.pod.DeletionTimestamp != nil {
+		// The deletion began before this worker: only what is left of its
+		// grace period remains (the deletion timestamp is when it ends).
+		if left := time.Until(p.pod.DeletionTimestamp.Time); left < grace {
+			grace = max(left, 0)
+		}
+	}
+	p.logger().WithField("grace", grace).Info("pod termination begun")
 	p.stopAll(ctx, grace)
 	p.finished = true
 	p.publish()
@@ -41,6 +53,7 @@ func (p *Pod) terminate(ctx context.Context) {
 func (p *Pod) finish(ctx context.Context) {
 	p.stopAll(ctx, p.specGrace())
 	p.finished = true
+	p.logger().Info("pod finished; sandbox released")
 }
 
 // exceedDeadline fails a pod that ran longer than activeDeadlineSeconds, as
@@ -149,6 +162,7 @@ func (p *Pod) kill(ctx context.Context, c *v1.Container, rec *container, deadlin
 	}
 	if info, err := p.cfg.Runtime.Container(ctx, id); err == nil {
 		rec.cur = info
+		p.logger().WithFields(log.Fields{"container": c.Name, "exitCode": info.ExitCode}).Info("container stopped")
 	}
 }
 

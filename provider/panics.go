@@ -14,11 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// podLog identifies a pod in the log of a recovered panic.
-func podLog(pod *v1.Pod) *log.Entry {
-	return log.WithFields(log.Fields{"namespace": pod.Namespace, "pod": pod.Name, "uid": string(pod.UID)})
-}
-
 // guardedRuntime turns a panic while preparing a pod's sandbox or starting
 // one of its containers into that step's error, so the pod shows it where
 // the kubelet shows a failed start (the container waiting with

@@ -31,9 +31,18 @@ type podInterface struct {
 	ns string
 }
 
+// Delete is virtual-kubelet's removal of a pod whose grace period ended; it
+// names the pod's UID in its preconditions, which decides whose worker is
+// asked (never an older or newer pod of the same name).
 func (pi podInterface) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	pi.p.mu.Lock()
-	_, running := pi.p.pods[pi.p.byName[key(pi.ns, name)]]
+	var running bool
+	if opts.Preconditions != nil && opts.Preconditions.UID != nil {
+		_, running = pi.p.pods[*opts.Preconditions.UID]
+	} else {
+		_, e := pi.p.current(pi.ns, name)
+		running = e != nil
+	}
 	pi.p.mu.Unlock()
 	if running {
 		return nil

@@ -36,6 +36,13 @@ func (r podRuntime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, 
 	p := r.p
 	sb, err := p.rt.Sandbox(string(pod.UID))
 	if err != nil {
+		// Volumes first, as the kubelet mounts them before it creates the
+		// sandbox: a pod whose volumes fail holds no network and no IP.
+		// (Volumes never read the pod IP: the downward API offers it to
+		// environment variables only.)
+		if err := p.setupVolumes(ctx, pod, nil); err != nil {
+			return nil, err
+		}
 		hostname, fqdn := p.podHostname(pod)
 		if pod.Spec.SetHostnameAsFQDN != nil && *pod.Spec.SetHostnameAsFQDN && fqdn != "" {
 			hostname = fqdn
@@ -56,6 +63,7 @@ func (r podRuntime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, 
 		if sb, err = p.rt.EnsureSandbox(ctx, cfg); err != nil {
 			return nil, err
 		}
+		return sb.IPs, nil
 	}
 	if err := p.setupVolumes(ctx, pod, sb.IPs); err != nil {
 		return nil, err

@@ -44,6 +44,11 @@ type podEntry struct {
 	cancel context.CancelFunc
 }
 
+// goneTTL is how long the UID of a finished pod is remembered, so late
+// events about it (an informer update racing the final delete) do not start
+// its termination over.
+const goneTTL = 10 * time.Minute
+
 // Provider implements virtual-kubelet's PodLifecycleHandler and PodNotifier.
 type Provider struct {
 	cfg      Config
@@ -57,17 +62,24 @@ type Provider struct {
 	prober   *probes.Prober
 	userns   *usernsAllocator
 
+	// Pods are identified by UID: a pod recreated under a reused name is a
+	// new pod with its own worker while the old one finishes its teardown.
+	// byName points at the newest incarnation of each name.
 	mu     sync.Mutex
 	pods   map[types.UID]*podEntry
 	byName map[string]types.UID
+	gone   map[types.UID]time.Time
 	notify func(*v1.Pod)
+	// lister is the node's pod informer cache: the API's view of which
+	// incarnation of a name is current.
+	lister corelisters.PodLister
 }
 
 // New creates the provider; Run must be called before pods arrive.
 func New(ctx context.Context, cfg Config, client kubernetes.Interface, rt *runtime.Runtime, events record.EventRecorder, services corelisters.ServiceLister, node *Node) *Provider {
 	p := &Provider{
 		cfg: cfg, ctx: ctx, client: client, rt: rt, events: events, services: services, node: node,
-		pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{},
+		pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{}, gone: map[types.UID]time.Time{},
 		prober: probes.NewProber(),
 		userns: newUsernsAllocator(filepath.Join(cfg.RootDir, "pods")),
 	}
@@ -129,7 +141,9 @@ func (r recorder) Event(pod *v1.Pod, container, eventType, reason, msg string) {
 	r.p.event(pod, container, eventType, reason, msg)
 }
 
-// CreatePod starts a worker for a pod bound to this node.
+// CreatePod starts a worker for a pod bound to this node. A pod is known by
+// its UID only: a new pod under the name of one still terminating gets a
+// worker of its own at once.
 func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
 	p.mu.Lock()
 	if e, ok := p.pods[pod.UID]; ok {
@@ -137,14 +151,24 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
 		e.worker.Update(pod)
 		return nil
 	}
+	if _, done := p.gone[pod.UID]; done {
+		// Finished and removed already; a late event must not restart it.
+		p.mu.Unlock()
+		return nil
+	}
+	l := podLog(pod)
 	// A pod already being deleted (hostlet restarted during its termination)
 	// is not admitted again: its worker adopts and finishes it.
 	if pod.DeletionTimestamp == nil {
 		if reason, msg, ok := p.node.Admit(pod, p.admittedPods()); !ok {
 			p.mu.Unlock()
+			l.WithFields(log.Fields{"reason": reason, "message": msg}).Info("pod rejected")
 			p.reject(ctx, pod, reason, msg)
 			return nil
 		}
+		l.Info("pod admitted")
+	} else {
+		l.Info("resuming the termination of a pod")
 	}
 	wctx, cancel := context.WithCancel(p.ctx)
 	w := lifecycle.NewPod(pod, lifecycle.Config{
@@ -163,16 +187,26 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-// admittedPods lists the pods this node runs, for admission. Called with mu.
+// podLog is the logger of one pod's story.
+func podLog(pod *v1.Pod) *log.Entry {
+	return log.WithFields(log.Fields{"pod": key(pod.Namespace, pod.Name), "uid": string(pod.UID)})
+}
+
+// admittedPods lists the pods this node runs, for admission: every pod
+// admitted and not finished, counted from the moment of its admission (its
+// spec, before its worker's first status), as the kubelet counts them.
+// Called with mu.
 func (p *Provider) admittedPods() []*v1.Pod {
 	out := make([]*v1.Pod, 0, len(p.pods))
 	for _, e := range p.pods {
-		if s := e.worker.Status(); s != nil {
-			if s.Status.Phase == v1.PodSucceeded || s.Status.Phase == v1.PodFailed {
-				continue
-			}
-			out = append(out, s)
+		pod := e.worker.Status()
+		if pod == nil {
+			pod = e.worker.Object()
 		}
+		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+			continue
+		}
+		out = append(out, pod)
 	}
 	return out
 }
@@ -183,9 +217,16 @@ func (p *Provider) reject(ctx context.Context, pod *v1.Pod, reason, msg string) 
 	err := p.updateStatus(ctx, pod, func(st *v1.PodStatus) {
 		st.Phase, st.Reason, st.Message = v1.PodFailed, reason, msg
 	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		log.WithError(err).WithField("pod", key(pod.Namespace, pod.Name)).Warn("rejecting pod")
+	if err != nil && !podGone(err) {
+		podLog(pod).WithError(err).Warn("rejecting pod")
 	}
+}
+
+// podGone tells an expected answer about a pod already removed from the
+// API: NotFound, or Forbidden, which is what the Node authorizer answers a
+// node for a pod no longer bound to it.
+func podGone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
 }
 
 // updateStatus changes the status of the pod's current object (the same
@@ -217,17 +258,22 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-// DeletePod starts the termination of a pod. A pod already gone from the
-// API (force deletion) is stopped at once.
+// DeletePod starts the termination of a pod, however early it comes: the
+// worker is found by UID, and interrupts what it is doing. A pod already
+// gone from the API (force deletion) is stopped at once.
 func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) error {
 	p.mu.Lock()
 	e := p.pods[pod.UID]
+	_, done := p.gone[pod.UID]
 	p.mu.Unlock()
+	if done {
+		return nil
+	}
 	if e == nil {
 		if pod.DeletionTimestamp != nil {
 			// Still in the API, being deleted, and unknown to this hostlet: it
 			// restarted during the termination, which resumes with the grace
-			// period, as the kubelet's does.
+			// period left, as the kubelet's does.
 			return p.CreatePod(ctx, pod)
 		}
 		go p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
@@ -243,17 +289,42 @@ func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
+// current returns the newest incarnation of a name, unless the API already
+// holds a newer one this provider has not been given yet: virtual-kubelet
+// compares what GetPod returns with the API's pod by name only, and an old
+// incarnation still terminating must never stand in for the new pod.
+// Called with mu.
+func (p *Provider) current(namespace, name string) (types.UID, *podEntry) {
+	uid, ok := p.byName[key(namespace, name)]
+	if !ok {
+		return "", nil
+	}
+	if p.lister != nil {
+		if api, err := p.lister.Pods(namespace).Get(name); err == nil && api.UID != uid {
+			return "", nil
+		}
+	}
+	return uid, p.pods[uid]
+}
+
+// view is what the provider reports of a pod: its computed status, or the
+// object as admitted before its worker's first status (so that a deletion
+// reaches it however early it comes).
+func view(e *podEntry) *v1.Pod {
+	if s := e.worker.Status(); s != nil {
+		return s.DeepCopy()
+	}
+	return e.worker.Object().DeepCopy()
+}
+
 func (p *Provider) GetPod(ctx context.Context, namespace, name string) (*v1.Pod, error) {
 	p.mu.Lock()
-	e := p.pods[p.byName[key(namespace, name)]]
+	_, e := p.current(namespace, name)
 	p.mu.Unlock()
 	if e == nil {
 		return nil, errdefs.NotFoundf("pod %s/%s not found", namespace, name)
 	}
-	if s := e.worker.Status(); s != nil {
-		return s.DeepCopy(), nil
-	}
-	return nil, errdefs.NotFoundf("pod %s/%s not found", namespace, name)
+	return view(e), nil
 }
 
 func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*v1.PodStatus, error) {
@@ -264,13 +335,15 @@ func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*v
 	return &pod.Status, nil
 }
 
+// GetPods lists the current incarnation of every name the node runs.
 func (p *Provider) GetPods(ctx context.Context) ([]*v1.Pod, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]*v1.Pod, 0, len(p.pods))
-	for _, e := range p.pods {
-		if s := e.worker.Status(); s != nil {
-			out = append(out, s.DeepCopy())
+	out := make([]*v1.Pod, 0, len(p.byName))
+	for k := range p.byName {
+		ns, name, _ := strings.Cut(k, "/")
+		if _, e := p.current(ns, name); e != nil {
+			out = append(out, view(e))
 		}
 	}
 	return out, nil
@@ -283,26 +356,42 @@ func (p *Provider) NotifyPods(ctx context.Context, cb func(*v1.Pod)) {
 	p.mu.Unlock()
 }
 
+// publish hands a pod's new status to virtual-kubelet, which writes it by
+// namespace/name: only while that name is this incarnation in the API. An
+// old incarnation's status would land on its successor, and one of a pod
+// gone from the API would only keep virtual-kubelet waiting for it; the
+// final status of a deleted pod is written by terminated, by UID.
 func (p *Provider) publish(pod *v1.Pod) {
 	p.mu.Lock()
 	cb := p.notify
+	uid, _ := p.current(pod.Namespace, pod.Name)
+	lister := p.lister
 	p.mu.Unlock()
-	if cb != nil {
-		cb(pod)
+	if cb == nil || uid != pod.UID {
+		return
 	}
+	if lister != nil {
+		if api, err := lister.Pods(pod.Namespace).Get(pod.Name); err != nil || api.UID != pod.UID {
+			return
+		}
+	}
+	cb(pod)
 }
 
 // terminated writes a deleted pod's terminal status, removes the object with
 // grace 0 (as the kubelet does once everything stopped) and cleans the host.
 func (p *Provider) terminated(pod *v1.Pod) {
 	ctx := p.ctx
-	l := log.WithField("pod", key(pod.Namespace, pod.Name))
+	l := podLog(pod)
+	l.WithField("phase", pod.Status.Phase).Info("pod terminated")
 	err := p.updateStatus(ctx, pod, func(cur *v1.PodStatus) {
 		st := pod.Status.DeepCopy()
 		st.Conditions = lifecycle.MergeConditions(ownedOnly(st.Conditions), cur.Conditions, metav1.Now())
 		*cur = *st
 	})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if podGone(err) {
+		l.WithError(err).Debug("terminal status not written: the pod is already gone")
+	} else if err != nil {
 		l.WithError(err).Warn("writing terminal pod status")
 	}
 	zero := int64(0)
@@ -310,7 +399,7 @@ func (p *Provider) terminated(pod *v1.Pod) {
 		GracePeriodSeconds: &zero,
 		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
 	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err != nil && !podGone(err) && !apierrors.IsConflict(err) {
 		l.WithError(err).Warn("deleting pod")
 	}
 	p.mu.Lock()
@@ -321,8 +410,16 @@ func (p *Provider) terminated(pod *v1.Pod) {
 	if p.byName[key(pod.Namespace, pod.Name)] == pod.UID {
 		delete(p.byName, key(pod.Namespace, pod.Name))
 	}
+	now := time.Now()
+	for uid, at := range p.gone {
+		if now.Sub(at) > goneTTL {
+			delete(p.gone, uid)
+		}
+	}
+	p.gone[pod.UID] = now
 	p.mu.Unlock()
 	p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
+	l.Info("pod cleaned up on the host")
 }
 
 func ownedOnly(cs []v1.PodCondition) []v1.PodCondition {
@@ -339,7 +436,7 @@ func ownedOnly(cs []v1.PodCondition) []v1.PodCondition {
 // sandbox (CNI DEL, netns), volumes and logs.
 func (p *Provider) cleanupHost(uid, namespace, name string) {
 	ctx := context.WithoutCancel(p.ctx)
-	l := log.WithField("pod", key(namespace, name))
+	l := log.WithFields(log.Fields{"pod": key(namespace, name), "uid": uid})
 	p.tokens.forget(types.UID(uid))
 	sts, err := p.rt.ListContainers(ctx, uid)
 	if err != nil {
@@ -478,7 +575,12 @@ func (p *Provider) StopPod(uid types.UID, req lifecycle.StopRequest) <-chan stru
 // WatchPods hands every change of a running pod's object to its worker,
 // status included: virtual-kubelet passes on spec and metadata changes
 // only, but conditions written by others (readiness gates) change Ready.
+// A pod removed from the API is stopped by UID, whatever virtual-kubelet's
+// name-keyed queue makes of a name reused meanwhile.
 func (p *Provider) WatchPods(informer cache.SharedIndexInformer) error {
+	p.mu.Lock()
+	p.lister = corelisters.NewPodLister(informer.GetIndexer())
+	p.mu.Unlock()
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			pod, ok := obj.(*v1.Pod)
@@ -490,6 +592,21 @@ func (p *Provider) WatchPods(informer cache.SharedIndexInformer) error {
 			p.mu.Unlock()
 			if e != nil {
 				e.worker.Update(pod)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			pod, ok := obj.(*v1.Pod)
+			if !ok {
+				return
+			}
+			p.mu.Lock()
+			e := p.pods[pod.UID]
+			p.mu.Unlock()
+			if e != nil {
+				_ = p.DeletePod(p.ctx, pod)
 			}
 		},
 	})

@@ -190,14 +190,25 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, conta
 		eio.Stderr = e
 	}
 	if attach.TTY() {
+		// virtual-kubelet never closes its resize channel: the forwarder
+		// ends with the session.
 		sizes := make(chan runtime.TermSize)
+		done := make(chan struct{})
+		defer close(done)
 		go func() {
-			defer close(sizes)
 			defer crash.Recover(podLog(pod).WithField("container", container), nil)
-			for s := range attach.Resize() {
+			for {
 				select {
-				case sizes <- runtime.TermSize{Width: s.Width, Height: s.Height}:
-				case <-ctx.Done():
+				case s, ok := <-attach.Resize():
+					if !ok {
+						return
+					}
+					select {
+					case sizes <- runtime.TermSize{Width: s.Width, Height: s.Height}:
+					case <-done:
+						return
+					}
+				case <-done:
 					return
 				}
 			}

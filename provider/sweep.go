@@ -7,6 +7,7 @@ import (
 	"time"
 
 	log "github.com/sirupsen/logrus"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -37,32 +38,51 @@ func (p *Provider) SweepOrphans(ctx context.Context, pods corelisters.PodLister,
 }
 
 func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
-	known := map[types.UID]bool{}
-	if list, err := pods.List(labels.Everything()); err == nil {
-		for _, pod := range list {
-			known[pod.UID] = true
-		}
-	} else {
-		return
-	}
+	// Workers first, then the API: a worker whose pod the API no longer has
+	// was deleted there (a missed or early delete) and is stopped by UID,
+	// not skipped.
 	p.mu.Lock()
-	for uid := range p.pods {
-		known[uid] = true
+	workers := make(map[types.UID]*v1.Pod, len(p.pods))
+	for uid, e := range p.pods {
+		workers[uid] = e.worker.Object()
 	}
 	p.mu.Unlock()
+	list, err := pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	inAPI := map[types.UID]bool{}
+	for _, pod := range list {
+		inAPI[pod.UID] = true
+	}
+	for uid, pod := range workers {
+		if !inAPI[uid] {
+			podLog(pod).Info("pod is gone from the API; stopping it")
+			_ = p.DeletePod(ctx, pod)
+		}
+	}
 
+	// What exists on the host is listed before the workers are read again:
+	// a pod's worker is registered before it creates anything, so whatever
+	// a pod admitted during the listing made is known, not an orphan.
 	type ref struct{ namespace, name string }
 	orphans := map[types.UID]ref{}
 	containers, err := p.rt.ListContainers(ctx, "")
 	if err != nil {
 		return
 	}
+	dirs, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods"))
+	known := inAPI
+	p.mu.Lock()
+	for uid := range p.pods {
+		known[uid] = true
+	}
+	p.mu.Unlock()
 	for _, c := range containers {
 		if uid := types.UID(c.PodUID); !known[uid] {
 			orphans[uid] = ref{}
 		}
 	}
-	dirs, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods"))
 	for _, d := range dirs {
 		if uid := types.UID(d.Name()); !known[uid] {
 			orphans[uid] = ref{}
@@ -75,7 +95,7 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 		if len(matches) == 1 {
 			ns, name = splitLogDir(filepath.Base(matches[0]), string(uid))
 		}
-		log.WithField("uid", uid).Info("removing leftovers of a pod that no longer exists")
+		log.WithFields(log.Fields{"uid": uid, "pod": key(ns, name)}).Info("removing leftovers of a pod that no longer exists")
 		p.cleanupHost(string(uid), ns, name)
 	}
 }

@@ -209,8 +209,21 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		_, _ = task.Delete(ctx, containerd.WithProcessKill)
 		return startError(err)
 	}
-	_, err = c.SetLabels(ctx, map[string]string{labelStartedAt: time.Now().UTC().Format(time.RFC3339Nano)})
-	return err
+	// The process runs: from here on nothing may fail the start, or the
+	// caller would start a second copy. The start time is retried, then
+	// left to the status (a missing one reads as the creation time).
+	startedAt := map[string]string{labelStartedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	for i := 0; ; i++ {
+		_, err = c.SetLabels(context.WithoutCancel(ctx), startedAt)
+		if err == nil || i == 2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		log.WithError(err).WithField("container", id).Warn("recording container start time")
+	}
+	return nil
 }
 
 // StartError is a failure of the container's process to start (bad command,
@@ -290,6 +303,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return err
 	}
 	_ = os.RemoveAll(r.fifoDir(id))
+	finalizeMu.Delete(id)
 	if p := labels[labelTermLog]; p != "" {
 		_ = os.Remove(p)
 	}
@@ -370,6 +384,9 @@ func (r *Runtime) status(ctx context.Context, c containerd.Container) (Container
 		st.ExitCode = int32(ts.ExitStatus)
 		st.FinishedAt = ts.ExitTime
 	}
+	if st.State != StateCreated && st.StartedAt.IsZero() {
+		st.StartedAt = info.CreatedAt
+	}
 	return st, nil
 }
 
@@ -401,13 +418,18 @@ func statusFromInfo(info containers.Container) ContainerStatus {
 	return st
 }
 
-var finalizeMu sync.Mutex
+// finalizeMu serialises the finalization of one container (the exit
+// watcher and StopContainer may both do it); different containers are
+// finalized in parallel.
+var finalizeMu sync.Map // id -> *sync.Mutex
 
 // finalize records a stopped task's exit on the container and deletes the
 // task, so the record outlives the shim. Safe to call repeatedly.
 func (r *Runtime) finalize(ctx context.Context, id string) {
-	finalizeMu.Lock()
-	defer finalizeMu.Unlock()
+	m, _ := finalizeMu.LoadOrStore(id, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	defer mu.Unlock()
 	ctx = context.WithoutCancel(ctx)
 	c, err := r.client.LoadContainer(ctx, id)
 	if err != nil {

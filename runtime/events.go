@@ -80,10 +80,16 @@ func (r *Runtime) watchExits(ctx context.Context, onExit func(ContainerStatus)) 
 					if e.ID != e.ContainerID {
 						continue
 					}
-					r.finalize(ctx, e.ContainerID)
-					if st, err := r.ContainerStatus(ctx, e.ContainerID); err == nil {
-						onExit(st)
-					}
+					// Each exit is recorded on its own: finalizing one (the
+					// shim's cleanup) takes long enough under load that a
+					// burst of exits handled in turn reached pods seconds
+					// late.
+					go func(id string) {
+						r.finalize(ctx, id)
+						if st, err := r.ContainerStatus(ctx, id); err == nil {
+							onExit(st)
+						}
+					}(e.ContainerID)
 				}
 			}
 		}

@@ -70,10 +70,22 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd []string, eio ExecIO)
 		return -1, err
 	}
 	if eio.TTY && eio.Resize != nil {
+		// The caller's channel may never be closed: the resizer ends with
+		// the session.
+		done := make(chan struct{})
+		defer close(done)
 		go func() {
 			defer crash.Recover(log.WithField("container", id), nil)
-			for sz := range eio.Resize {
-				_ = proc.Resize(ctx, uint32(sz.Width), uint32(sz.Height))
+			for {
+				select {
+				case sz, ok := <-eio.Resize:
+					if !ok {
+						return
+					}
+					_ = proc.Resize(ctx, uint32(sz.Width), uint32(sz.Height))
+				case <-done:
+					return
+				}
 			}
 		}()
 	}

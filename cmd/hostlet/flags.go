@@ -47,6 +47,8 @@ type options struct {
 	statusUpdateFreq  time.Duration
 	statusReportFreq  time.Duration
 	maxRestartPeriod  time.Duration
+	kubeAPIQPS        float32
+	kubeAPIBurst      int
 	verbosity         int
 	testPanicHooks    bool
 }
@@ -87,6 +89,8 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&o.statusUpdateFreq, "node-status-update-frequency", 10*time.Second, "how often node status is computed")
 	fs.DurationVar(&o.statusReportFreq, "node-status-report-frequency", 5*time.Minute, "how often unchanged node status is written")
 	fs.DurationVar(&o.maxRestartPeriod, "max-container-restart-period", 300*time.Second, "longest crash-loop back-off")
+	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server (negative: no limit)")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
 	fs.IntVarP(&o.verbosity, "v", "v", 2, "log verbosity (0-2 info, 3+ debug)")
 	// Tests only: lets a pod annotation make hostlet panic (provider.TestPanicAnnotation).
 	// Hidden, and refused in the config file, so a node cannot have it by accident.

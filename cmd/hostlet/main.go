@@ -18,6 +18,7 @@ import (
 	"github.com/hostlet/hostlet/provider"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
+	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	vknode "github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	v1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 )
 
 func main() {
@@ -47,6 +49,7 @@ func main() {
 	if o.testPanicHooks {
 		provider.EnableTestPanicHooks()
 	}
+	vklog.L = vkLogger{log.WithField("component", "virtual-kubelet")}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, &o); err != nil && !errors.Is(err, context.Canceled) {
@@ -103,11 +106,16 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	// Status writes must not queue behind a client-side rate limit when
-	// many pods change at once.
-	restCfg.QPS = -1
+	// The kubelet's API client limits (--kube-api-qps/--kube-api-burst);
+	// events get a client of their own, as the kubelet's do, so a burst of
+	// events never delays a status write.
+	restCfg.QPS, restCfg.Burst = o.kubeAPIQPS, o.kubeAPIBurst
 	restCfg.UserAgent = "hostlet/" + provider.KubeletVersion
 	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	eventClient, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
 	}
@@ -143,7 +151,7 @@ func run(ctx context.Context, o *options) error {
 	unused := informers.NewSharedInformerFactory(client, 0).Core().V1()
 
 	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	events := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: name})
 
@@ -186,6 +194,14 @@ func run(ctx context.Context, o *options) error {
 		ConfigMapInformer:         unused.ConfigMaps(),
 		ServiceInformer:           svcInformer,
 		SkipDownwardAPIResolution: true,
+		// virtual-kubelet's queues otherwise share a 10 QPS bucket per queue:
+		// a burst of pods waits on it although creating a pod in hostlet
+		// writes nothing. Only failures back off, per pod; API writes are
+		// bounded by the client's --kube-api-qps. Status writes stay
+		// coalesced per pod (one queue item, the latest status).
+		SyncPodsFromKubernetesRateLimiter:    perPodBackoff(),
+		DeletePodsFromKubernetesRateLimiter:  perPodBackoff(),
+		SyncPodStatusFromProviderRateLimiter: perPodBackoff(),
 	})
 	if err != nil {
 		return err
@@ -232,6 +248,10 @@ func run(ctx context.Context, o *options) error {
 	case err := <-errs:
 		return err
 	}
+}
+
+func perPodBackoff() workqueue.TypedRateLimiter[any] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, 1000*time.Second)
 }
 
 // discard is an EventRecorder that records nothing.

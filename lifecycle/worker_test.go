@@ -1,0 +1,235 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hostlet/hostlet/probes"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// fakeRuntime runs containers in memory; block makes StartContainer wait
+// (a hanging pull) until its context ends.
+type fakeRuntime struct {
+	mu         sync.Mutex
+	block      bool
+	started    []string
+	stopped    []string
+	stopGrace  []time.Duration
+	sandbox    bool
+	teardowns  int
+	containers map[string]ContainerInfo
+	n          int
+}
+
+func newFakeRuntime() *fakeRuntime { return &fakeRuntime{containers: map[string]ContainerInfo{}} }
+
+func (f *fakeRuntime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sandbox = true
+	return []string{"10.0.0.2"}, nil
+}
+
+func (f *fakeRuntime) SandboxReady(pod *v1.Pod) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sandbox
+}
+
+func (f *fakeRuntime) TeardownSandbox(ctx context.Context, pod *v1.Pod) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sandbox = false
+	f.teardowns++
+	return nil
+}
+
+func (f *fakeRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt int) (ContainerInfo, error) {
+	f.mu.Lock()
+	block := f.block
+	f.mu.Unlock()
+	if block {
+		<-ctx.Done()
+		return ContainerInfo{}, &Failure{Reason: "ErrImagePull", Message: ctx.Err().Error()}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	info := ContainerInfo{ID: fmt.Sprintf("id%d", f.n), Name: c.Name, Attempt: attempt, Running: true, StartedAt: time.Now()}
+	f.containers[info.ID] = info
+	f.started = append(f.started, c.Name)
+	return info, nil
+}
+
+func (f *fakeRuntime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	info := f.containers[id]
+	info.Running, info.Exited, info.ExitCode, info.FinishedAt = false, true, 137, time.Now()
+	f.containers[id] = info
+	f.stopped = append(f.stopped, info.Name)
+	f.stopGrace = append(f.stopGrace, grace)
+	return nil
+}
+
+func (f *fakeRuntime) RemoveContainer(ctx context.Context, id string) error { return nil }
+
+func (f *fakeRuntime) Containers(ctx context.Context, pod *v1.Pod) ([]ContainerInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []ContainerInfo
+	for _, c := range f.containers {
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func (f *fakeRuntime) Container(ctx context.Context, id string) (ContainerInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.containers[id], nil
+}
+
+func (f *fakeRuntime) RecordBackoff(ctx context.Context, id string, applied, next time.Duration) error {
+	return nil
+}
+
+func (f *fakeRuntime) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error) {
+	<-ctx.Done()
+	return nil, -1, ctx.Err()
+}
+
+func testPod(containers ...string) *v1.Pod {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"},
+		Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever}}
+	for _, c := range containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c, Image: "img"})
+	}
+	return pod
+}
+
+// runWorker runs a worker until it reports the pod terminated.
+func runWorker(t *testing.T, pod *v1.Pod, rt *fakeRuntime) (*Pod, <-chan *v1.Pod) {
+	t.Helper()
+	done := make(chan *v1.Pod, 1)
+	w := NewPod(pod, Config{Runtime: rt, Backoff: DefaultBackoff, Prober: probes.NewProber(),
+		Terminated: func(p *v1.Pod) { done <- p }})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go w.Run(ctx)
+	return w, done
+}
+
+func deleted(pod *v1.Pod, grace int64) *v1.Pod {
+	pod = pod.DeepCopy()
+	now := metav1.Now()
+	pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = &now, &grace
+	return pod
+}
+
+func waitTerminated(t *testing.T, done <-chan *v1.Pod, within time.Duration) *v1.Pod {
+	t.Helper()
+	select {
+	case p := <-done:
+		return p
+	case <-time.After(within):
+		t.Fatalf("pod not terminated within %v", within)
+		return nil
+	}
+}
+
+// A deletion arriving while the worker is stuck in a start (an image pull
+// that hangs) interrupts it and the pod terminates at once.
+func TestDeleteInterruptsStart(t *testing.T) {
+	rt := newFakeRuntime()
+	rt.block = true
+	pod := testPod("c")
+	w, done := runWorker(t, pod, rt)
+	time.Sleep(100 * time.Millisecond)
+	w.Update(deleted(pod, 30))
+	waitTerminated(t, done, 2*time.Second)
+	if rt.SandboxReady(pod) {
+		t.Error("sandbox still up after termination")
+	}
+}
+
+// A worker created for a pod already being deleted (hostlet restarted during
+// its termination) only finishes the termination, with what is left of the
+// grace period: nothing starts, and no readiness is published.
+func TestResumedTermination(t *testing.T) {
+	rt := newFakeRuntime()
+	rt.sandbox = true
+	rt.containers["old"] = ContainerInfo{ID: "old", Name: "c", Running: true, StartedAt: time.Now().Add(-time.Minute)}
+	pod := testPod("c")
+	pod.Status.Phase = v1.PodRunning
+	grace := int64(30)
+	// Deleted 25 s ago with 30 s of grace: 5 s are left.
+	at := metav1.NewTime(time.Now().Add(5 * time.Second))
+	pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = &at, &grace
+	var mu sync.Mutex
+	var published []*v1.Pod
+	done := make(chan *v1.Pod, 1)
+	w := NewPod(pod, Config{Runtime: rt, Backoff: DefaultBackoff, Prober: probes.NewProber(),
+		Publish:    func(p *v1.Pod) { mu.Lock(); published = append(published, p); mu.Unlock() },
+		Terminated: func(p *v1.Pod) { done <- p }})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	waitTerminated(t, done, 2*time.Second)
+	if len(rt.started) != 0 {
+		t.Errorf("started %v during a resumed termination", rt.started)
+	}
+	if len(rt.stopGrace) != 1 || rt.stopGrace[0] > 6*time.Second {
+		t.Errorf("stop grace %v, want the ~5 s left", rt.stopGrace)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range published {
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+				t.Errorf("published Ready=True during a resumed termination")
+			}
+		}
+	}
+}
+
+// Every container of a pod is started in one sync, and the sandbox stays
+// until the pod is terminal even when the first container exits at once.
+func TestAllContainersStartBeforeTeardown(t *testing.T) {
+	rt := newFakeRuntime()
+	pod := testPod("a", "b")
+	w, done := runWorker(t, pod, rt)
+	pollFor(t, func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.started) == 2 })
+	// a exits 0 at once: b still runs, the sandbox stays.
+	rt.mu.Lock()
+	a := rt.containers["id1"]
+	a.Running, a.Exited, a.FinishedAt = false, true, time.Now()
+	rt.containers["id1"] = a
+	rt.mu.Unlock()
+	w.Exited(a)
+	time.Sleep(100 * time.Millisecond)
+	rt.mu.Lock()
+	teardowns := rt.teardowns
+	rt.mu.Unlock()
+	if teardowns != 0 || !rt.SandboxReady(pod) {
+		t.Fatalf("sandbox torn down while container b runs")
+	}
+	w.Update(deleted(pod, 1))
+	waitTerminated(t, done, 5*time.Second)
+}
+
+func pollFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

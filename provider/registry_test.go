@@ -1,0 +1,103 @@
+package provider
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+func registryPod(name string, uid types.UID) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}
+}
+
+// testRegistry is a provider with workers registered but not running, and
+// an API view (the informer cache) the test fills.
+func testRegistry(t *testing.T) (*Provider, cache.Indexer) {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	p := &Provider{ctx: context.Background(), pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{},
+		gone: map[types.UID]time.Time{}, lister: corelisters.NewPodLister(idx)}
+	return p, idx
+}
+
+func (p *Provider) register(pod *v1.Pod) {
+	p.pods[pod.UID] = &podEntry{worker: lifecycle.NewPod(pod, lifecycle.Config{}), cancel: func() {}}
+	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
+}
+
+// An old incarnation still terminating never stands in for a new pod of
+// the same name: GetPod says NotFound, so virtual-kubelet creates the new
+// one, and once the new one runs GetPod answers with it.
+func TestGetPodByUID(t *testing.T) {
+	p, api := testRegistry(t)
+	old := registryPod("web-0", "old")
+	p.register(old)
+	// Before any status: the admitted object, so a delete reaches it.
+	_ = api.Add(old)
+	got, err := p.GetPod(context.Background(), "ns", "web-0")
+	if err != nil || got.UID != "old" {
+		t.Fatalf("GetPod before the first status = %v, %v", got, err)
+	}
+	// The API object is replaced by a new pod of the same name.
+	_ = api.Delete(old)
+	fresh := registryPod("web-0", "new")
+	_ = api.Add(fresh)
+	if _, err := p.GetPod(context.Background(), "ns", "web-0"); !errdefs.IsNotFound(err) {
+		t.Fatalf("GetPod with a newer pod in the API = %v, want NotFound", err)
+	}
+	if pods, _ := p.GetPods(context.Background()); len(pods) != 0 {
+		t.Fatalf("GetPods lists the old incarnation: %v", pods)
+	}
+	p.register(fresh)
+	got, err = p.GetPod(context.Background(), "ns", "web-0")
+	if err != nil || got.UID != "new" {
+		t.Fatalf("GetPod after the new pod was created = %v, %v", got, err)
+	}
+	// The old worker is still there, reachable by UID.
+	if p.pods["old"] == nil {
+		t.Fatal("old incarnation dropped before its teardown")
+	}
+	// A force delete of the new pod while the old one is listed reaches
+	// the new one.
+	_ = api.Delete(fresh)
+	got, err = p.GetPod(context.Background(), "ns", "web-0")
+	if err != nil || got.UID != "new" {
+		t.Fatalf("GetPod after the new pod left the API = %v, %v", got, err)
+	}
+}
+
+// Admission counts every admitted pod from the moment of admission, also
+// those whose worker has not computed a status yet.
+func TestAdmittedPodsCountsUnsynced(t *testing.T) {
+	p, _ := testRegistry(t)
+	for i, uid := range []types.UID{"a", "b", "c"} {
+		pod := registryPod("p"+string(uid), uid)
+		pod.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}
+		if i == 2 {
+			pod.Status.Phase = v1.PodSucceeded
+		}
+		p.register(pod)
+	}
+	running := p.admittedPods()
+	if len(running) != 2 {
+		t.Fatalf("admitted pods = %d, want 2 (the unsynced ones, not the finished one)", len(running))
+	}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("1Gi"), v1.ResourcePods: resource.MustParse("3")}
+	if reason, _, ok := admitPredicates(registryPod("x", "x"), node, alloc, running); !ok {
+		t.Fatalf("third pod rejected: %s", reason)
+	}
+	p.register(registryPod("x", "x"))
+	if reason, _, ok := admitPredicates(registryPod("y", "y"), node, alloc, p.admittedPods()); ok || reason != "OutOfpods" {
+		t.Fatalf("fourth pod: %q ok=%v, want OutOfpods", reason, ok)
+	}
+}
