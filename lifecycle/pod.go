@@ -50,6 +50,8 @@ type container struct {
 	ready, started bool
 	killFor        probes.Kind
 	probeCancel    context.CancelFunc
+	// probeKilled: cur was killed by its probe (see afterProbeKill).
+	probeKilled bool
 }
 
 // Pod runs one pod: it owns that pod's state in a single goroutine; other
@@ -427,7 +429,13 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 	now := time.Now()
 	if rec.cur.Exited && rec.retryAt.IsZero() {
 		// A fresh exit: the back-off decides when the restart may happen.
-		at, delay := p.cfg.Backoff.next(&rec.bo, rec.cur.StartedAt, rec.cur.FinishedAt)
+		var at time.Time
+		var delay time.Duration
+		if rec.probeKilled {
+			at, delay = p.cfg.Backoff.afterProbeKill(&rec.bo, rec.prev, rec.cur, now)
+		} else {
+			at, delay = p.cfg.Backoff.next(&rec.bo, rec.cur.StartedAt, rec.cur.FinishedAt)
+		}
 		rec.retryAt, rec.retryDelay = at, delay
 		if err := p.cfg.Runtime.RecordBackoff(ctx, rec.cur.ID, delay, rec.bo.delay); err != nil {
 			p.logger().WithError(err).Debug("recording back-off")
@@ -480,7 +488,7 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		}
 		rec.prev = &prev
 	}
-	rec.cur, rec.waiting, rec.retryAt, rec.failures = info, nil, time.Time{}, 0
+	rec.cur, rec.waiting, rec.retryAt, rec.failures, rec.probeKilled = info, nil, time.Time{}, 0, false
 	if failure == nil {
 		rec.retryDelay = 0
 		if p.postStart(ctx, c, rec) && rec.cur.Running {

@@ -158,6 +158,7 @@ func (p *Pod) probeKills(ctx context.Context) {
 			rec.probeCancel = nil
 		}
 		p.kill(ctx, c, rec, time.Now().Add(grace), msg, nil)
+		rec.probeKilled = true
 	}
 }
 

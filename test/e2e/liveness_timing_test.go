@@ -14,9 +14,10 @@ import (
 
 // A container that always fails its liveness probe (period 1 s, failure
 // threshold 2) is restarted at least twice within 20 s of its first start,
-// as by the kubelet: killed after two failed probes (~2 s), restarted at once
-// the first time, killed again ~2 s later and restarted after the first
-// 10 s back-off. The timeline of what the API saw is logged.
+// as by the kubelet: killed after two failed probes (~2-3 s) and, since the
+// kubelet judges the back-off of a probe kill by the instance that exited
+// before it, restarted at once twice, then after 10 s. The timeline of what
+// the API saw is logged.
 func TestLivenessRestartTiming(t *testing.T) {
 	skipIfNoCluster(t)
 	ns := cluster.NewNamespace(t)
