@@ -1,11 +1,16 @@
 package provider
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 func TestDesiredNodeStatus(t *testing.T) {
@@ -101,4 +106,55 @@ func TestDesiredNodeStatus(t *testing.T) {
 			t.Fatalf("cpu allocatable %s", q.String())
 		}
 	})
+}
+
+// reconcile writes only when the Node in the API differs from the node's
+// status, and the write puts hostlet's status back.
+func TestReconcilePatchesOnlyOnDifference(t *testing.T) {
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	mine := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: v1.NodeStatus{
+		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", LastTransitionTime: now, LastHeartbeatTime: now}},
+		Addresses:  []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}},
+		Capacity:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")},
+	}}
+	mine.Status.Allocatable = mine.Status.Capacity.DeepCopy()
+	for _, tc := range []struct {
+		name  string
+		edit  func(*v1.Node)
+		write bool
+	}{
+		{"in sync", func(*v1.Node) {}, false},
+		{"marked unknown", func(n *v1.Node) {
+			n.Status.Conditions[0].Status, n.Status.Conditions[0].Reason = v1.ConditionUnknown, "NodeStatusUnknown"
+		}, true},
+		{"address edited", func(n *v1.Node) { n.Status.Addresses[0].Address = "10.9.9.9" }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := mine.DeepCopy()
+			tc.edit(api)
+			client := fake.NewSimpleClientset(api)
+			idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			if err := idx.Add(api); err != nil {
+				t.Fatal(err)
+			}
+			n := &Node{cfg: NodeConfig{Name: "n", Lister: corelisters.NewNodeLister(idx), Client: client}, node: mine.DeepCopy()}
+			n.reconcile(context.Background())
+			var patches int
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
+					patches++
+				}
+			}
+			if (patches > 0) != tc.write {
+				t.Fatalf("%d status patches, want write=%v", patches, tc.write)
+			}
+			got, err := client.CoreV1().Nodes().Get(context.Background(), "n", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := statusDiff(got.Status, desiredStatus(got.Status, mine.Status, now)); len(d) != 0 {
+				t.Fatalf("after reconcile the API still differs in %v: %+v", d, got.Status)
+			}
+		})
+	}
 }
