@@ -50,6 +50,8 @@ type container struct {
 	ready, started bool
 	killFor        probes.Kind
 	probeCancel    context.CancelFunc
+	// probeKilled: cur was killed by its probe (see afterProbeKill).
+	probeKilled bool
 }
 
 // Pod runs one pod: it owns that pod's state in a single goroutine; other
@@ -478,7 +480,13 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 	now := time.Now()
 	if rec.cur.Exited && rec.retryAt.IsZero() {
 		// A fresh exit: the back-off decides when the restart may happen.
-		at, delay := p.cfg.Backoff.next(&rec.bo, rec.cur.StartedAt, rec.cur.FinishedAt)
+		var at time.Time
+		var delay time.Duration
+		if rec.probeKilled {
+			at, delay = p.cfg.Backoff.afterProbeKill(&rec.bo, rec.prev, rec.cur, now)
+		} else {
+			at, delay = p.cfg.Backoff.next(&rec.bo, rec.cur.StartedAt, rec.cur.FinishedAt)
+		}
 		rec.retryAt, rec.retryDelay = at, delay
 		p.logger().WithFields(log.Fields{"container": c.Name, "exitCode": rec.cur.ExitCode, "backoff": delay}).Info("container will be restarted")
 		if err := p.cfg.Runtime.RecordBackoff(ctx, rec.cur.ID, delay, rec.bo.delay); err != nil {
@@ -537,7 +545,7 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		}
 		rec.prev = &prev
 	}
-	rec.cur, rec.waiting, rec.retryAt, rec.failures = info, nil, time.Time{}, 0
+	rec.cur, rec.waiting, rec.retryAt, rec.failures, rec.probeKilled = info, nil, time.Time{}, 0, false
 	if failure != nil {
 		p.logger().WithFields(log.Fields{"container": c.Name, "attempt": attempt, "reason": failure.Reason, "message": failure.Message}).Info("container failed to start")
 	} else {

@@ -160,6 +160,7 @@ func (p *Pod) probeKills(ctx context.Context) {
 			rec.probeCancel = nil
 		}
 		p.kill(ctx, c, rec, time.Now().Add(grace), msg, nil)
+		rec.probeKilled = true
 	}
 }
 

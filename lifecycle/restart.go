@@ -76,6 +76,11 @@ func (b Backoff) next(st *backoffState, started, finished time.Time) (time.Time,
 		st.delay = 0
 	}
 	applied := st.delay
+	b.advance(st)
+	return finished.Add(applied), applied
+}
+
+func (b Backoff) advance(st *backoffState) {
 	switch {
 	case st.delay == 0:
 		st.delay = b.Initial
@@ -84,5 +89,26 @@ func (b Backoff) next(st *backoffState, started, finished time.Time) (time.Time,
 	default:
 		st.delay *= 2
 	}
-	return finished.Add(applied), applied
+}
+
+// afterProbeKill is next for a container its liveness or startup probe
+// killed (cur) at now. The kubelet kills and restarts such a container in
+// one sync and judges the back-off by the newest instance that had exited
+// before the kill (prev, if any), not by the one it just killed: with none
+// the restart is immediate and starts no back-off, and when prev finished
+// longer ago than the current delay the restart is immediate too (the delay
+// still grows). Only otherwise does the killed instance wait, as a crashed
+// one would.
+func (b Backoff) afterProbeKill(st *backoffState, prev *ContainerInfo, cur ContainerInfo, now time.Time) (time.Time, time.Duration) {
+	if !cur.StartedAt.IsZero() && cur.FinishedAt.Sub(cur.StartedAt) >= b.ResetAfter {
+		st.delay = 0
+	}
+	if prev == nil || !prev.Exited {
+		return cur.FinishedAt, 0
+	}
+	if st.delay == 0 || now.Sub(prev.FinishedAt) >= st.delay {
+		b.advance(st)
+		return cur.FinishedAt, 0
+	}
+	return b.next(st, cur.StartedAt, cur.FinishedAt)
 }

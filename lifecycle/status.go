@@ -57,7 +57,12 @@ func (p *Pod) containerStatus(c *v1.Container, pending string, sidecar, init boo
 	if cur.Image != "" {
 		st.Image = cur.Image
 	}
-	if rec.prev != nil && rec.prev.Exited {
+	// lastState is the instance before the newest one the runtime still
+	// has. The kubelet removes all but the newest dead instance of a
+	// container at each exit, so the one before shows only while its
+	// successor runs (or is created); a container waiting for its restart
+	// shows its own exit, and one done for good shows none.
+	if rec.prev != nil && rec.prev.Exited && !cur.Exited {
 		st.LastTerminationState.Terminated = terminatedState(*rec.prev)
 	}
 	switch {
@@ -114,6 +119,25 @@ func (p *Pod) computeStatus() v1.PodStatus {
 	if p.failure != nil {
 		phase = v1.PodFailed
 	}
+	// Conditions follow the phase computed now, but the reported phase turns
+	// terminal only once nothing of the pod can run any more (containers and
+	// sandbox stopped), as the kubelet's status manager holds it back; the
+	// first terminal status is then complete, sandbox gone included.
+	reported, reason, message := phase, "", ""
+	if p.failure != nil {
+		reason, message = p.failure.Reason, p.failure.Message
+	}
+	if isTerminal(phase) && !p.finished {
+		reported, reason, message = p.pod.Status.Phase, p.pod.Status.Reason, p.pod.Status.Message
+		if s := p.Status(); s != nil {
+			reported, reason, message = s.Status.Phase, s.Status.Reason, s.Status.Message
+		}
+		if isTerminal(reported) {
+			reported, reason, message = phase, "", ""
+		} else if reported == "" {
+			reported = v1.PodPending
+		}
+	}
 	// The kubelet lists container statuses sorted by name.
 	sort.Slice(initStatuses, func(i, j int) bool { return initStatuses[i].Name < initStatuses[j].Name })
 	sort.Slice(statuses, func(i, j int) bool { return statuses[i].Name < statuses[j].Name })
@@ -136,16 +160,15 @@ func (p *Pod) computeStatus() v1.PodStatus {
 		prevConds = mergeOwned(s.Status.Conditions, old.Conditions, p.failure)
 	}
 	st := v1.PodStatus{
-		Phase:                 phase,
+		Phase:                 reported,
+		Reason:                reason,
+		Message:               message,
 		Conditions:            MergeConditions(computed, prevConds, metav1.NewTime(time.Now().Truncate(time.Second))),
 		StartTime:             p.startTime.DeepCopy(),
 		QOSClass:              old.QOSClass,
 		InitContainerStatuses: initStatuses,
 		ContainerStatuses:     statuses,
 		ObservedGeneration:    p.pod.Generation,
-	}
-	if p.failure != nil {
-		st.Reason, st.Message = p.failure.Reason, p.failure.Message
 	}
 	if st.StartTime.IsZero() {
 		st.StartTime = nil
@@ -187,6 +210,10 @@ func mergeOwned(mine, api []v1.PodCondition, stop *StopRequest) []v1.PodConditio
 		}
 	}
 	return out
+}
+
+func isTerminal(phase v1.PodPhase) bool {
+	return phase == v1.PodSucceeded || phase == v1.PodFailed
 }
 
 func allSucceeded(statuses []v1.ContainerStatus) bool {

@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -41,8 +43,15 @@ type NodeConfig struct {
 	Version      string
 	// Events receives the node's events (NodeReady, NodeHasDiskPressure, ...).
 	Events record.EventRecorder
-	// Lister, if set, serves the Node as the cluster has it, for admission.
+	// Lister, if set, serves the Node as the cluster has it, for admission
+	// and for the status check against it.
 	Lister corelisters.NodeLister
+	// Informer, if set, is the one behind Lister: a change of the Node by
+	// someone else is put right at once rather than at the next check.
+	Informer cache.SharedInformer
+	// Client writes corrections of the Node status (the heartbeat client,
+	// whose timeout bounds each write).
+	Client kubernetes.Interface
 }
 
 // Node is hostlet's node: its object, its conditions from real host signals,
@@ -57,10 +66,15 @@ type Node struct {
 	notify       func(*v1.Node)
 	shuttingDown bool
 	imageFs      string // containerd's snapshotter root, once known
+	// apiChanged is kicked by every change of the Node in the API.
+	apiChanged chan struct{}
 }
 
 func NewNode(ctx context.Context, cfg NodeConfig, rt *runtime.Runtime) (*Node, error) {
-	n := &Node{cfg: cfg, rt: rt}
+	n := &Node{cfg: cfg, rt: rt, apiChanged: make(chan struct{}, 1)}
+	if cfg.Informer != nil {
+		n.watchAPI(cfg.Informer)
+	}
 	capacity, err := n.capacity()
 	if err != nil {
 		return nil, err
@@ -137,16 +151,26 @@ func (n *Node) NotifyNodeStatus(_ context.Context, cb func(*v1.Node)) {
 	go cb(cur)
 }
 
-// Run re-evaluates the node every interval and reports changes at once.
+// Run re-evaluates the node every interval and reports changes at once;
+// each round also checks the Node in the API against it, and so does every
+// change of the Node in the API (at most once per reactSpacing).
 func (n *Node) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	n.refresh(ctx)
 	for {
-		n.refresh(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			n.refresh(ctx)
+		case <-n.apiChanged:
+			n.reconcile(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(reactSpacing):
+			}
 		}
 	}
 }
@@ -165,6 +189,9 @@ func (n *Node) refresh(ctx context.Context) {
 	next.Status.NodeInfo = n.nodeInfo(ctx, health)
 	next.Status.Conditions = n.conditions(ctx, health, prev.Status.Conditions)
 	if equality.Semantic.DeepEqual(withoutHeartbeats(prev.Status), withoutHeartbeats(next.Status)) {
+		// Nothing changed here: the Node in the API may have, by someone
+		// else's hand.
+		n.reconcile(ctx)
 		return
 	}
 	n.mu.Lock()
@@ -294,7 +321,8 @@ func (n *Node) nodeInfo(ctx context.Context, health error) v1.NodeSystemInfo {
 // condition (that is the cloud route controller's or the CNI's), so neither
 // does hostlet: a broken CNI shows in Ready.
 func (n *Node) conditions(ctx context.Context, health error, prev []v1.NodeCondition) []v1.NodeCondition {
-	now := metav1.Now()
+	// Whole seconds, as the API stores them, so times read back compare equal.
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	var notReady []string
 	if health != nil {
 		notReady = append(notReady, "container runtime is down")

@@ -164,7 +164,8 @@ func run(ctx context.Context, o *options) error {
 		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
 		Labels: o.nodeLabels, Taints: taints, MaxPods: o.maxPods, Reserved: reserved,
 		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: provider.KubeletVersion,
-		Events: events, Lister: nodeInformer.Lister(),
+		Events: events, Lister: nodeInformer.Lister(), Informer: nodeInformer.Informer(),
+		Client: heartbeatClient,
 	}, rt)
 	if err != nil {
 		return err

@@ -305,6 +305,18 @@ func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.restConfi
 // Client is an admin clientset.
 func (c *Cluster) Client() kubernetes.Interface { return c.client }
 
+// Pid is the process id of a control-plane component ("kube-apiserver",
+// "etcd", ...), 0 if none runs: tests freeze it with SIGSTOP to simulate an
+// outage.
+func (c *Cluster) Pid(component string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[component]; p != nil && !p.exited() {
+		return p.pid()
+	}
+	return 0
+}
+
 // Stop stops hostlets, then containerd (and everything it left: containers,
 // shims, mounts, netns files, the bridge), then the control plane, and
 // removes the dir unless KeepDir. Safe to call more than once.

@@ -1,0 +1,171 @@
+package lifecycle
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// statusPod is a pod worker in a given state, for status generation only.
+func statusPod(spec v1.PodSpec, recs map[string]*container, sandboxOK, finished bool) *Pod {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}, Spec: spec, Status: v1.PodStatus{Phase: v1.PodRunning}}
+	p := NewPod(pod, Config{})
+	p.pod = pod
+	p.containers = recs
+	p.sandboxOK, p.finished, p.initialized = sandboxOK, finished, true
+	p.startTime = metav1.Now()
+	return p
+}
+
+func instance(id string, attempt int, running bool, code int32) ContainerInfo {
+	t := time.Unix(1000+int64(attempt)*10, 0)
+	info := ContainerInfo{ID: id, Name: "c", Attempt: attempt, Running: running, StartedAt: t}
+	if !running {
+		info.Exited, info.ExitCode, info.FinishedAt = true, code, t.Add(time.Second)
+	}
+	return info
+}
+
+func podCondition(st v1.PodStatus, t v1.PodConditionType) v1.PodCondition {
+	for _, c := range st.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return v1.PodCondition{}
+}
+
+// The kubelet's status rules for a container across restarts and for the
+// pod's end: lastState is the instance before the newest one the runtime
+// keeps (only while the newest runs, or its own exit while it waits for a
+// restart); the phase turns terminal only once everything is stopped, with
+// PodReadyToStartContainers False since the sandbox is gone.
+func TestStatusGeneration(t *testing.T) {
+	onFailure := v1.PodSpec{RestartPolicy: v1.RestartPolicyOnFailure, Containers: []v1.Container{{Name: "c", Image: "busybox"}}}
+	never := v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, Containers: []v1.Container{{Name: "c", Image: "busybox"}}}
+	prevFail := instance("a", 0, false, 1)
+	for _, tc := range []struct {
+		name      string
+		spec      v1.PodSpec
+		rec       container
+		sandboxOK bool
+		finished  bool
+
+		phase        v1.PodPhase
+		state        string // running, waiting, terminated
+		lastExitCode *int32
+		restarts     int32
+		readyToStart v1.ConditionStatus
+		ready        v1.ConditionStatus
+		readyReason  string
+	}{
+		{
+			name: "running after a restart shows the previous exit",
+			spec: onFailure, rec: container{cur: instance("b", 1, true, 0), prev: &prevFail, started: true},
+			sandboxOK: true, phase: v1.PodRunning, state: "running", lastExitCode: ptr32(1), restarts: 1,
+			readyToStart: v1.ConditionTrue, ready: v1.ConditionTrue,
+		},
+		{
+			name: "waiting for a restart shows its own exit",
+			spec: onFailure,
+			rec: container{cur: instance("b", 1, false, 2), prev: &prevFail,
+				waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			sandboxOK: true, phase: v1.PodRunning, state: "waiting", lastExitCode: ptr32(2), restarts: 1,
+			readyToStart: v1.ConditionTrue, ready: v1.ConditionFalse, readyReason: ReasonContainersNotReady,
+		},
+		{
+			name: "terminal after an earlier restart: no lastState",
+			spec: onFailure, rec: container{cur: instance("b", 1, false, 0), prev: &prevFail},
+			finished: true, phase: v1.PodSucceeded, state: "terminated", restarts: 1,
+			readyToStart: v1.ConditionFalse, ready: v1.ConditionFalse, readyReason: ReasonPodCompleted,
+		},
+		{
+			name: "failed for good after a restart: no lastState",
+			spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, Containers: []v1.Container{{Name: "c", Image: "busybox",
+				RestartPolicy: policy(v1.ContainerRestartPolicyNever)}}},
+			rec:      container{cur: instance("b", 1, false, 3), prev: &prevFail},
+			finished: true, phase: v1.PodFailed, state: "terminated", restarts: 1,
+			readyToStart: v1.ConditionFalse, ready: v1.ConditionFalse, readyReason: ReasonPodFailed,
+		},
+		{
+			name: "done but not yet stopped: the phase waits, the sandbox is still there",
+			spec: never, rec: container{cur: instance("a", 0, false, 0)},
+			sandboxOK: true, phase: v1.PodRunning, state: "terminated",
+			readyToStart: v1.ConditionTrue, ready: v1.ConditionFalse, readyReason: ReasonPodCompleted,
+		},
+		{
+			name: "done and stopped: terminal, not ready to start containers",
+			spec: never, rec: container{cur: instance("a", 0, false, 0)},
+			finished: true, phase: v1.PodSucceeded, state: "terminated",
+			readyToStart: v1.ConditionFalse, ready: v1.ConditionFalse, readyReason: ReasonPodCompleted,
+		},
+		{
+			name: "created after a restart, not yet running, keeps the previous exit",
+			spec: onFailure, rec: container{cur: ContainerInfo{ID: "b", Name: "c", Attempt: 1}, prev: &prevFail},
+			sandboxOK: true, phase: v1.PodRunning, state: "waiting", lastExitCode: ptr32(1), restarts: 1,
+			readyToStart: v1.ConditionTrue, ready: v1.ConditionFalse, readyReason: ReasonContainersNotReady,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tc.rec
+			rec.name = "c"
+			p := statusPod(tc.spec, map[string]*container{"c": &rec}, tc.sandboxOK, tc.finished)
+			st := p.computeStatus()
+			if st.Phase != tc.phase {
+				t.Errorf("phase %s, want %s", st.Phase, tc.phase)
+			}
+			if len(st.ContainerStatuses) != 1 {
+				t.Fatalf("container statuses %+v", st.ContainerStatuses)
+			}
+			cs := st.ContainerStatuses[0]
+			state := ""
+			switch {
+			case cs.State.Running != nil:
+				state = "running"
+			case cs.State.Waiting != nil:
+				state = "waiting"
+			case cs.State.Terminated != nil:
+				state = "terminated"
+			}
+			if state != tc.state {
+				t.Errorf("state %s, want %s (%+v)", state, tc.state, cs.State)
+			}
+			last := cs.LastTerminationState.Terminated
+			switch {
+			case tc.lastExitCode == nil && last != nil:
+				t.Errorf("lastState %+v, want none", last)
+			case tc.lastExitCode != nil && (last == nil || last.ExitCode != *tc.lastExitCode):
+				t.Errorf("lastState %+v, want exit %d", last, *tc.lastExitCode)
+			}
+			if cs.RestartCount != tc.restarts {
+				t.Errorf("restartCount %d, want %d", cs.RestartCount, tc.restarts)
+			}
+			if c := podCondition(st, v1.PodReadyToStartContainers); c.Status != tc.readyToStart {
+				t.Errorf("PodReadyToStartContainers %s, want %s", c.Status, tc.readyToStart)
+			}
+			if c := podCondition(st, v1.PodReady); c.Status != tc.ready || c.Reason != tc.readyReason {
+				t.Errorf("Ready %s/%s, want %s/%s", c.Status, c.Reason, tc.ready, tc.readyReason)
+			}
+		})
+	}
+}
+
+// A pod failed by the node (deadline, shutdown) reports its reason only
+// together with its terminal phase.
+func TestStatusFailureReason(t *testing.T) {
+	spec := v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}
+	rec := &container{name: "c", cur: instance("a", 0, false, 137)}
+	p := statusPod(spec, map[string]*container{"c": rec}, false, true)
+	p.failure = &StopRequest{Reason: "DeadlineExceeded", Message: "too long"}
+	st := p.computeStatus()
+	if st.Phase != v1.PodFailed || st.Reason != "DeadlineExceeded" || st.Message != "too long" {
+		t.Fatalf("phase %s reason %q message %q", st.Phase, st.Reason, st.Message)
+	}
+	if c := podCondition(st, v1.PodReadyToStartContainers); c.Status != v1.ConditionFalse {
+		t.Errorf("PodReadyToStartContainers %s", c.Status)
+	}
+}
+
+func ptr32(v int32) *int32 { return &v }
