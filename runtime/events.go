@@ -85,6 +85,7 @@ func (r *Runtime) watchExits(ctx context.Context, onExit func(ContainerStatus)) 
 					// burst of exits handled in turn reached pods seconds
 					// late.
 					go func(id string) {
+						defer crash.Recover(log.WithField("container", id), nil)
 						r.finalize(ctx, id)
 						if st, err := r.ContainerStatus(ctx, id); err == nil {
 							onExit(st)
