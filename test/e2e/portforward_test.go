@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/portforward"
@@ -43,12 +44,23 @@ func TestPortForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(int(ports[0].Local)) + "/echo?msg=forwarded")
-	if err != nil {
-		t.Fatal(err)
+	// Running says the process started, not that it listens yet (there is
+	// no probe on localhost): each request is a new forwarded connection, so
+	// a refused one is tried again, bounded.
+	var b []byte
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(int(ports[0].Local)) + "/echo?msg=forwarded")
+		if err == nil {
+			b, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("through the forward: %v %q", err, b)
+		}
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	if string(b) != "forwarded" {
 		t.Fatalf("through the forward: %q", b)
 	}
