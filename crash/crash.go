@@ -22,7 +22,13 @@ import (
 // http.ErrAbortHandler is passed on: it is net/http's way to abort a
 // response, not a bug.
 func Recover(l *log.Entry, report func(msg string)) {
-	r := recover()
+	Handle(recover(), l, report)
+}
+
+// Handle does what Recover does with a value the caller recovered itself,
+// for deferred functions that wrap Recover (recover works only when called
+// directly by the deferred function).
+func Handle(r any, l *log.Entry, report func(msg string)) {
 	if r == nil {
 		return
 	}

@@ -106,3 +106,13 @@ func testPanic(pod *v1.Pod, point string) {
 		panic(fmt.Sprintf("test panic hook %q", point))
 	}
 }
+
+// recoverSync keeps a panic in a pod event from virtual-kubelet's pod
+// controller (create, update, delete) from taking the node down: it is
+// logged, and the event is answered with an error, which the controller
+// retries with its back-off. Deferred with the handler's named error.
+func recoverSync(pod *v1.Pod, op string, err *error) {
+	crash.Handle(recover(), podLog(pod).WithField("op", op), func(msg string) {
+		*err = fmt.Errorf("panic while handling the %s of pod %s: %s", op, key(pod.Namespace, pod.Name), msg)
+	})
+}

@@ -92,10 +92,7 @@ func (p *Provider) Run(ctx context.Context) {
 	go p.tokens.supervise(ctx)
 	p.rt.ResumeLogs(ctx)
 	p.rt.WatchExits(ctx, func(st runtime.ContainerStatus) {
-		p.mu.Lock()
-		e := p.pods[types.UID(st.PodUID)]
-		p.mu.Unlock()
-		if e != nil {
+		if e := p.entry(types.UID(st.PodUID)); e != nil {
 			e.worker.Exited(p.containerInfo(p.podByUID(st.PodUID), st))
 		}
 	})
@@ -109,9 +106,7 @@ func (p *Provider) allocatable() v1.ResourceList { return p.node.Allocatable() }
 
 // podByUID returns the newest object of a pod the node runs, or nil.
 func (p *Provider) podByUID(uid string) *v1.Pod {
-	p.mu.Lock()
-	e := p.pods[types.UID(uid)]
-	p.mu.Unlock()
+	e := p.entry(types.UID(uid))
 	if e == nil {
 		return nil
 	}
@@ -144,27 +139,47 @@ func (r recorder) Event(pod *v1.Pod, container, eventType, reason, msg string) {
 // CreatePod starts a worker for a pod bound to this node. A pod is known by
 // its UID only: a new pod under the name of one still terminating gets a
 // worker of its own at once.
-func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
+func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) (err error) {
+	defer recoverSync(pod, "create", &err)
+	a := p.admit(pod)
+	switch {
+	case a.known != nil:
+		a.known.Update(pod)
+	case a.rejected != nil:
+		p.reject(ctx, pod, a.rejected.Reason, a.rejected.Message)
+	case a.started != nil:
+		go a.started.Supervise(a.ctx)
+	}
+	return nil
+}
+
+// admission is what admit decided: a worker known already, a rejection, a
+// new worker to start, or nothing (the pod finished already).
+type admission struct {
+	known, started *lifecycle.Pod
+	ctx            context.Context
+	rejected       *lifecycle.Failure
+}
+
+// admit registers a new worker for the pod unless the node rejects it. The
+// lock is released however admission ends, a panic included.
+func (p *Provider) admit(pod *v1.Pod) admission {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if e, ok := p.pods[pod.UID]; ok {
-		p.mu.Unlock()
-		e.worker.Update(pod)
-		return nil
+		return admission{known: e.worker}
 	}
 	if _, done := p.gone[pod.UID]; done {
 		// Finished and removed already; a late event must not restart it.
-		p.mu.Unlock()
-		return nil
+		return admission{}
 	}
 	l := podLog(pod)
 	// A pod already being deleted (hostlet restarted during its termination)
 	// is not admitted again: its worker adopts and finishes it.
 	if pod.DeletionTimestamp == nil {
 		if reason, msg, ok := p.node.Admit(pod, p.admittedPods()); !ok {
-			p.mu.Unlock()
 			l.WithFields(log.Fields{"reason": reason, "message": msg}).Info("pod rejected")
-			p.reject(ctx, pod, reason, msg)
-			return nil
+			return admission{rejected: &lifecycle.Failure{Reason: reason, Message: msg}}
 		}
 		l.Info("pod admitted")
 	} else {
@@ -182,9 +197,14 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
 	})
 	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel}
 	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
-	p.mu.Unlock()
-	go w.Supervise(wctx)
-	return nil
+	return admission{started: w, ctx: wctx}
+}
+
+// entry is the registered worker of a pod, or nil.
+func (p *Provider) entry(uid types.UID) *podEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pods[uid]
 }
 
 // podLog is the logger of one pod's story.
@@ -246,10 +266,9 @@ func (p *Provider) updateStatus(ctx context.Context, pod *v1.Pod, change func(*v
 	})
 }
 
-func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) error {
-	p.mu.Lock()
-	e := p.pods[pod.UID]
-	p.mu.Unlock()
+func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) (err error) {
+	defer recoverSync(pod, "update", &err)
+	e := p.entry(pod.UID)
 	if e == nil {
 		return p.CreatePod(ctx, pod)
 	}
@@ -261,7 +280,8 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) error {
 // DeletePod starts the termination of a pod, however early it comes: the
 // worker is found by UID, and interrupts what it is doing. A pod already
 // gone from the API (force deletion) is stopped at once.
-func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) error {
+func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) (err error) {
+	defer recoverSync(pod, "delete", &err)
 	p.mu.Lock()
 	e := p.pods[pod.UID]
 	_, done := p.gone[pod.UID]
@@ -561,9 +581,7 @@ func (p *Provider) ActivePods() []*v1.Pod {
 // StopPod ends a pod Failed without deleting it (node shutdown); the channel
 // is closed once its containers stopped and the status was published.
 func (p *Provider) StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{} {
-	p.mu.Lock()
-	e := p.pods[uid]
-	p.mu.Unlock()
+	e := p.entry(uid)
 	if e == nil {
 		done := make(chan struct{})
 		close(done)
@@ -587,10 +605,7 @@ func (p *Provider) WatchPods(informer cache.SharedIndexInformer) error {
 			if !ok {
 				return
 			}
-			p.mu.Lock()
-			e := p.pods[pod.UID]
-			p.mu.Unlock()
-			if e != nil {
+			if e := p.entry(pod.UID); e != nil {
 				e.worker.Update(pod)
 			}
 		},
@@ -602,10 +617,7 @@ func (p *Provider) WatchPods(informer cache.SharedIndexInformer) error {
 			if !ok {
 				return
 			}
-			p.mu.Lock()
-			e := p.pods[pod.UID]
-			p.mu.Unlock()
-			if e != nil {
+			if e := p.entry(pod.UID); e != nil {
 				_ = p.DeletePod(p.ctx, pod)
 			}
 		},

@@ -101,3 +101,18 @@ func TestAdmittedPodsCountsUnsynced(t *testing.T) {
 		t.Fatalf("fourth pod: %q ok=%v, want OutOfpods", reason, ok)
 	}
 }
+
+// A panic while virtual-kubelet's controller hands a pod over (here: no
+// node to admit it against) is answered with an error, which the controller
+// retries, and leaves the registry's lock free for every other pod.
+func TestCreatePodPanicReleasesTheLock(t *testing.T) {
+	p, _ := testRegistry(t)
+	err := p.CreatePod(context.Background(), registryPod("web-0", "u1"))
+	if err == nil {
+		t.Fatal("CreatePod survived a nil node without an error")
+	}
+	if !p.mu.TryLock() {
+		t.Fatal("the registry lock is still held after a recovered panic")
+	}
+	p.mu.Unlock()
+}
