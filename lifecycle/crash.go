@@ -12,12 +12,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// crashLog identifies the pod in the log of a recovered panic.
-func crashLog(pod *v1.Pod) *log.Entry {
+// podLogger is the logger of one pod's story (fields as the provider's).
+func podLogger(pod *v1.Pod) *log.Entry {
 	if pod == nil {
 		return log.NewEntry(log.StandardLogger())
 	}
-	return log.WithFields(log.Fields{"namespace": pod.Namespace, "pod": pod.Name, "uid": string(pod.UID)})
+	return log.WithFields(log.Fields{"pod": pod.Namespace + "/" + pod.Name, "uid": string(pod.UID)})
 }
 
 // Supervise runs the worker (Run) and survives its panics: a panic costs
@@ -50,9 +50,9 @@ func (p *Pod) Supervise(ctx context.Context) {
 // runGuarded runs the worker once and reports whether it panicked.
 func (p *Pod) runGuarded(ctx context.Context) (panicked bool) {
 	pod := p.Object()
-	defer crash.Recover(crashLog(pod), func(msg string) {
+	defer crash.Recover(podLogger(pod), func(msg string) {
 		panicked = true
-		p.ensureUnlocked(crashLog(pod))
+		p.ensureUnlocked(podLogger(pod))
 		if p.cfg.Recorder != nil {
 			p.cfg.Recorder.Event(p.Object(), "", v1.EventTypeWarning, "FailedSync", "Error syncing pod, will retry: panic: "+msg)
 		}
@@ -63,7 +63,7 @@ func (p *Pod) runGuarded(ctx context.Context) (panicked bool) {
 
 // guardHook runs a lifecycle hook; a panic in it is the hook's failure.
 func guardHook(pod *v1.Pod, run func() (string, error)) (msg string, err error) {
-	defer crash.Recover(crashLog(pod), func(m string) {
+	defer crash.Recover(podLogger(pod), func(m string) {
 		msg, err = "", errors.New("panic: "+m)
 	})
 	return run()
@@ -82,7 +82,7 @@ func (p *Pod) probePanicked(l *log.Entry, event func(eventType, reason, msg stri
 // container as a failure to kill (the kubelet's FailedKillPod); the other
 // containers of the pod still stop. Use: defer crash.Recover(p.killFailed(c)).
 func (p *Pod) killFailed(c *v1.Container) (*log.Entry, func(string)) {
-	l := crashLog(p.pod).WithField("container", c.Name)
+	l := podLogger(p.pod).WithField("container", c.Name)
 	return l, func(msg string) {
 		p.ensureUnlocked(l)
 		p.event(c.Name, v1.EventTypeWarning, "FailedKillPod", "error killing pod: panic: "+msg)

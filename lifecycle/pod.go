@@ -183,7 +183,7 @@ func (p *Pod) poke() {
 }
 
 func (p *Pod) logger() *log.Entry {
-	return log.WithFields(log.Fields{"pod": p.pod.Namespace + "/" + p.pod.Name, "uid": string(p.pod.UID)})
+	return podLogger(p.pod)
 }
 
 // Run is the worker loop; it returns when ctx ends or the pod is gone.

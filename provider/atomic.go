@@ -327,10 +327,5 @@ func publishLinks(root *os.Root, payload map[string]volumeFile) (bool, error) {
 }
 
 func readDir(root *os.Root, name string) ([]fs.DirEntry, error) {
-	d, err := root.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return d.ReadDir(-1)
+	return fs.ReadDir(root.FS(), name)
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hostlet/hostlet/crash"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/runtime"
@@ -457,6 +458,9 @@ func ownedOnly(cs []v1.PodCondition) []v1.PodCondition {
 func (p *Provider) cleanupHost(uid, namespace, name string) {
 	ctx := context.WithoutCancel(p.ctx)
 	l := log.WithFields(log.Fields{"pod": key(namespace, name), "uid": uid})
+	// Also run on a goroutine of its own (a delete of a pod without a
+	// worker): a panic costs this cleanup, which the orphan sweep retries.
+	defer crash.Recover(l, nil)
 	p.tokens.forget(types.UID(uid))
 	sts, err := p.rt.ListContainers(ctx, uid)
 	if err != nil {

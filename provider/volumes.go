@@ -65,7 +65,7 @@ func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 		return applyFSGroup(dir, podFSGroup(pod), false)
 	case src.HostPath != nil:
 		return p.setupHostPath(src.HostPath)
-	case src.ConfigMap != nil, src.Secret != nil, src.Projected != nil, src.DownwardAPI != nil:
+	case isContentVolume(vol):
 		files, err := p.volumeFiles(ctx, pod, vol, podIPs, objs)
 		if err != nil {
 			return err

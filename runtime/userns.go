@@ -21,8 +21,10 @@ import (
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/containerd/v2/plugins"
 	"github.com/containerd/typeurl/v2"
+	"github.com/hostlet/hostlet/crash"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/opencontainers/runtime-spec/specs-go/features"
+	log "github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -154,6 +156,7 @@ func (r *Runtime) pinUserNS(s *Sandbox, cfg SandboxConfig) error {
 func setHostname(utsPath, hostname string) error {
 	errc := make(chan error, 1)
 	go func() {
+		defer crash.Recover(log.WithField("uts", utsPath), func(msg string) { errc <- fmt.Errorf("panic: %s", msg) })
 		goruntime.LockOSThread()
 		errc <- func() error {
 			f, err := os.Open(utsPath)
