@@ -10,6 +10,7 @@ import (
 	"github.com/hostlet/hostlet/probes"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 )
 
 // podLogger is the logger of one pod's story (fields as the provider's).
@@ -28,18 +29,18 @@ func podLogger(pod *v1.Pod) *log.Entry {
 func (p *Pod) Supervise(ctx context.Context) {
 	var delay time.Duration
 	for {
-		start := time.Now()
+		start := p.clock.Now()
 		if !p.runGuarded(ctx) || ctx.Err() != nil {
 			return
 		}
-		if time.Since(start) > 5*time.Minute {
+		if p.clock.Since(start) > 5*time.Minute {
 			delay = 0 // a rare panic does not inherit an old back-off
 		}
-		delay = nextDelay(delay, time.Second, 30*time.Second)
+		delay = sandboxRetry.next(delay)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(delay):
+		case <-p.clock.After(delay):
 		}
 		// Adoption rebuilds the records of the containers; stale ones would
 		// show an instance as its own predecessor.
@@ -95,13 +96,15 @@ func (p *Pod) killFailed(c *v1.Container) (*log.Entry, func(string)) {
 // and hostlet exits instead, as it would have without the recovery (and
 // adopts its pods when it starts again).
 func (p *Pod) ensureUnlocked(l *log.Entry) {
-	deadline := time.Now().Add(time.Second)
+	// Real time, not the pod's clock: this waits for other goroutines.
+	wall := clock.RealClock{}
+	deadline := wall.Now().Add(time.Second)
 	for !p.mu.TryLock() {
-		if time.Now().After(deadline) {
+		if wall.Now().After(deadline) {
 			l.Fatal("a panic left the pod's state locked; exiting")
 			return // only when a test replaced logrus's exit
 		}
-		time.Sleep(10 * time.Millisecond)
+		wall.Sleep(10 * time.Millisecond)
 	}
 	p.mu.Unlock()
 }

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 )
 
 // Config wires a pod worker to the rest of hostlet.
@@ -28,7 +29,10 @@ type Config struct {
 	// its final status; the caller writes it and removes the pod.
 	Terminated func(*v1.Pod)
 	// Prober runs probes and lifecycle hooks.
-	Prober *probes.Prober
+	Prober Prober
+	// Clock is the worker's time (back-off, deadlines, grace periods, probe
+	// periods); nil is the real clock.
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // container is the worker's record of one container name across attempts.
@@ -57,7 +61,8 @@ type container struct {
 // Pod runs one pod: it owns that pod's state in a single goroutine; other
 // goroutines only leave updates in its mailbox.
 type Pod struct {
-	cfg Config
+	cfg   Config
+	clock clock.WithTickerAndDelayedExecution
 
 	mu          sync.Mutex
 	latest      *v1.Pod
@@ -95,6 +100,9 @@ type Pod struct {
 	// ends Failed with this reason, message and extra conditions.
 	failure  *StopRequest
 	stopDone bool
+	// idle is called (by tests) each time the worker waits for its next
+	// event.
+	idle func()
 }
 
 // StopRequest asks the node to end a pod without deleting it: its
@@ -108,8 +116,13 @@ type StopRequest struct {
 
 func NewPod(pod *v1.Pod, cfg Config) *Pod {
 	deleting := pod.DeletionTimestamp != nil
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	return &Pod{
 		cfg:         cfg,
+		clock:       clk,
 		latest:      pod,
 		terminating: deleting,
 		resumed:     deleting,
@@ -194,7 +207,7 @@ func (p *Pod) Run(ctx context.Context) {
 	p.pod = p.latest
 	p.mu.Unlock()
 	p.adopt(ctx)
-	timer := time.NewTimer(0)
+	timer := p.clock.NewTimer(0)
 	defer timer.Stop()
 	for {
 		if !p.drain() {
@@ -210,18 +223,25 @@ func (p *Pod) Run(ctx context.Context) {
 		}
 		if !timer.Stop() {
 			select {
-			case <-timer.C:
+			case <-timer.C():
 			default:
 			}
 		}
 		if !next.IsZero() {
-			timer.Reset(time.Until(next))
+			if d := next.Sub(p.clock.Now()); d > 0 {
+				timer.Reset(d)
+			} else {
+				p.poke()
+			}
+		}
+		if p.idle != nil {
+			p.idle()
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.wake:
-		case <-timer.C:
+		case <-timer.C():
 		}
 	}
 }
@@ -356,7 +376,7 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 	if p.finished {
 		return time.Time{}
 	}
-	now := time.Now()
+	now := p.clock.Now()
 	if p.startTime.IsZero() {
 		p.startTime = metav1.NewTime(now)
 	}
@@ -390,7 +410,7 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 				reason, msg = f.Reason, f.Message
 			}
 			p.event("", v1.EventTypeWarning, reason, msg)
-			p.sandboxDelay = nextDelay(p.sandboxDelay, time.Second, 30*time.Second)
+			p.sandboxDelay = sandboxRetry.next(p.sandboxDelay)
 			p.sandboxRetry = now.Add(p.sandboxDelay)
 			return p.sandboxRetry
 		}
@@ -477,7 +497,7 @@ func (p *Pod) mainDone() bool {
 // ensureRunning starts or restarts a container unless it must wait (back-off
 // or a retry); it returns when to come back.
 func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container) time.Time {
-	now := time.Now()
+	now := p.clock.Now()
 	if rec.cur.Exited && rec.retryAt.IsZero() {
 		// A fresh exit: the back-off decides when the restart may happen.
 		var at time.Time
@@ -527,7 +547,7 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		p.event(c.Name, v1.EventTypeWarning, "Failed", "Error: "+failure.eventText())
 		rec.waiting = &v1.ContainerStateWaiting{Reason: failure.Reason, Message: failure.Message}
 		rec.failures++
-		rec.retryDelay = nextDelay(rec.retryDelay, retryInitial(failure.Reason), p.cfg.Backoff.Max)
+		rec.retryDelay = p.cfg.Backoff.startRetry(failure.Reason).next(rec.retryDelay)
 		rec.retryAt = now.Add(rec.retryDelay)
 		return rec.retryAt
 	}
@@ -558,24 +578,6 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		}
 	}
 	return time.Time{}
-}
-
-func retryInitial(reason string) time.Duration {
-	if reason == "ErrImagePull" {
-		return 10 * time.Second
-	}
-	// Config errors (a missing ConfigMap) clear up by themselves; retry soon.
-	return 2 * time.Second
-}
-
-func nextDelay(cur, initial, max time.Duration) time.Duration {
-	if cur == 0 {
-		return initial
-	}
-	if cur*2 > max {
-		return max
-	}
-	return cur * 2
 }
 
 // publish computes the status and hands it on when it changed.

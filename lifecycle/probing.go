@@ -70,7 +70,8 @@ func (p *Pod) startProbes(c *v1.Container, rec *container) {
 			continue
 		}
 		handler := spec.ProbeHandler
-		probes.Start(ctx, probes.WorkerConfig{
+		p.cfg.Prober.Start(ctx, probes.WorkerConfig{
+			Clock:     p.clock,
 			Kind:      kind,
 			Spec:      spec,
 			StartedAt: rec.cur.StartedAt,
@@ -159,7 +160,7 @@ func (p *Pod) probeKills(ctx context.Context) {
 			rec.probeCancel()
 			rec.probeCancel = nil
 		}
-		p.kill(ctx, c, rec, time.Now().Add(grace), msg, nil)
+		p.kill(ctx, c, rec, p.clock.Now().Add(grace), msg, nil)
 		rec.probeKilled = true
 	}
 }
@@ -181,7 +182,7 @@ func (p *Pod) postStart(ctx context.Context, c *v1.Container, rec *container) bo
 		return false
 	}
 	p.event(c.Name, v1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed")
-	p.kill(ctx, c, rec, time.Now().Add(p.specGrace()), "FailedPostStartHook", nil)
+	p.kill(ctx, c, rec, p.clock.Now().Add(p.specGrace()), "FailedPostStartHook", nil)
 	return false
 }
 

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"slices"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -50,65 +49,4 @@ func exitCodeMatches(r *v1.ContainerRestartRuleOnExitCodes, code int32) bool {
 		return !in
 	}
 	return in
-}
-
-// Backoff is the kubelet's crash-loop back-off for one container: the first
-// restart is immediate, then each waits twice as long as the one before, up
-// to Max; a container that ran cleanly for ResetAfter starts over.
-type Backoff struct {
-	Initial, Max, ResetAfter time.Duration
-}
-
-// DefaultBackoff is the kubelet's: 10 s doubling to 300 s, reset after 10 min.
-var DefaultBackoff = Backoff{Initial: 10 * time.Second, Max: 300 * time.Second, ResetAfter: 10 * time.Minute}
-
-// backoffState is kept per container across its restarts.
-type backoffState struct {
-	// delay is the wait applied before the next restart; zero means none yet.
-	delay time.Duration
-}
-
-// next returns when a container that finished at finished (having started
-// at started) may start again and the delay that implies, and advances the
-// state for the restart after.
-func (b Backoff) next(st *backoffState, started, finished time.Time) (time.Time, time.Duration) {
-	if !started.IsZero() && finished.Sub(started) >= b.ResetAfter {
-		st.delay = 0
-	}
-	applied := st.delay
-	b.advance(st)
-	return finished.Add(applied), applied
-}
-
-func (b Backoff) advance(st *backoffState) {
-	switch {
-	case st.delay == 0:
-		st.delay = b.Initial
-	case st.delay*2 > b.Max:
-		st.delay = b.Max
-	default:
-		st.delay *= 2
-	}
-}
-
-// afterProbeKill is next for a container its liveness or startup probe
-// killed (cur) at now. The kubelet kills and restarts such a container in
-// one sync and judges the back-off by the newest instance that had exited
-// before the kill (prev, if any), not by the one it just killed: with none
-// the restart is immediate and starts no back-off, and when prev finished
-// longer ago than the current delay the restart is immediate too (the delay
-// still grows). Only otherwise does the killed instance wait, as a crashed
-// one would.
-func (b Backoff) afterProbeKill(st *backoffState, prev *ContainerInfo, cur ContainerInfo, now time.Time) (time.Time, time.Duration) {
-	if !cur.StartedAt.IsZero() && cur.FinishedAt.Sub(cur.StartedAt) >= b.ResetAfter {
-		st.delay = 0
-	}
-	if prev == nil || !prev.Exited {
-		return cur.FinishedAt, 0
-	}
-	if st.delay == 0 || now.Sub(prev.FinishedAt) >= st.delay {
-		b.advance(st)
-		return cur.FinishedAt, 0
-	}
-	return b.next(st, cur.StartedAt, cur.FinishedAt)
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hostlet/hostlet/probes"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -75,6 +76,17 @@ type Runtime interface {
 	// Exec runs a command in a running container (probes and hooks); it
 	// returns probes.ErrExecTimeout when timeout (if not zero) passes.
 	Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error)
+}
+
+// Prober runs a container's probes and lifecycle hooks; *probes.Prober is
+// the real one.
+type Prober interface {
+	// Probe runs a probe handler once, bounded by timeout.
+	Probe(ctx context.Context, h *v1.ProbeHandler, t probes.Target, timeout time.Duration) (probes.Result, string)
+	// Hook runs a postStart or preStop handler until it returns or ctx ends.
+	Hook(ctx context.Context, h *v1.LifecycleHandler, t probes.Target, pod *v1.Pod) (string, error)
+	// Start runs a probe worker until ctx ends or its probe is decided.
+	Start(ctx context.Context, cfg probes.WorkerConfig)
 }
 
 // Recorder emits Kubernetes events about a pod, or about one of its

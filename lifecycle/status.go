@@ -163,7 +163,7 @@ func (p *Pod) computeStatus() v1.PodStatus {
 		Phase:                 reported,
 		Reason:                reason,
 		Message:               message,
-		Conditions:            MergeConditions(computed, prevConds, metav1.NewTime(time.Now().Truncate(time.Second))),
+		Conditions:            MergeConditions(computed, prevConds, metav1.NewTime(p.clock.Now().Truncate(time.Second))),
 		StartTime:             p.startTime.DeepCopy(),
 		QOSClass:              old.QOSClass,
 		InitContainerStatuses: initStatuses,

@@ -34,7 +34,7 @@ func (p *Pod) terminate(ctx context.Context) {
 	if resumed && p.pod.DeletionTimestamp != nil {
 		// The deletion began before this worker: only what is left of its
 		// grace period remains (the deletion timestamp is when it ends).
-		if left := time.Until(p.pod.DeletionTimestamp.Time); left < grace {
+		if left := p.pod.DeletionTimestamp.Sub(p.clock.Now()); left < grace {
 			grace = max(left, 0)
 		}
 	}
@@ -73,7 +73,7 @@ func (p *Pod) exceedDeadline(ctx context.Context) {
 func (p *Pod) stopAll(ctx context.Context, grace time.Duration) {
 	p.stopping = true
 	p.publish()
-	deadline := time.Now().Add(grace)
+	deadline := p.clock.Now().Add(grace)
 	spec := &p.pod.Spec
 	var main, all sync.WaitGroup
 	for i := range spec.Containers {
@@ -142,7 +142,7 @@ func (p *Pod) kill(ctx context.Context, c *v1.Container, rec *container, deadlin
 	}
 	p.event(c.Name, v1.EventTypeNormal, "Killing", message)
 	id := rec.cur.ID
-	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && time.Until(deadline) > 0 {
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && deadline.After(p.clock.Now()) {
 		p.runPreStop(ctx, c, id, deadline)
 	}
 	if waitTurn != nil {
@@ -150,10 +150,10 @@ func (p *Pod) kill(ctx context.Context, c *v1.Container, rec *container, deadlin
 		go func() { defer close(turn); defer crash.Recover(podLogger(p.pod), nil); waitTurn() }()
 		select {
 		case <-turn:
-		case <-time.After(time.Until(deadline)):
+		case <-p.at(deadline):
 		}
 	}
-	grace := time.Until(deadline)
+	grace := deadline.Sub(p.clock.Now())
 	if grace < minGrace {
 		grace = minGrace
 	}
@@ -168,8 +168,9 @@ func (p *Pod) kill(ctx context.Context, c *v1.Container, rec *container, deadlin
 
 // runPreStop runs the preStop hook until it returns or the grace period ends.
 func (p *Pod) runPreStop(ctx context.Context, c *v1.Container, id string, deadline time.Time) {
-	hctx, cancel := context.WithDeadline(ctx, deadline)
+	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer p.clock.AfterFunc(deadline.Sub(p.clock.Now()), cancel).Stop()
 	done := make(chan error, 1)
 	go func() {
 		_, err := guardHook(p.pod, func() (string, error) {
@@ -185,4 +186,14 @@ func (p *Pod) runPreStop(ctx context.Context, c *v1.Container, id string, deadli
 		}
 	case <-hctx.Done():
 	}
+}
+
+// at fires at t on the pod's clock, at once if t has passed.
+func (p *Pod) at(t time.Time) <-chan time.Time {
+	if d := t.Sub(p.clock.Now()); d > 0 {
+		return p.clock.After(d)
+	}
+	ch := make(chan time.Time, 1)
+	ch <- t
+	return ch
 }

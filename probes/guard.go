@@ -2,7 +2,6 @@ package probes
 
 import (
 	"context"
-	"time"
 
 	"github.com/hostlet/hostlet/crash"
 )
@@ -16,7 +15,7 @@ func supervise(ctx context.Context, cfg WorkerConfig) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(seconds(cfg.Spec.PeriodSeconds, 10)):
+		case <-cfg.Clock.After(seconds(cfg.Spec.PeriodSeconds, 10)):
 		}
 	}
 }

@@ -16,7 +16,7 @@ func TestWorkerSurvivesPanic(t *testing.T) {
 	failed := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	Start(ctx, WorkerConfig{
+	NewProber().Start(ctx, WorkerConfig{
 		Kind:      Liveness,
 		Spec:      &v1.Probe{PeriodSeconds: 1, FailureThreshold: 1},
 		StartedAt: time.Now(),

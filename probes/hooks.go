@@ -34,7 +34,7 @@ func (pr *Prober) Hook(ctx context.Context, h *v1.LifecycleHandler, t Target, po
 		return "", nil
 	case h.Sleep != nil:
 		select {
-		case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
+		case <-pr.clock.After(time.Duration(h.Sleep.Seconds) * time.Second):
 			return "", nil
 		case <-ctx.Done():
 			err := fmt.Errorf("container terminated before sleep hook finished")

@@ -6,6 +6,7 @@ import (
 
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 )
 
 // Kind is which probe a worker runs; its value is how events name it.
@@ -38,13 +39,8 @@ type WorkerConfig struct {
 	// Panicked reports it on the container; the worker then goes on probing.
 	Log      *log.Entry
 	Panicked func(kind Kind, msg string)
-}
-
-// Start runs the probe every periodSeconds until ctx ends or the probe has
-// no more to say (startup succeeded; liveness or startup failed: the
-// container is about to be killed and its successor gets new workers).
-func Start(ctx context.Context, cfg WorkerConfig) {
-	go supervise(ctx, cfg)
+	// Clock times the periods and the initial delay; nil is the real one.
+	Clock clock.WithTicker
 }
 
 func seconds(v, def int32) time.Duration {
@@ -69,7 +65,7 @@ func run(ctx context.Context, cfg WorkerConfig) {
 	delay := time.Duration(s.InitialDelaySeconds) * time.Second
 	var last *bool
 	streak := 0
-	tick := time.NewTicker(period)
+	tick := cfg.Clock.NewTicker(period)
 	defer tick.Stop()
 	kick := cfg.Kick
 	for {
@@ -78,11 +74,11 @@ func run(ctx context.Context, cfg WorkerConfig) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 		case <-kick:
 			kick = nil // taken once: a closed channel stays ready
 		}
-		if time.Since(cfg.StartedAt) < delay {
+		if cfg.Clock.Since(cfg.StartedAt) < delay {
 			continue
 		}
 		started := cfg.Started()
