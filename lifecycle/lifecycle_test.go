@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -65,44 +64,6 @@ func TestShouldRestart(t *testing.T) {
 		if got := ShouldRestart(&tc.c, spec, tc.code); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
-	}
-}
-
-func TestBackoffSchedule(t *testing.T) {
-	b := DefaultBackoff
-	var st backoffState
-	start := time.Unix(1000, 0)
-	var delays []time.Duration
-	for i := 0; i < 8; i++ {
-		finished := start.Add(time.Second)
-		at, applied := b.next(&st, start, finished)
-		if at.Sub(finished) != applied {
-			t.Fatalf("restart at %v is not finished+%v", at, applied)
-		}
-		delays = append(delays, applied)
-		start = at
-	}
-	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second, 300 * time.Second}
-	for i := range want {
-		if delays[i] != want[i] {
-			t.Fatalf("delays = %v, want %v", delays, want)
-		}
-	}
-	// Ten minutes of clean running resets the back-off.
-	at, applied := b.next(&st, start, start.Add(11*time.Minute))
-	if applied != 0 || !at.Equal(start.Add(11*time.Minute)) {
-		t.Fatalf("after a long run: applied %v, want 0", applied)
-	}
-	// A shortened cap is honoured.
-	b.Max = 15 * time.Second
-	st = backoffState{}
-	var got []time.Duration
-	for i := 0; i < 4; i++ {
-		_, d := b.next(&st, time.Time{}, time.Unix(0, 0))
-		got = append(got, d)
-	}
-	if got[3] != 15*time.Second || got[2] != 15*time.Second {
-		t.Fatalf("capped delays = %v", got)
 	}
 }
 

@@ -101,8 +101,8 @@ type Pod struct {
 	failure  *StopRequest
 	stopDone bool
 	// idle is called (by tests) each time the worker waits for its next
-	// event.
-	idle func()
+	// event, with its timer's channel.
+	idle func(timer <-chan time.Time)
 }
 
 // StopRequest asks the node to end a pod without deleting it: its
@@ -235,7 +235,7 @@ func (p *Pod) Run(ctx context.Context) {
 			}
 		}
 		if p.idle != nil {
-			p.idle()
+			p.idle(timer.C())
 		}
 		select {
 		case <-ctx.Done():

@@ -1,48 +1,235 @@
 package lifecycle
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hostlet/hostlet/probes"
+	v1 "k8s.io/api/core/v1"
 )
 
-// A container its liveness probe kills every 2 s is restarted on the
-// kubelet's schedule: the back-off is judged by the instance that had exited
-// before each kill, so the first two restarts are immediate and the waits
-// then grow from the killed instance's exit: 0, 0, 10, 20, 40 s. A crashing
-// container waits 0, 10, 20, 40 s (TestBackoffSchedule).
-func TestBackoffAfterProbeKill(t *testing.T) {
-	b := DefaultBackoff
-	var st backoffState
-	var prev *ContainerInfo
-	start := time.Unix(1000, 0)
-	var waits []time.Duration
-	for i := 0; i < 5; i++ {
-		cur := ContainerInfo{Exited: true, StartedAt: start, FinishedAt: start.Add(2200 * time.Millisecond)}
-		now := cur.FinishedAt.Add(10 * time.Millisecond)
-		at, applied := b.afterProbeKill(&st, prev, cur, now)
-		if at.Sub(cur.FinishedAt) != applied {
-			t.Fatalf("restart at %v is not finished+%v", at, applied)
+// A crashing container is restarted at once the first time, then after 10 s
+// doubling to 300 s, waiting as CrashLoopBackOff with one BackOff event; a
+// run of 10 min resets the back-off. Each delay is recorded with the
+// container for a restarted hostlet.
+func TestCrashLoopBackOffThroughWorker(t *testing.T) {
+	s := newScenario(t, restartPolicy(testPod("a"), v1.RestartPolicyAlways))
+	s.calls("start")
+	s.exit("a", 1)
+	s.wantCalls("start a#1")
+	for i, wait := range []time.Duration{10, 20, 40, 80, 160, 300, 300} {
+		wait *= time.Second
+		s.exit("a", 1)
+		s.wantWaiting("a", "CrashLoopBackOff")
+		if c := s.container("a"); c.LastTerminationState.Terminated == nil || c.LastTerminationState.Terminated.ExitCode != 1 {
+			t.Fatalf("waiting container shows no exit: %+v", c)
 		}
-		waits = append(waits, applied)
-		prev = &cur
-		start = now
-		if at.After(now) {
-			start = at
+		s.step(wait - time.Second)
+		s.wantCalls()
+		s.step(time.Second)
+		s.wantCalls(fmt.Sprintf("start a#%d", i+2))
+	}
+	if got := s.calls("backoff"); len(got) != 8 || got[7] != "backoff id8 5m0s 5m0s" {
+		t.Errorf("recorded back-offs %q", got)
+	}
+	backOffs := 0
+	for _, e := range s.events() {
+		if e == "Warning BackOff: Back-off restarting failed container a in pod p_ns(uid-1)" {
+			backOffs++
 		}
 	}
-	want := []time.Duration{0, 0, 10 * time.Second, 20 * time.Second, 40 * time.Second}
-	for i := range want {
-		if waits[i] != want[i] {
-			t.Fatalf("waits %v, want %v", waits, want)
-		}
+	if backOffs != 7 {
+		t.Errorf("%d BackOff events, want one per wait", backOffs)
+	}
+	// Ten minutes of running start the back-off over.
+	s.step(DefaultBackoff.ResetAfter)
+	s.exit("a", 1)
+	s.wantCalls(fmt.Sprintf("start a#%d", 9))
+	if s.container("a").RestartCount != 9 {
+		t.Errorf("restartCount %d", s.container("a").RestartCount)
+	}
+}
+
+// The pod's restartPolicy decides for each exit code; a pod whose
+// containers are done for good ends Succeeded or Failed.
+func TestRestartPolicyThroughWorker(t *testing.T) {
+	for _, tc := range []struct {
+		policy  v1.RestartPolicy
+		code    int32
+		restart bool
+		phase   v1.PodPhase
+	}{
+		{v1.RestartPolicyAlways, 0, true, v1.PodRunning},
+		{v1.RestartPolicyAlways, 1, true, v1.PodRunning},
+		{v1.RestartPolicyOnFailure, 0, false, v1.PodSucceeded},
+		{v1.RestartPolicyOnFailure, 1, true, v1.PodRunning},
+		{v1.RestartPolicyNever, 0, false, v1.PodSucceeded},
+		{v1.RestartPolicyNever, 1, false, v1.PodFailed},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", tc.policy, tc.code), func(t *testing.T) {
+			s := newScenario(t, restartPolicy(testPod("a"), tc.policy))
+			s.calls("start")
+			s.exit("a", tc.code)
+			if tc.restart {
+				s.wantCalls("start a#1")
+			} else {
+				s.wantCalls()
+			}
+			s.wantPhase(tc.phase)
+			if tc.phase != v1.PodRunning && s.rt.SandboxReady(s.w.Object()) {
+				t.Error("sandbox kept after the pod ended")
+			}
+		})
+	}
+}
+
+// A container's restartPolicyRules (1.35 ContainerRestartRules) decide
+// before its restartPolicy: an exit code they list restarts the container
+// in a pod that never restarts; others end it.
+func TestRestartPolicyRulesThroughWorker(t *testing.T) {
+	pod := testPod("a")
+	pod.Spec.Containers[0].RestartPolicy = policy(v1.ContainerRestartPolicyNever)
+	pod.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{
+		Action:    v1.ContainerRestartRuleActionRestart,
+		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}},
+	}}
+	s := newScenario(t, pod)
+	s.calls("start")
+	s.exit("a", 42)
+	s.wantCalls("start a#1")
+	s.exit("a", 42)
+	s.wantWaiting("a", "CrashLoopBackOff")
+	s.step(DefaultBackoff.Initial)
+	s.wantCalls("start a#2")
+	s.exit("a", 1)
+	s.wantCalls()
+	s.wantPhase(v1.PodFailed)
+}
+
+// A failed liveness probe kills the container with the probe's own grace
+// period and a Killing event; the restart policy then restarts it. The
+// back-off follows the kubelet's probe-kill rule: the first two kills
+// restart at once, a third within 10 s of the previous exit waits 10 s.
+func TestLivenessKillRestarts(t *testing.T) {
+	pod := restartPolicy(testPod("a"), v1.RestartPolicyAlways)
+	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{
+		ProbeHandler:                  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
+		TerminationGracePeriodSeconds: int64p(5),
+	}
+	s := newScenario(t, pod)
+	s.calls("start")
+	s.probe("a", probes.Liveness, false)
+	s.wantCalls("stop a 5s", "start a#1")
+	s.wantEvent("Normal Killing: Container a failed liveness probe, will be restarted")
+	s.step(2 * time.Second)
+	s.probe("a", probes.Liveness, false)
+	s.wantCalls("stop a 5s", "start a#2")
+	s.step(2 * time.Second)
+	s.probe("a", probes.Liveness, false)
+	s.wantCalls("stop a 5s")
+	s.wantWaiting("a", "CrashLoopBackOff")
+	s.step(10 * time.Second)
+	s.wantCalls("start a#3")
+}
+
+// A failed startup probe kills the container too; in a pod that never
+// restarts it ends there. Readiness only follows its probe.
+func TestStartupAndReadinessProbes(t *testing.T) {
+	pod := testPod("a")
+	pod.Spec.Containers[0].StartupProbe = startupProbe()
+	pod.Spec.Containers[0].ReadinessProbe = startupProbe()
+	s := newScenario(t, pod)
+	s.calls("start")
+	if c := s.container("a"); *c.Started || c.Ready {
+		t.Fatalf("before the startup probe: %+v", c)
+	}
+	s.probe("a", probes.Startup, true)
+	if c := s.container("a"); !*c.Started || c.Ready {
+		t.Fatalf("started, not yet ready: %+v", c)
+	}
+	s.probe("a", probes.Readiness, true)
+	if c := s.container("a"); !c.Ready || podCondition(s.status(), v1.PodReady).Status != v1.ConditionTrue {
+		t.Fatalf("ready: %+v", c)
+	}
+	s.probe("a", probes.Readiness, false)
+	if s.container("a").Ready {
+		t.Fatal("still ready after the readiness probe failed")
 	}
 
-	// A kill long after the previous exit (past the current delay) restarts
-	// at once, and the delay still grows.
-	st = backoffState{delay: 10 * time.Second}
-	old := ContainerInfo{Exited: true, FinishedAt: time.Unix(0, 0)}
-	cur := ContainerInfo{Exited: true, StartedAt: time.Unix(5, 0), FinishedAt: time.Unix(60, 0)}
-	if _, applied := b.afterProbeKill(&st, &old, cur, time.Unix(60, 0)); applied != 0 || st.delay != 20*time.Second {
-		t.Fatalf("applied %v, delay %v; want 0 and 20s", applied, st.delay)
+	pod = testPod("a")
+	pod.Spec.Containers[0].StartupProbe = startupProbe()
+	s = newScenario(t, pod)
+	s.calls("start")
+	s.probe("a", probes.Startup, false)
+	s.wantCalls("stop a 30s")
+	s.wantEvent("Normal Killing: Container a failed startup probe")
+	s.wantPhase(v1.PodFailed)
+}
+
+// An image that cannot be pulled waits as ErrImagePull, then (at the next
+// sync) ImagePullBackOff, and the pull is retried after 10 s, then 20 s.
+func TestImagePullBackOffThroughWorker(t *testing.T) {
+	s := newScenario(t, testPod("a"), func(s *scenario) {
+		s.rt.failStart["a"] = &Failure{Reason: "ErrImagePull", Message: "not found"}
+	})
+	s.wantCalls("start a#0")
+	s.wantWaiting("a", "ErrImagePull")
+	s.wantEvent("Warning Failed: Error: ErrImagePull")
+	// A pod update (as the written status comes back) syncs during the wait.
+	s.w.Update(s.w.Object())
+	s.settle()
+	s.wantWaiting("a", "ImagePullBackOff")
+	s.wantEvent(`Normal BackOff: Back-off pulling image "img"`)
+	s.step(10 * time.Second)
+	s.wantCalls("start a#0")
+	s.step(19 * time.Second)
+	s.wantCalls()
+	s.rt.mu.Lock()
+	delete(s.rt.failStart, "a")
+	s.rt.mu.Unlock()
+	s.step(time.Second)
+	s.wantCalls("start a#0")
+	s.wantPhase(v1.PodRunning)
+}
+
+// Other start failures (a missing ConfigMap) retry after 2 s, doubling.
+func TestConfigErrorRetry(t *testing.T) {
+	s := newScenario(t, testPod("a"), func(s *scenario) {
+		s.rt.failStart["a"] = &Failure{Reason: "CreateContainerConfigError", Message: `configmap "x" not found`}
+	})
+	s.wantCalls("start a#0")
+	s.wantWaiting("a", "CreateContainerConfigError")
+	s.step(2 * time.Second)
+	s.wantCalls("start a#0")
+	s.step(3 * time.Second)
+	s.wantCalls()
+	s.step(time.Second)
+	s.wantCalls("start a#0")
+}
+
+// A sandbox that cannot be set up is retried after 1 s, doubling, with a
+// FailedCreatePodSandBox event; nothing starts before it is up.
+func TestSandboxRetry(t *testing.T) {
+	s := newScenario(t, testPod("a"), func(s *scenario) { s.rt.failSandbox = errors.New("cni: no IP") })
+	s.wantEvent("Warning FailedCreatePodSandBox: Failed to create pod sandbox: cni: no IP")
+	for _, d := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		if got := s.calls("sandbox", "start"); len(got) != 1 || got[0] != "sandbox" {
+			t.Fatalf("calls %q, want one sandbox setup", got)
+		}
+		s.step(d - time.Millisecond)
+		if got := s.calls("sandbox"); len(got) != 0 {
+			t.Fatalf("sandbox retried before %v", d)
+		}
+		s.step(time.Millisecond)
+	}
+	// The last failure (at 7 s) waits 8 s.
+	s.rt.mu.Lock()
+	s.rt.failSandbox = nil
+	s.rt.mu.Unlock()
+	s.step(8 * time.Second)
+	if got := s.calls("sandbox", "start"); len(got) != 3 || got[2] != "start a#0" {
+		t.Fatalf("calls %q after the sandbox came up", got)
 	}
 }

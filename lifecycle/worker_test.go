@@ -10,12 +10,14 @@ import (
 	"github.com/hostlet/hostlet/probes"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 )
 
-// fakeRuntime runs containers in memory; block makes StartContainer wait
-// (a hanging pull) until its context ends.
+// fakeRuntime runs containers in memory and records what it was asked;
+// block makes StartContainer wait (a hanging pull) until its context ends.
 type fakeRuntime struct {
 	mu         sync.Mutex
+	clock      clock.PassiveClock
 	block      bool
 	started    []string
 	stopped    []string
@@ -24,13 +26,26 @@ type fakeRuntime struct {
 	teardowns  int
 	containers map[string]ContainerInfo
 	n          int
+	// calls is every call that changes something, in order ("start c#1",
+	// "stop c 30s", "remove id3", "sandbox", "teardown", "backoff id3 10s 20s").
+	calls []string
+	// failStart and failSandbox make the next starts of a container, or
+	// sandbox setups, fail with that error until cleared.
+	failStart   map[string]error
+	failSandbox error
 }
 
-func newFakeRuntime() *fakeRuntime { return &fakeRuntime{containers: map[string]ContainerInfo{}} }
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{containers: map[string]ContainerInfo{}, clock: clock.RealClock{}, failStart: map[string]error{}}
+}
 
 func (f *fakeRuntime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls = append(f.calls, "sandbox")
+	if f.failSandbox != nil {
+		return nil, f.failSandbox
+	}
 	f.sandbox = true
 	return []string{"10.0.0.2"}, nil
 }
@@ -46,6 +61,7 @@ func (f *fakeRuntime) TeardownSandbox(ctx context.Context, pod *v1.Pod) error {
 	defer f.mu.Unlock()
 	f.sandbox = false
 	f.teardowns++
+	f.calls = append(f.calls, "teardown")
 	return nil
 }
 
@@ -59,8 +75,12 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Con
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("start %s#%d", c.Name, attempt))
+	if err := f.failStart[c.Name]; err != nil {
+		return ContainerInfo{}, err
+	}
 	f.n++
-	info := ContainerInfo{ID: fmt.Sprintf("id%d", f.n), Name: c.Name, Attempt: attempt, Running: true, StartedAt: time.Now()}
+	info := ContainerInfo{ID: fmt.Sprintf("id%d", f.n), Name: c.Name, Attempt: attempt, Running: true, StartedAt: f.clock.Now()}
 	f.containers[info.ID] = info
 	f.started = append(f.started, c.Name)
 	return info, nil
@@ -70,14 +90,23 @@ func (f *fakeRuntime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Cont
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	info := f.containers[id]
-	info.Running, info.Exited, info.ExitCode, info.FinishedAt = false, true, 137, time.Now()
-	f.containers[id] = info
+	if info.Running {
+		info.Running, info.Exited, info.ExitCode, info.FinishedAt = false, true, 137, f.clock.Now()
+		f.containers[id] = info
+	}
 	f.stopped = append(f.stopped, info.Name)
 	f.stopGrace = append(f.stopGrace, grace)
+	f.calls = append(f.calls, fmt.Sprintf("stop %s %v", info.Name, grace))
 	return nil
 }
 
-func (f *fakeRuntime) RemoveContainer(ctx context.Context, id string) error { return nil }
+func (f *fakeRuntime) RemoveContainer(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.containers, id)
+	f.calls = append(f.calls, "remove "+id)
+	return nil
+}
 
 func (f *fakeRuntime) Containers(ctx context.Context, pod *v1.Pod) ([]ContainerInfo, error) {
 	f.mu.Lock()
@@ -96,6 +125,13 @@ func (f *fakeRuntime) Container(ctx context.Context, id string) (ContainerInfo, 
 }
 
 func (f *fakeRuntime) RecordBackoff(ctx context.Context, id string, applied, next time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("backoff %s %v %v", id, applied, next))
+	if info, ok := f.containers[id]; ok {
+		info.BackoffApplied, info.BackoffNext = applied, next
+		f.containers[id] = info
+	}
 	return nil
 }
 
