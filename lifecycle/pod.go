@@ -56,6 +56,9 @@ type container struct {
 	probeCancel    context.CancelFunc
 	// probeKilled: cur was killed by its probe (see afterProbeKill).
 	probeKilled bool
+	// rerun: an init container that completed in an earlier sandbox and
+	// runs again in the new one.
+	rerun bool
 }
 
 // Pod runs one pod: it owns that pod's state in a single goroutine; other
@@ -320,7 +323,10 @@ func (p *Pod) adopt(ctx context.Context) {
 		c.cur = info
 		// The back-off continues where it was: the latest instance that
 		// recorded one carries the delay the next exit gets, and an exited
-		// one still waiting also when its restart is due.
+		// one still waiting also when its restart is due. A restart due for
+		// an older instance has happened (this one), so it is not kept: the
+		// next exit gets its own wait.
+		c.retryAt, c.retryDelay = time.Time{}, 0
 		if info.BackoffNext > 0 {
 			c.bo.delay = info.BackoffNext
 			if info.Exited {
@@ -343,10 +349,16 @@ func (p *Pod) adopt(ctx context.Context) {
 			p.podIPs, p.sandboxOK = ips, true
 		}
 	}
+	// Main containers that exist mean initialization is done, but only in
+	// the sandbox they ran in: in a new one (after a reboot) the init
+	// containers run again first, as the kubelet does for a new sandbox.
 	for i := range p.pod.Spec.Containers {
-		if c := p.containers[p.pod.Spec.Containers[i].Name]; c != nil && c.cur.ID != "" {
+		if c := p.containers[p.pod.Spec.Containers[i].Name]; c != nil && c.cur.ID != "" && p.sandboxOK {
 			p.initialized = true
 		}
+	}
+	if len(infos) > 0 && !p.sandboxOK {
+		p.rerunInit()
 	}
 	for _, c := range p.allContainers() {
 		if rec := p.containers[c.Name]; rec != nil && rec.cur.Running {
@@ -354,6 +366,20 @@ func (p *Pod) adopt(ctx context.Context) {
 		}
 	}
 	p.finished = p.isTerminalPhase()
+}
+
+// rerunInit makes the init containers that ran in a sandbox now gone run
+// again, from the first, as the kubelet does when it creates a new sandbox
+// for a pod; a pod that never restarts runs nothing again.
+func (p *Pod) rerunInit() {
+	if p.pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+		return
+	}
+	for i := range p.pod.Spec.InitContainers {
+		if rec := p.containers[p.pod.Spec.InitContainers[i].Name]; rec != nil && rec.cur.ID != "" {
+			rec.rerun = true
+		}
+	}
 }
 
 func (p *Pod) record(name string) *container {
@@ -394,6 +420,7 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 			// containers included, as the kubelet does.
 			p.logger().Warn("pod sandbox lost; recreating")
 			p.initialized, p.sandboxOK = false, false
+			p.rerunInit()
 		}
 		if now.Before(p.sandboxRetry) {
 			return p.sandboxRetry
@@ -445,6 +472,9 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 			}
 			switch {
 			case rec.cur.Running:
+				return wakeAt
+			case rec.rerun:
+				soonest(p.ensureRunning(ctx, c, rec))
 				return wakeAt
 			case rec.cur.Exited && rec.cur.ExitCode == 0:
 				continue
@@ -565,7 +595,7 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		}
 		rec.prev = &prev
 	}
-	rec.cur, rec.waiting, rec.retryAt, rec.failures, rec.probeKilled = info, nil, time.Time{}, 0, false
+	rec.cur, rec.waiting, rec.retryAt, rec.failures, rec.probeKilled, rec.rerun = info, nil, time.Time{}, 0, false, false
 	if failure != nil {
 		p.logger().WithFields(log.Fields{"container": c.Name, "attempt": attempt, "reason": failure.Reason, "message": failure.Message}).Info("container failed to start")
 	} else {

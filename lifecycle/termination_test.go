@@ -1,0 +1,121 @@
+package lifecycle
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// A deleted pod stops its main containers first (together), then its
+// sidecars in reverse order of definition, then releases the sandbox.
+func TestTerminationOrder(t *testing.T) {
+	s := newScenario(t, withInit(testPod("a", "b"), sidecar("s1"), sidecar("s2")))
+	s.wantCalls("start s1#0", "start s2#0", "start a#0", "start b#0")
+	final := s.delete(30)
+	got := s.calls("stop", "teardown")
+	if len(got) != 5 {
+		t.Fatalf("calls %q", got)
+	}
+	mains := slices.Clone(got[:2])
+	slices.Sort(mains)
+	if !slices.Equal(mains, []string{"stop a 30s", "stop b 30s"}) || !slices.Equal(got[2:], []string{"stop s2 30s", "stop s1 30s", "teardown"}) {
+		t.Fatalf("termination calls %q, want a and b, then s2, s1, teardown", got)
+	}
+	if final.Status.Phase != v1.PodFailed {
+		t.Errorf("final phase %s", final.Status.Phase)
+	}
+	for _, c := range final.Status.ContainerStatuses {
+		if c.State.Terminated == nil || c.Ready {
+			t.Errorf("container after termination: %+v", c)
+		}
+	}
+}
+
+// The grace period is shared: the time a preStop hook takes is not given
+// again to the stop signal, and the sidecars get what the main containers
+// left. A hook that outruns the grace period is cut and the container gets
+// the kubelet's 2 s.
+func TestTerminationGraceAccounting(t *testing.T) {
+	pod := withInit(testPod("a"), sidecar("s"))
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sleep"}}}}
+	s := newScenario(t, pod)
+	entered := make(chan string, 1)
+	s.pr.hook = func(ctx context.Context, what string) error {
+		done := s.clk.After(5 * time.Second)
+		entered <- what
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	s.calls("start")
+	s.delete(30, func() {
+		if what := <-entered; what != "preStop a" {
+			t.Errorf("hook %q", what)
+		}
+		s.clk.Step(5 * time.Second)
+	})
+	if got := s.calls("stop"); !slices.Equal(got, []string{"stop a 25s", "stop s 25s"}) {
+		t.Fatalf("stops %q, want the 25 s the hook left", got)
+	}
+
+	// The hook takes longer than the grace period.
+	s = newScenario(t, pod)
+	s.pr.hook = func(ctx context.Context, what string) error {
+		entered <- what
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	s.calls("start")
+	s.delete(10, func() {
+		<-entered
+		s.clk.Step(10 * time.Second)
+	})
+	// With no grace left the sidecar's turn does not wait for a.
+	got := s.calls("stop")
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"stop a 2s", "stop s 2s"}) {
+		t.Fatalf("stops %q, want the 2 s minimum", got)
+	}
+}
+
+// A pod running longer than activeDeadlineSeconds (from its start) is
+// stopped and ends Failed with DeadlineExceeded.
+func TestActiveDeadlineThroughWorker(t *testing.T) {
+	pod := restartPolicy(testPod("a"), v1.RestartPolicyAlways)
+	pod.Spec.ActiveDeadlineSeconds = int64p(60)
+	s := newScenario(t, pod)
+	s.calls("start")
+	s.step(59 * time.Second)
+	s.wantCalls()
+	s.step(time.Second)
+	s.wantCalls("stop a 30s")
+	s.wantPhase(v1.PodFailed)
+	if st := s.status(); st.Reason != "DeadlineExceeded" {
+		t.Errorf("reason %q", st.Reason)
+	}
+	s.wantEvent("Warning DeadlineExceeded: Pod was active on the node longer than the specified deadline")
+}
+
+// The node stopping a pod (shutdown, eviction) stops its containers within
+// the given grace and ends it Failed with the reason, without deleting it.
+func TestStopRequest(t *testing.T) {
+	s := newScenario(t, restartPolicy(testPod("a"), v1.RestartPolicyAlways))
+	s.calls("start")
+	stopped := s.w.Stop(StopRequest{Grace: 7 * time.Second, Reason: "Terminated", Message: "node shutting down",
+		Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue}}})
+	s.settle()
+	<-stopped
+	s.wantCalls("stop a 7s")
+	s.wantPhase(v1.PodFailed)
+	if st := s.status(); st.Reason != "Terminated" || podCondition(st, v1.DisruptionTarget).Status != v1.ConditionTrue {
+		t.Errorf("status %+v", st)
+	}
+	// Nothing restarts a stopped pod.
+	s.step(time.Hour)
+	s.wantCalls()
+}
