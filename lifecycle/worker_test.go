@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -237,35 +238,15 @@ func TestResumedTermination(t *testing.T) {
 // Every container of a pod is started in one sync, and the sandbox stays
 // until the pod is terminal even when the first container exits at once.
 func TestAllContainersStartBeforeTeardown(t *testing.T) {
-	rt := newFakeRuntime()
-	pod := testPod("a", "b")
-	w, done := runWorker(t, pod, rt)
-	pollFor(t, func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.started) == 2 })
-	// a exits 0 at once: b still runs, the sandbox stays.
-	rt.mu.Lock()
-	a := rt.containers["id1"]
-	a.Running, a.Exited, a.FinishedAt = false, true, time.Now()
-	rt.containers["id1"] = a
-	rt.mu.Unlock()
-	w.Exited(a)
-	time.Sleep(100 * time.Millisecond)
-	rt.mu.Lock()
-	teardowns := rt.teardowns
-	rt.mu.Unlock()
-	if teardowns != 0 || !rt.SandboxReady(pod) {
+	s := newScenario(t, testPod("a", "b"))
+	s.wantCalls("start a#0", "start b#0")
+	s.exit("a", 0)
+	if got := s.calls("teardown"); len(got) != 0 || !s.rt.SandboxReady(s.w.Object()) {
 		t.Fatalf("sandbox torn down while container b runs")
 	}
-	w.Update(deleted(pod, 1))
-	waitTerminated(t, done, 5*time.Second)
-}
-
-func pollFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// A grace period under the kubelet's minimum gets 2 s.
+	s.delete(1)
+	if got := s.calls("stop", "teardown"); !slices.Equal(got, []string{"stop b 2s", "teardown"}) {
+		t.Fatalf("termination calls %q", got)
 	}
 }
