@@ -20,6 +20,7 @@ type fakeRuntime struct {
 	mu         sync.Mutex
 	clock      clock.PassiveClock
 	block      bool
+	blocked    chan struct{} // closed when a start blocks
 	started    []string
 	stopped    []string
 	stopGrace  []time.Duration
@@ -68,9 +69,12 @@ func (f *fakeRuntime) TeardownSandbox(ctx context.Context, pod *v1.Pod) error {
 
 func (f *fakeRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt int) (ContainerInfo, error) {
 	f.mu.Lock()
-	block := f.block
+	block, blocked := f.block, f.blocked
 	f.mu.Unlock()
 	if block {
+		if blocked != nil {
+			close(blocked)
+		}
 		<-ctx.Done()
 		return ContainerInfo{}, &Failure{Reason: "ErrImagePull", Message: ctx.Err().Error()}
 	}
@@ -184,10 +188,10 @@ func waitTerminated(t *testing.T, done <-chan *v1.Pod, within time.Duration) *v1
 // that hangs) interrupts it and the pod terminates at once.
 func TestDeleteInterruptsStart(t *testing.T) {
 	rt := newFakeRuntime()
-	rt.block = true
+	rt.block, rt.blocked = true, make(chan struct{})
 	pod := testPod("c")
 	w, done := runWorker(t, pod, rt)
-	time.Sleep(100 * time.Millisecond)
+	<-rt.blocked
 	w.Update(deleted(pod, 30))
 	waitTerminated(t, done, 2*time.Second)
 	if rt.SandboxReady(pod) {
