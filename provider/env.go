@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/expansion"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -112,7 +113,7 @@ func (p *Provider) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, Expand(e.Value, lookup))
+			set(e.Name, expansion.Expand(e.Value, lookup))
 			continue
 		}
 		v, ok, err := p.envValueFrom(ctx, pod, c, e.ValueFrom, podIPs, objs)

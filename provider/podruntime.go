@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/probes"
+	"github.com/hostlet/hostlet/provider/expansion"
 	"github.com/hostlet/hostlet/runtime"
 	v1 "k8s.io/api/core/v1"
 )
@@ -106,10 +107,10 @@ func (r podRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		return lifecycle.ContainerInfo{}, configError(err)
 	}
 	expand := func(s []string) []string {
-		lookup := envLookup(env)
+		lookup := expansion.EnvLookup(env)
 		out := make([]string, len(s))
 		for i, v := range s {
-			out[i] = Expand(v, lookup)
+			out[i] = expansion.Expand(v, lookup)
 		}
 		return out
 	}
@@ -152,15 +153,6 @@ func failureMessage(err error) string {
 		return f.Message
 	}
 	return err.Error()
-}
-
-func envLookup(env []string) func(string) (string, bool) {
-	m := make(map[string]string, len(env))
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
 // ensureImage applies the pull policy, with the kubelet's events.

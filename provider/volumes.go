@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/expansion"
 	"github.com/hostlet/hostlet/runtime"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -369,9 +370,9 @@ func (p *Provider) teardownVolumes(uid string) error {
 func mountSubPath(m v1.VolumeMount, env []string) (string, error) {
 	sub := m.SubPath
 	if m.SubPathExpr != "" {
-		lookup := envLookup(env)
+		lookup := expansion.EnvLookup(env)
 		var missing []string
-		sub = Expand(m.SubPathExpr, func(k string) (string, bool) {
+		sub = expansion.Expand(m.SubPathExpr, func(k string) (string, bool) {
 			v, ok := lookup(k)
 			if !ok || v == "" {
 				missing = append(missing, k)

@@ -1,4 +1,6 @@
-package provider
+// Package expansion is the kubelet's $(VAR) syntax, for commands, args,
+// env values and subPathExpr (the pod spec) and exec probes and hooks.
+package expansion
 
 import "strings"
 
@@ -44,4 +46,15 @@ func readVariable(s string) (string, bool, int) {
 	default:
 		return "$" + s[:1], false, 1
 	}
+}
+
+// EnvLookup looks names up in a "KEY=VALUE" list (a container's resolved
+// environment).
+func EnvLookup(env []string) func(string) (string, bool) {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
