@@ -186,8 +186,15 @@ func fuzzProvider(rootDir string) *Provider {
 	p := &Provider{
 		cfg:    Config{NodeName: "n", NodeIPs: []string{"127.0.0.1"}, RootDir: rootDir},
 		client: client,
-		node:   &Node{node: &v1.Node{Status: v1.NodeStatus{Capacity: res, Allocatable: res}}},
+		node:   fixedNode{res},
 	}
 	p.tokens = newTokenTracker(p)
 	return p
 }
+
+// fixedNode is a node whose capacity and allocatable are res.
+type fixedNode struct{ res v1.ResourceList }
+
+func (n fixedNode) Admit(*v1.Pod, []*v1.Pod) (string, string, bool) { return "", "", true }
+func (n fixedNode) Allocatable() v1.ResourceList                    { return n.res }
+func (n fixedNode) Capacity() v1.ResourceList                       { return n.res }

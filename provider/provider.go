@@ -50,6 +50,14 @@ type podEntry struct {
 // its termination over.
 const goneTTL = 10 * time.Minute
 
+// Node is what the provider asks of the node (node.Node): admission, and
+// the figures the pod spec translation reads.
+type Node interface {
+	Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok bool)
+	Allocatable() v1.ResourceList
+	Capacity() v1.ResourceList
+}
+
 // Provider implements virtual-kubelet's PodLifecycleHandler and PodNotifier.
 type Provider struct {
 	cfg      Config
@@ -58,7 +66,7 @@ type Provider struct {
 	rt       *runtime.Runtime
 	events   record.EventRecorder
 	services corelisters.ServiceLister
-	node     *Node
+	node     Node
 	tokens   *tokenTracker
 	prober   *probes.Prober
 	userns   *usernsAllocator
@@ -77,9 +85,9 @@ type Provider struct {
 }
 
 // New creates the provider; Run must be called before pods arrive.
-func New(ctx context.Context, cfg Config, client kubernetes.Interface, rt *runtime.Runtime, events record.EventRecorder, services corelisters.ServiceLister, node *Node) *Provider {
+func New(ctx context.Context, cfg Config, client kubernetes.Interface, rt *runtime.Runtime, events record.EventRecorder, services corelisters.ServiceLister, n Node) *Provider {
 	p := &Provider{
-		cfg: cfg, ctx: ctx, client: client, rt: rt, events: events, services: services, node: node,
+		cfg: cfg, ctx: ctx, client: client, rt: rt, events: events, services: services, node: n,
 		pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{}, gone: map[types.UID]time.Time{},
 		prober: probes.NewProber(),
 		userns: newUsernsAllocator(filepath.Join(cfg.RootDir, "pods")),

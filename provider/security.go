@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/runtime"
 	v1 "k8s.io/api/core/v1"
 )
@@ -62,7 +63,7 @@ func (p *Provider) containerSecurity(pod *v1.Pod, c *v1.Container, imageUser str
 	if len(psc.Sysctls) > 0 {
 		sec.Sysctls = map[string]string{}
 		for _, s := range psc.Sysctls {
-			sec.Sysctls[normalizeSysctl(s.Name)] = s.Value
+			sec.Sysctls[node.NormalizeSysctl(s.Name)] = s.Value
 		}
 	}
 	profile := psc.SeccompProfile
@@ -80,7 +81,7 @@ func (p *Provider) containerSecurity(pod *v1.Pod, c *v1.Container, imageUser str
 			sec.Seccomp = filepath.Join(p.cfg.RootDir, "seccomp", *profile.LocalhostProfile)
 		}
 	}
-	if aa := appArmorProfile(pod, c); aa != nil {
+	if aa := node.AppArmorProfile(pod, c); aa != nil {
 		switch aa.Type {
 		case v1.AppArmorProfileTypeUnconfined:
 			sec.AppArmor = runtime.ProfileUnconfined
@@ -93,93 +94,6 @@ func (p *Provider) containerSecurity(pod *v1.Pod, c *v1.Container, imageUser str
 		}
 	}
 	return sec, nil
-}
-
-// appArmorProfile is the container's AppArmor profile as the kubelet picks
-// it: the container's field, then the deprecated per-container annotation,
-// then the pod's field.
-func appArmorProfile(pod *v1.Pod, c *v1.Container) *v1.AppArmorProfile {
-	if c.SecurityContext != nil && c.SecurityContext.AppArmorProfile != nil {
-		return c.SecurityContext.AppArmorProfile
-	}
-	if val, ok := pod.Annotations[v1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix+c.Name]; ok {
-		switch {
-		case val == v1.DeprecatedAppArmorBetaProfileRuntimeDefault:
-			return &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}
-		case val == v1.DeprecatedAppArmorBetaProfileNameUnconfined:
-			return &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeUnconfined}
-		case strings.HasPrefix(val, v1.DeprecatedAppArmorBetaProfileNamePrefix):
-			name := strings.TrimPrefix(val, v1.DeprecatedAppArmorBetaProfileNamePrefix)
-			return &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeLocalhost, LocalhostProfile: &name}
-		}
-	}
-	if pod.Spec.SecurityContext != nil && pod.Spec.SecurityContext.AppArmorProfile != nil {
-		return pod.Spec.SecurityContext.AppArmorProfile
-	}
-	return nil
-}
-
-// appArmorRequired: any profile other than Unconfined, in a field or an
-// annotation, needs AppArmor on the host (the kubelet's isRequired).
-func appArmorRequired(pod *v1.Pod) bool {
-	if sc := pod.Spec.SecurityContext; sc != nil && sc.AppArmorProfile != nil && sc.AppArmorProfile.Type != v1.AppArmorProfileTypeUnconfined {
-		return true
-	}
-	required := false
-	visitContainers(pod, func(c *v1.Container) {
-		if sc := c.SecurityContext; sc != nil && sc.AppArmorProfile != nil && sc.AppArmorProfile.Type != v1.AppArmorProfileTypeUnconfined {
-			required = true
-		}
-	})
-	if required {
-		return true
-	}
-	for k, v := range pod.Annotations {
-		if strings.HasPrefix(k, v1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix) {
-			return v != v1.DeprecatedAppArmorBetaProfileNameUnconfined
-		}
-	}
-	return false
-}
-
-// admitAppArmor is the kubelet's AppArmor admit handler: a pod that needs
-// AppArmor is refused on a host without it, and an empty Localhost profile
-// name anywhere.
-func admitAppArmor(pod *v1.Pod, enabled bool) (string, string, bool) {
-	if pod.Status.Phase != "" && pod.Status.Phase != v1.PodPending {
-		return "", "", true
-	}
-	if !appArmorRequired(pod) {
-		return "", "", true
-	}
-	if !enabled {
-		return "AppArmor", "Cannot enforce AppArmor: AppArmor is not enabled on the host", false
-	}
-	var msg string
-	visitContainers(pod, func(c *v1.Container) {
-		if p := appArmorProfile(pod, c); msg == "" && p != nil && p.Type == v1.AppArmorProfileTypeLocalhost &&
-			(p.LocalhostProfile == nil || strings.TrimSpace(*p.LocalhostProfile) == "") {
-			msg = fmt.Sprintf("Cannot enforce AppArmor: invalid empty AppArmor profile name: %q", p)
-		}
-	})
-	if msg != "" {
-		return "AppArmor", msg, false
-	}
-	return "", "", true
-}
-
-// visitContainers calls f for init, regular and ephemeral containers.
-func visitContainers(pod *v1.Pod, f func(c *v1.Container)) {
-	for i := range pod.Spec.InitContainers {
-		f(&pod.Spec.InitContainers[i])
-	}
-	for i := range pod.Spec.Containers {
-		f(&pod.Spec.Containers[i])
-	}
-	for i := range pod.Spec.EphemeralContainers {
-		c := v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		f(&c)
-	}
 }
 
 // verifyNonRoot refuses a container that would run as root, with the
@@ -229,13 +143,14 @@ func (p *Provider) containerResources(pod *v1.Pod, c *v1.Container) runtime.Reso
 	if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
 		r.MemoryLimit = q.Value()
 	}
-	switch qosClass(pod) {
+	switch node.QOSClass(pod) {
 	case v1.PodQOSGuaranteed:
 		r.OOMScoreAdj = guaranteedOOM
 	case v1.PodQOSBestEffort:
 		r.OOMScoreAdj = bestEffortOOM
 	default:
-		capacity := p.node.Object().Status.Capacity.Memory().Value()
+		mem := p.node.Capacity()[v1.ResourceMemory]
+		capacity := mem.Value()
 		req := c.Resources.Requests.Memory().Value()
 		adj := bestEffortOOM
 		if capacity > 0 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider"
+	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
@@ -68,7 +69,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	nodeIP := o.nodeIP
 	if nodeIP == "" {
-		ip, err := provider.DefaultNodeIP()
+		ip, err := node.DefaultIP()
 		if err != nil {
 			return err
 		}
@@ -86,7 +87,7 @@ func run(ctx context.Context, o *options) error {
 	if err := validateNodeLabels(o.nodeLabels); err != nil {
 		return err
 	}
-	thresholds, err := provider.ParseThresholds(o.evictionHard)
+	thresholds, err := node.ParseThresholds(o.evictionHard)
 	if err != nil {
 		return fmt.Errorf("--eviction-hard: %w", err)
 	}
@@ -110,7 +111,7 @@ func run(ctx context.Context, o *options) error {
 	// events get a client of their own, as the kubelet's do, so a burst of
 	// events never delays a status write.
 	restCfg.QPS, restCfg.Burst = o.kubeAPIQPS, o.kubeAPIBurst
-	restCfg.UserAgent = "hostlet/" + provider.KubeletVersion
+	restCfg.UserAgent = "hostlet/" + node.KubeletVersion
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
@@ -122,7 +123,7 @@ func run(ctx context.Context, o *options) error {
 	// Lease renewals time out within a renewal interval, as the kubelet's
 	// heartbeat client does, so a stuck connection cannot stall them.
 	heartbeatCfg := *restCfg
-	heartbeatCfg.Timeout = min(o.statusUpdateFreq, provider.NodeLeaseDuration*time.Second)
+	heartbeatCfg.Timeout = min(o.statusUpdateFreq, node.LeaseDuration*time.Second)
 	heartbeatClient, err := kubernetes.NewForConfig(&heartbeatCfg)
 	if err != nil {
 		return err
@@ -160,10 +161,10 @@ func run(ctx context.Context, o *options) error {
 	nodeInformers := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "metadata.name=" + name }))
 	nodeInformer := nodeInformers.Core().V1().Nodes()
-	node, err := provider.NewNode(ctx, provider.NodeConfig{
+	nd, err := node.New(ctx, node.Config{
 		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
 		Labels: o.nodeLabels, Taints: taints, MaxPods: o.maxPods, Reserved: reserved,
-		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: provider.KubeletVersion,
+		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: node.KubeletVersion,
 		Events: events, Lister: nodeInformer.Lister(), Informer: nodeInformer.Informer(),
 		Client: heartbeatClient,
 	}, rt)
@@ -177,12 +178,12 @@ func run(ctx context.Context, o *options) error {
 		NodeName: name, NodeIPs: []string{nodeIP}, RootDir: o.rootDir,
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
 		Backoff: backoff,
-	}, client, rt, events, svcInformer.Lister(), node)
+	}, client, rt, events, svcInformer.Lister(), nd)
 	go prov.Run(ctx)
-	go node.Run(ctx, o.statusUpdateFreq)
-	go provider.NewShutdownManager(provider.ShutdownConfig{
+	go nd.Run(ctx, o.statusUpdateFreq)
+	go node.NewShutdownManager(node.ShutdownConfig{
 		GracePeriod: o.shutdownGrace, CriticalGracePeriod: o.shutdownCritical,
-	}, node, prov, events).Run(ctx)
+	}, nd, prov, events).Run(ctx)
 
 	pc, err := vknode.NewPodController(vknode.PodControllerConfig{
 		PodClient: prov.PodClient(client.CoreV1()),
@@ -209,8 +210,8 @@ func run(ctx context.Context, o *options) error {
 	}
 	// virtual-kubelet writes the status on every change hostlet reports and
 	// otherwise every report period; the Lease is the kubelet's own
-	// controller (see provider.NewNodeLease), not virtual-kubelet's.
-	nc, err := vknode.NewNodeController(node, node.Object(), client.CoreV1().Nodes(),
+	// controller (see node.NewLease), not virtual-kubelet's.
+	nc, err := vknode.NewNodeController(nd, nd.Object(), client.CoreV1().Nodes(),
 		vknode.WithNodePingInterval(o.statusReportFreq))
 	if err != nil {
 		return err
@@ -241,7 +242,7 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("node controller: %w", err)
 	}
 	log.WithFields(log.Fields{"node": name, "ip": nodeIP, "root": filepath.Clean(o.rootDir)}).Info("node registered")
-	go provider.NewNodeLease(ctx, heartbeatClient, name).Run(ctx)
+	go node.NewLease(ctx, heartbeatClient, name).Run(ctx)
 	go func() { errs <- pc.Run(ctx, 8) }()
 	select {
 	case <-ctx.Done():

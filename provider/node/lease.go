@@ -1,4 +1,4 @@
-package provider
+package node
 
 import (
 	"context"
@@ -13,22 +13,22 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// NodeLeaseDuration is the kubelet's default nodeLeaseDurationSeconds; the
+// LeaseDuration is the kubelet's default nodeLeaseDurationSeconds; the
 // Lease is renewed every quarter of it.
-const NodeLeaseDuration = 40
+const LeaseDuration = 40
 
-// NewNodeLease is the kubelet's own node Lease controller (renewal every
+// NewLease is the kubelet's own node Lease controller (renewal every
 // 10 s with 4% jitter, create/renew retries backing off from 200 ms to 7 s,
 // owner reference to the Node). virtual-kubelet's copy sleeps twice per
 // back-off step and stops renewing when Ping fails, so hostlet uses this one.
 // client should time out within a renewal interval, as the kubelet's
 // heartbeat client does.
-func NewNodeLease(ctx context.Context, client kubernetes.Interface, nodeName string) lease.Controller {
-	renew := time.Duration(float64(NodeLeaseDuration*time.Second) * 0.25)
+func NewLease(ctx context.Context, client kubernetes.Interface, nodeName string) lease.Controller {
+	renew := time.Duration(float64(LeaseDuration*time.Second) * 0.25)
 	onRepeatedFailure := func() {
 		log.WithField("node", nodeName).Warn("node lease: repeated renewal failures")
 	}
-	return lease.NewController(clock.RealClock{}, client, nodeName, NodeLeaseDuration, onRepeatedFailure,
+	return lease.NewController(clock.RealClock{}, client, nodeName, LeaseDuration, onRepeatedFailure,
 		renew, nodeName, v1.NamespaceNodeLease, func(l *coordinationv1.Lease) error {
 			// The Node's UID may not be known when the Lease is first
 			// created: retry the owner reference on every renewal until set.

@@ -1,4 +1,4 @@
-package provider
+package node
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	nodeutil "k8s.io/component-helpers/node/util"
 )
 
 func TestDesiredNodeStatus(t *testing.T) {
@@ -44,7 +45,7 @@ func TestDesiredNodeStatus(t *testing.T) {
 		if d := statusDiff(api, got); len(d) != 1 || d[0] != "conditions" {
 			t.Fatalf("diff %v, want conditions", d)
 		}
-		r := got.Conditions[conditionIndex(got.Conditions, v1.NodeReady)]
+		_, r := nodeutil.GetNodeCondition(&got, v1.NodeReady)
 		if r.Status != v1.ConditionTrue || r.Reason != "KubeletReady" || !r.LastTransitionTime.Equal(&now) || !r.LastHeartbeatTime.Equal(&now) {
 			t.Fatalf("ready %+v: want True, transitioned now", r)
 		}
@@ -68,7 +69,7 @@ func TestDesiredNodeStatus(t *testing.T) {
 		api.Capacity["example.com/dongle"] = resource.MustParse("4")
 		api.Images = []v1.ContainerImage{{Names: []string{"x"}}}
 		got := desiredStatus(api, want, now)
-		if conditionIndex(got.Conditions, v1.NodeNetworkUnavailable) < 0 {
+		if _, c := nodeutil.GetNodeCondition(&got, v1.NodeNetworkUnavailable); c == nil {
 			t.Error("NetworkUnavailable dropped")
 		}
 		if q := got.Allocatable["example.com/dongle"]; q.Value() != 4 {
@@ -137,7 +138,7 @@ func TestReconcilePatchesOnlyOnDifference(t *testing.T) {
 			if err := idx.Add(api); err != nil {
 				t.Fatal(err)
 			}
-			n := &Node{cfg: NodeConfig{Name: "n", Lister: corelisters.NewNodeLister(idx), Client: client}, node: mine.DeepCopy()}
+			n := &Node{cfg: Config{Name: "n", Lister: corelisters.NewNodeLister(idx), Client: client}, node: mine.DeepCopy()}
 			n.reconcile(context.Background())
 			var patches int
 			for _, a := range client.Actions() {

@@ -1,4 +1,6 @@
-package provider
+// Package node is hostlet's Node: its object and status from host signals,
+// the Lease, admission of pods against it, and graceful shutdown.
+package node
 
 import (
 	"bufio"
@@ -28,8 +30,8 @@ import (
 // KubeletVersion is the Kubernetes version whose kubelet hostlet implements.
 const KubeletVersion = "v1.35.4"
 
-// NodeConfig describes the node hostlet registers.
-type NodeConfig struct {
+// Config describes the node hostlet registers.
+type Config struct {
 	Name         string
 	InternalIPs  []string
 	ExternalIP   string
@@ -58,8 +60,8 @@ type NodeConfig struct {
 // and admission against its allocatable. It implements virtual-kubelet's
 // NodeProvider.
 type Node struct {
-	cfg NodeConfig
-	rt  *runtime.Runtime
+	cfg Config
+	rt  Runtime
 
 	mu           sync.Mutex
 	node         *v1.Node
@@ -70,7 +72,15 @@ type Node struct {
 	apiChanged chan struct{}
 }
 
-func NewNode(ctx context.Context, cfg NodeConfig, rt *runtime.Runtime) (*Node, error) {
+// Runtime is what the node reads of the container runtime.
+type Runtime interface {
+	Healthy(ctx context.Context) error
+	Version(ctx context.Context) (string, error)
+	Network() *runtime.Network
+	ImageFsDir(ctx context.Context) (string, error)
+}
+
+func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
 	n := &Node{cfg: cfg, rt: rt, apiChanged: make(chan struct{}, 1)}
 	if cfg.Informer != nil {
 		n.watchAPI(cfg.Informer)
@@ -128,6 +138,12 @@ func (n *Node) Allocatable() v1.ResourceList {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.node.Status.Allocatable.DeepCopy()
+}
+
+func (n *Node) Capacity() v1.ResourceList {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.node.Status.Capacity.DeepCopy()
 }
 
 // Ref is the node as events name it (the kubelet uses the name as UID).
@@ -510,9 +526,9 @@ func osImage() string {
 	return "Linux"
 }
 
-// DefaultNodeIP is the IPv4 address of the interface holding the default
+// DefaultIP is the IPv4 address of the interface holding the default
 // route, the kubelet's choice when --node-ip is not given.
-func DefaultNodeIP() (string, error) {
+func DefaultIP() (string, error) {
 	b, err := os.ReadFile("/proc/net/route")
 	if err != nil {
 		return "", err

@@ -1,4 +1,4 @@
-package provider
+package node
 
 import (
 	"fmt"
@@ -24,9 +24,9 @@ var safeSysctls = map[string]string{
 	"net.ipv4.tcp_wmem":                   "net",
 }
 
-// normalizeSysctl turns "net/ipv4/tcp_rmem" into "net.ipv4.tcp_rmem": a name
+// NormalizeSysctl turns "net/ipv4/tcp_rmem" into "net.ipv4.tcp_rmem": a name
 // whose first separator is a slash has its dots and slashes swapped.
-func normalizeSysctl(name string) string {
+func NormalizeSysctl(name string) string {
 	i := strings.IndexAny(name, "./")
 	if i < 0 || name[i] == '.' {
 		return name
@@ -50,7 +50,7 @@ func admitSysctls(pod *v1.Pod) (string, string, bool) {
 		return "", "", true
 	}
 	for _, s := range sc.Sysctls {
-		name := normalizeSysctl(s.Name)
+		name := NormalizeSysctl(s.Name)
 		ns, ok := safeSysctls[name]
 		var err error
 		switch {

@@ -1,4 +1,4 @@
-package provider
+package node
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func desiredStatus(api, want v1.NodeStatus, now metav1.Time) v1.NodeStatus {
 	out := *api.DeepCopy()
 	for _, c := range want.Conditions {
 		c.LastHeartbeatTime = now
-		i := conditionIndex(out.Conditions, c.Type)
+		i, _ := nodeutil.GetNodeCondition(&out, c.Type)
 		if i < 0 {
 			out.Conditions = append(out.Conditions, c)
 			continue
@@ -60,15 +60,6 @@ func desiredStatus(api, want v1.NodeStatus, now metav1.Time) v1.NodeStatus {
 	out.NodeInfo = want.NodeInfo
 	out.DaemonEndpoints = want.DaemonEndpoints
 	return out
-}
-
-func conditionIndex(cs []v1.NodeCondition, t v1.NodeConditionType) int {
-	for i := range cs {
-		if cs[i].Type == t {
-			return i
-		}
-	}
-	return -1
 }
 
 // statusDiff names the parts of two node statuses that differ, heartbeats
@@ -147,14 +138,14 @@ func (n *Node) reconcile(ctx context.Context) {
 			// hostlet never reports Unknown: that came from the node
 			// lifecycle controller or a user; the kubelet records the
 			// condition's event when it puts it back.
-			if i := conditionIndex(api.Status.Conditions, c.Type); i >= 0 &&
-				api.Status.Conditions[i].Status == v1.ConditionUnknown && c.Status != v1.ConditionUnknown &&
-				conditionIndex(want.Conditions, c.Type) >= 0 {
+			_, a := nodeutil.GetNodeCondition(&api.Status, c.Type)
+			_, mine := nodeutil.GetNodeCondition(want, c.Type)
+			if a != nil && a.Status == v1.ConditionUnknown && c.Status != v1.ConditionUnknown && mine != nil {
 				n.recordTransition(c)
 			}
 		}
 	}
-	if n.adoptTransitions(desired.Conditions) {
+	if n.adoptTransitions(&desired) {
 		n.notifyCurrent()
 	}
 }
@@ -162,17 +153,17 @@ func (n *Node) reconcile(ctx context.Context) {
 // adoptTransitions takes the transition times the API keeps for conditions
 // whose status hostlet agrees with, so later writes carry the same ones. It
 // reports whether anything changed.
-func (n *Node) adoptTransitions(cs []v1.NodeCondition) bool {
+func (n *Node) adoptTransitions(api *v1.NodeStatus) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	changed := false
 	for i := range n.node.Status.Conditions {
 		mine := &n.node.Status.Conditions[i]
-		j := conditionIndex(cs, mine.Type)
-		if j < 0 || cs[j].Status != mine.Status || cs[j].LastTransitionTime.Equal(&mine.LastTransitionTime) {
+		_, c := nodeutil.GetNodeCondition(api, mine.Type)
+		if c == nil || c.Status != mine.Status || c.LastTransitionTime.Equal(&mine.LastTransitionTime) {
 			continue
 		}
-		mine.LastTransitionTime = cs[j].LastTransitionTime
+		mine.LastTransitionTime = c.LastTransitionTime
 		changed = true
 	}
 	return changed

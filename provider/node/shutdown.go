@@ -1,4 +1,4 @@
-package provider
+package node
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -307,7 +308,7 @@ func (m *ShutdownManager) stopPods() {
 			if tgp := p.Spec.TerminationGracePeriodSeconds; tgp != nil && time.Duration(*tgp)*time.Second <= grace {
 				grace = time.Duration(*tgp) * time.Second
 			}
-			log.WithFields(log.Fields{"pod": key(p.Namespace, p.Name), "gracePeriod": grace}).Info("shutdown manager killing pod")
+			log.WithFields(log.Fields{"pod": cache.MetaObjectToName(p).String(), "gracePeriod": grace}).Info("shutdown manager killing pod")
 			done := m.pods.StopPod(p.UID, lifecycle.StopRequest{
 				Grace: grace, Reason: nodeShutdownReason, Message: nodeShutdownMessage,
 				Conditions: []v1.PodCondition{{

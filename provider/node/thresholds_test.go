@@ -1,4 +1,4 @@
-package provider
+package node
 
 import (
 	"strings"
@@ -46,7 +46,7 @@ func TestParseThresholds(t *testing.T) {
 
 func TestAllocatableSubtractsReservedAndThresholds(t *testing.T) {
 	ts, _ := ParseThresholds(map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"})
-	n := &Node{cfg: NodeConfig{EvictionHard: ts, Reserved: v1.ResourceList{
+	n := &Node{cfg: Config{EvictionHard: ts, Reserved: v1.ResourceList{
 		v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("1Gi"),
 	}}}
 	got := n.allocatableFrom(v1.ResourceList{

@@ -1,11 +1,11 @@
-package provider
+package node
 
 import v1 "k8s.io/api/core/v1"
 
-// qosClass is the pod's QoS class: the apiserver's when set, else computed
+// QOSClass is the pod's QoS class: the apiserver's when set, else computed
 // the same way. Every container (or the pod's own resources) with cpu and
 // memory limits equal to requests: Guaranteed; nothing set: BestEffort.
-func qosClass(pod *v1.Pod) v1.PodQOSClass {
+func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	if pod.Status.QOSClass != "" {
 		return pod.Status.QOSClass
 	}

@@ -1,4 +1,4 @@
-package provider
+package node
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -75,7 +76,7 @@ func admitPressure(pod *v1.Pod, conditions []v1.NodeConditionType) (string, stri
 		return "", "", true
 	}
 	if len(conditions) == 1 && conditions[0] == v1.NodeMemoryPressure {
-		if qosClass(pod) != v1.PodQOSBestEffort {
+		if QOSClass(pod) != v1.PodQOSBestEffort {
 			return "", "", true
 		}
 		taint := &v1.Taint{Key: v1.TaintNodeMemoryPressure, Effect: v1.TaintEffectNoSchedule}
@@ -241,7 +242,7 @@ func hostPortsFree(pod *v1.Pod, running []*v1.Pod) bool {
 		want := norm(cp)
 		for _, u := range inUse[cp.HostPort] {
 			if u.proto == want.proto && (u.ip == want.ip || u.ip == "0.0.0.0" || want.ip == "0.0.0.0") {
-				logrus.WithFields(logrus.Fields{"pod": key(pod.Namespace, pod.Name), "port": cp.HostPort}).Debug("host port in use")
+				logrus.WithFields(logrus.Fields{"pod": cache.MetaObjectToName(pod).String(), "port": cp.HostPort}).Debug("host port in use")
 				return false
 			}
 		}
