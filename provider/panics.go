@@ -46,22 +46,6 @@ func (g guardedRuntime) Exec(ctx context.Context, id string, cmd []string, timeo
 	return g.Runtime.Exec(ctx, id, cmd, timeout)
 }
 
-// supervise runs the token and volume refresher and survives its panics: a
-// pod whose refresh panicked was already taken off the schedule, so the
-// others go on being refreshed after a pause.
-func (t *tokenTracker) supervise(ctx context.Context) {
-	for ctx.Err() == nil {
-		func() {
-			defer crash.Recover(log.WithField("loop", "token and volume refresh"), nil)
-			t.run(ctx)
-		}()
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
 // TestPanicAnnotation, on a pod, names the points where hostlet panics once
 // for that pod, comma-separated: "sync" (the pod worker), "start" (a
 // container start), "exec" (the first exec: a probe or hook), "logs" (the

@@ -5,19 +5,16 @@ package provider
 
 import (
 	"context"
-	"path/filepath"
-	"strconv"
+	"net"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hostlet/hostlet/crash"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,19 +22,43 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 )
 
-// Config is the node-level configuration the provider needs.
+// Config is what the provider needs: the node's facts and, explicitly, the
+// parts it drives.
 type Config struct {
-	NodeName      string
-	NodeIPs       []string
-	RootDir       string
-	ClusterDNS    []string
-	ClusterDomain string
-	ResolvConf    string
-	Backoff       lifecycle.Backoff
+	NodeName string
+	NodeIPs  []string
+	RootDir  string
+	Backoff  lifecycle.Backoff
+	// Client writes pod statuses and removes finished pods.
+	Client     kubernetes.Interface
+	Containers Containers
+	Host       Host
+	Events     lifecycle.Recorder
+	Node       Node
+}
+
+// Containers is what the provider uses of the container runtime
+// (runtime.Runtime) itself: exits, logs, and what exists for the sweep.
+type Containers interface {
+	ResumeLogs(ctx context.Context)
+	WatchExits(ctx context.Context, onExit func(runtime.ContainerStatus))
+	ListContainers(ctx context.Context, podUID string) ([]runtime.ContainerStatus, error)
+	LogDir(namespace, name, uid string) string
+	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
+	Exec(ctx context.Context, id string, cmd []string, eio runtime.ExecIO) (int, error)
+	DialPod(ctx context.Context, uid string, port int32) (net.Conn, error)
+}
+
+// Host runs pods on this host as their specs say (podspec.Runtime): the
+// lifecycle's runtime, and what the registry asks of it beyond that.
+type Host interface {
+	lifecycle.Runtime
+	ContainerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecycle.ContainerInfo
+	PodUpdated(old, pod *v1.Pod)
+	Cleanup(ctx context.Context, uid, namespace, name string)
 }
 
 type podEntry struct {
@@ -50,26 +71,21 @@ type podEntry struct {
 // its termination over.
 const goneTTL = 10 * time.Minute
 
-// Node is what the provider asks of the node (node.Node): admission, and
-// the figures the pod spec translation reads.
+// Node admits pods (node.Node).
 type Node interface {
 	Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok bool)
-	Allocatable() v1.ResourceList
-	Capacity() v1.ResourceList
 }
 
 // Provider implements virtual-kubelet's PodLifecycleHandler and PodNotifier.
 type Provider struct {
-	cfg      Config
-	ctx      context.Context
-	client   kubernetes.Interface
-	rt       *runtime.Runtime
-	events   record.EventRecorder
-	services corelisters.ServiceLister
-	node     Node
-	tokens   *tokenTracker
-	prober   *probes.Prober
-	userns   *usernsAllocator
+	cfg    Config
+	ctx    context.Context
+	client kubernetes.Interface
+	rt     Containers
+	host   Host
+	events lifecycle.Recorder
+	node   Node
+	prober *probes.Prober
 
 	// Pods are identified by UID: a pod recreated under a reused name is a
 	// new pod with its own worker while the old one finishes its teardown.
@@ -85,64 +101,33 @@ type Provider struct {
 }
 
 // New creates the provider; Run must be called before pods arrive.
-func New(ctx context.Context, cfg Config, client kubernetes.Interface, rt *runtime.Runtime, events record.EventRecorder, services corelisters.ServiceLister, n Node) *Provider {
-	p := &Provider{
-		cfg: cfg, ctx: ctx, client: client, rt: rt, events: events, services: services, node: n,
+func New(ctx context.Context, cfg Config) *Provider {
+	return &Provider{
+		cfg: cfg, ctx: ctx, client: cfg.Client, rt: cfg.Containers, host: cfg.Host, events: cfg.Events, node: cfg.Node,
 		pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{}, gone: map[types.UID]time.Time{},
 		prober: probes.NewProber(),
-		userns: newUsernsAllocator(filepath.Join(cfg.RootDir, "pods")),
 	}
-	p.tokens = newTokenTracker(p)
-	return p
 }
 
 // Run listens for container exits until ctx ends.
 func (p *Provider) Run(ctx context.Context) {
-	go p.tokens.supervise(ctx)
 	p.rt.ResumeLogs(ctx)
 	p.rt.WatchExits(ctx, func(st runtime.ContainerStatus) {
 		if e := p.entry(types.UID(st.PodUID)); e != nil {
-			e.worker.Exited(p.containerInfo(p.podByUID(st.PodUID), st))
+			e.worker.Exited(p.host.ContainerInfo(p.Pod(types.UID(st.PodUID)), st))
 		}
 	})
 }
 
 func key(ns, name string) string { return ns + "/" + name }
 
-func (p *Provider) hostIPs() []string { return p.cfg.NodeIPs }
-
-func (p *Provider) allocatable() v1.ResourceList { return p.node.Allocatable() }
-
-// podByUID returns the newest object of a pod the node runs, or nil.
-func (p *Provider) podByUID(uid string) *v1.Pod {
-	e := p.entry(types.UID(uid))
+// Pod returns the newest object of a pod the node runs, or nil.
+func (p *Provider) Pod(uid types.UID) *v1.Pod {
+	e := p.entry(uid)
 	if e == nil {
 		return nil
 	}
 	return e.worker.Object()
-}
-
-// event records an event on the pod, or on one of its containers.
-func (p *Provider) event(pod *v1.Pod, container, eventType, reason, msg string) {
-	ref := &v1.ObjectReference{
-		Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-		ResourceVersion: pod.ResourceVersion,
-	}
-	if container != "" {
-		ref.FieldPath = "spec.containers{" + container + "}"
-		for _, c := range pod.Spec.InitContainers {
-			if c.Name == container {
-				ref.FieldPath = "spec.initContainers{" + container + "}"
-			}
-		}
-	}
-	p.events.Event(ref, eventType, reason, msg)
-}
-
-type recorder struct{ p *Provider }
-
-func (r recorder) Event(pod *v1.Pod, container, eventType, reason, msg string) {
-	r.p.event(pod, container, eventType, reason, msg)
 }
 
 // CreatePod starts a worker for a pod bound to this node. A pod is known by
@@ -196,8 +181,8 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 	}
 	wctx, cancel := context.WithCancel(p.ctx)
 	w := lifecycle.NewPod(pod, lifecycle.Config{
-		Runtime:    guardedRuntime{podRuntime{p}, pod},
-		Recorder:   recorder{p},
+		Runtime:    guardedRuntime{p.host, pod},
+		Recorder:   p.events,
 		Backoff:    p.cfg.Backoff,
 		HostIPs:    p.cfg.NodeIPs,
 		Publish:    p.publish,
@@ -242,7 +227,7 @@ func (p *Provider) admittedPods() []*v1.Pod {
 
 // reject fails a pod the node does not admit, without running anything.
 func (p *Provider) reject(ctx context.Context, pod *v1.Pod, reason, msg string) {
-	p.event(pod, "", v1.EventTypeWarning, reason, msg)
+	p.events.Event(pod, "", v1.EventTypeWarning, reason, msg)
 	err := p.updateStatus(ctx, pod, func(st *v1.PodStatus) {
 		st.Phase, st.Reason, st.Message = v1.PodFailed, reason, msg
 	})
@@ -281,7 +266,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) (err error) {
 	if e == nil {
 		return p.CreatePod(ctx, pod)
 	}
-	p.tokens.podUpdated(e.worker.Status(), pod)
+	p.host.PodUpdated(e.worker.Status(), pod)
 	e.worker.Update(pod)
 	return nil
 }
@@ -451,6 +436,12 @@ func (p *Provider) terminated(pod *v1.Pod) {
 	l.Info("pod cleaned up on the host")
 }
 
+// cleanupHost removes everything hostlet made for a pod, to the end
+// whatever happens to the provider's context.
+func (p *Provider) cleanupHost(uid, namespace, name string) {
+	p.host.Cleanup(context.WithoutCancel(p.ctx), uid, namespace, name)
+}
+
 func ownedOnly(cs []v1.PodCondition) []v1.PodCondition {
 	var out []v1.PodCondition
 	for _, c := range cs {
@@ -459,128 +450,6 @@ func ownedOnly(cs []v1.PodCondition) []v1.PodCondition {
 		}
 	}
 	return out
-}
-
-// cleanupHost removes everything hostlet made for a pod: containers, the
-// sandbox (CNI DEL, netns), volumes and logs.
-func (p *Provider) cleanupHost(uid, namespace, name string) {
-	ctx := context.WithoutCancel(p.ctx)
-	l := log.WithFields(log.Fields{"pod": key(namespace, name), "uid": uid})
-	// Also run on a goroutine of its own (a delete of a pod without a
-	// worker): a panic costs this cleanup, which the orphan sweep retries.
-	defer crash.Recover(l, nil)
-	p.tokens.forget(types.UID(uid))
-	sts, err := p.rt.ListContainers(ctx, uid)
-	if err != nil {
-		l.WithError(err).Warn("listing containers for cleanup")
-	}
-	for _, st := range sts {
-		if st.State == runtime.StateRunning {
-			_ = p.rt.StopContainer(ctx, st.ID, unix.SIGKILL, 0)
-		}
-		if err := p.rt.RemoveContainer(ctx, st.ID); err != nil {
-			l.WithError(err).Warn("removing container")
-		}
-	}
-	if err := p.rt.RemoveSandbox(ctx, uid); err != nil {
-		l.WithError(err).Warn("removing sandbox")
-	}
-	if err := p.teardownVolumes(uid); err != nil {
-		l.WithError(err).Warn("removing pod dir")
-	}
-	p.userns.Release(types.UID(uid))
-	if namespace != "" {
-		p.rt.RemoveLogs(namespace, name, uid)
-	}
-}
-
-func signalByName(name string) (unix.Signal, bool) {
-	if name == "" {
-		return 0, false
-	}
-	if n, err := strconv.Atoi(name); err == nil {
-		return unix.Signal(n), true
-	}
-	if !strings.HasPrefix(name, "SIG") {
-		name = "SIG" + name
-	}
-	s := unix.SignalNum(name)
-	return s, s != 0
-}
-
-// tokenTracker refreshes projected service-account tokens at 80 % of their
-// life, as the kubelet's token manager does.
-// It also drives the periodic rewrite of ConfigMap/Secret/downward API
-// volumes (refresh.go).
-type tokenTracker struct {
-	p    *Provider
-	mu   sync.Mutex
-	due  map[types.UID]time.Time
-	wake chan struct{}
-	// cache holds issued tokens by request, keys which requests a pod made.
-	cache map[string]cachedToken
-	keys  map[types.UID]map[string]bool
-	meta  map[types.UID]metav1.ObjectMeta
-}
-
-func newTokenTracker(p *Provider) *tokenTracker {
-	return &tokenTracker{p: p, due: map[types.UID]time.Time{}, wake: make(chan struct{}, 1),
-		cache: map[string]cachedToken{}, keys: map[types.UID]map[string]bool{}, meta: map[types.UID]metav1.ObjectMeta{}}
-}
-
-func (t *tokenTracker) forget(uid types.UID) {
-	t.mu.Lock()
-	delete(t.due, uid)
-	t.dropTokens(uid)
-	t.mu.Unlock()
-}
-
-func (t *tokenTracker) run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		t.mu.Lock()
-		var next time.Time
-		var dueNow []types.UID
-		for uid, d := range t.due {
-			if !d.After(time.Now()) {
-				dueNow = append(dueNow, uid)
-				delete(t.due, uid)
-			} else if next.IsZero() || d.Before(next) {
-				next = d
-			}
-		}
-		t.mu.Unlock()
-		for _, uid := range dueNow {
-			if pod := t.podFor(uid); pod != nil && pod.DeletionTimestamp == nil {
-				sb, err := t.p.rt.Sandbox(string(uid))
-				var ips []string
-				if err == nil {
-					ips = sb.IPs
-				}
-				if err := t.p.setupVolumes(ctx, pod, ips); err != nil {
-					log.WithError(err).WithField("pod", key(pod.Namespace, pod.Name)).Warn("refreshing volumes")
-				}
-			}
-		}
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = time.Until(next)
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-t.wake:
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-	}
 }
 
 // ActivePods returns the pods the node runs that have not finished.

@@ -161,7 +161,7 @@ func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, con
 	r, w := io.Pipe()
 	go func() {
 		defer crash.Recover(podLog(pod).WithField("container", container), func(msg string) {
-			p.event(pod, container, v1.EventTypeWarning, "Failed", "Error: reading logs: panic: "+msg)
+			p.events.Event(pod, container, v1.EventTypeWarning, "Failed", "Error: reading logs: panic: "+msg)
 			w.CloseWithError(fmt.Errorf("panic: %s", msg))
 		})
 		testPanic(pod, "logs")

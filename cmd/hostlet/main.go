@@ -17,6 +17,7 @@ import (
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider"
 	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
@@ -25,6 +26,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -174,11 +176,21 @@ func run(ctx context.Context, o *options) error {
 
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
-	prov := provider.New(ctx, provider.Config{
-		NodeName: name, NodeIPs: []string{nodeIP}, RootDir: o.rootDir,
+	podEvents := provider.NewRecorder(events)
+	// The translation reads a pod's newest object from the provider's
+	// registry, whose workers run pods through the translation.
+	var prov *provider.Provider
+	spec := podspec.New(podspec.Config{
+		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
-		Backoff: backoff,
-	}, client, rt, events, svcInformer.Lister(), nd)
+		Objects: podspec.NewObjects(client), Services: svcInformer.Lister(), Events: podEvents, Node: nd, Runtime: rt,
+		Pod: func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
+	})
+	prov = provider.New(ctx, provider.Config{
+		NodeName: name, NodeIPs: []string{nodeIP}, RootDir: o.rootDir, Backoff: backoff,
+		Client: client, Containers: rt, Host: spec, Events: podEvents, Node: nd,
+	})
+	go spec.Run(ctx)
 	go prov.Run(ctx)
 	go nd.Run(ctx, o.statusUpdateFreq)
 	go node.NewShutdownManager(node.ShutdownConfig{

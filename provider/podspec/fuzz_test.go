@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func FuzzPodSpecToRuntime(f *testing.F) {
 		`{"metadata":{"uid":"../../.."},"spec":{"volumes":[{"name":"v","emptyDir":{}}],"containers":[{"name":"c","volumeMounts":[{"name":"v","mountPath":"/x","subPath":"a/../../b"}]}]}}`,
 		`{"metadata":{"uid":"u"},"spec":{"containers":[{"name":"c","volumeMounts":[{"name":"missing","mountPath":"/x"}]}]}}`,
 		`{"metadata":{"uid":"u"},"spec":{"containers":[{"name":"c","env":[{"name":"A","valueFrom":{}},{"name":"B","valueFrom":{"fieldRef":{"fieldPath":"metadata.annotations['x"}}},{"name":"C","valueFrom":{"resourceFieldRef":{"resource":"limits.cpu","divisor":"0"}}}]}]}}`,
-		`{"spec":{"securityContext":{"runAsNonRoot":true,"seccompProfile":{"type":"Localhost","localhostProfile":"p.json"}},"containers":[{"name":"c","securityContext":{"procMount":"Unmasked","capabilities":{"add":[""]}}}]}}`,
+		`{"spec":{"securityContext":{"runAsNonRoot":true,"seccompProfile":{"type":"Localhost","localhostProfile":"r.json"}},"containers":[{"name":"c","securityContext":{"procMount":"Unmasked","capabilities":{"add":[""]}}}]}}`,
 		`{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"1e30","memory":"-1"},"requests":{"cpu":"-5","memory":"1e40"}}}]}}`,
 		`{"spec":{"containers":[]}}`,
 		`{}`,
@@ -118,13 +118,13 @@ func FuzzPodSpecToRuntime(f *testing.F) {
 				hostPaths = append(hostPaths, hp.Path)
 			}
 		}
-		p := fuzzProvider(filepath.Join(root, "state"))
-		podDir := filepath.Join(p.cfg.RootDir, "pods", string(pod.UID))
-		defer func() { _ = p.teardownVolumes(string(pod.UID)) }()
+		r := fuzzRuntime(filepath.Join(root, "state"))
+		podDir := filepath.Join(r.cfg.RootDir, "pods", string(pod.UID))
+		defer func() { _ = r.teardownVolumes(string(pod.UID)) }()
 		// The volume directories as the sandbox's preparation leaves them.
 		for _, v := range pod.Spec.Volumes {
 			if v.HostPath == nil {
-				if err := os.MkdirAll(p.volumeDir(&pod, v.Name), 0o750); err != nil {
+				if err := os.MkdirAll(r.volumeDir(&pod, v.Name), 0o750); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -134,13 +134,13 @@ func FuzzPodSpecToRuntime(f *testing.F) {
 		all = append(all, pod.Spec.Containers...)
 		for i := range all {
 			c := &all[i]
-			env, err := p.containerEnv(context.Background(), &pod, c, []string{"10.0.0.2"}, p.objects(pod.Namespace))
+			env, err := r.containerEnv(context.Background(), &pod, c, []string{"10.0.0.2"}, r.objects(pod.Namespace))
 			if err != nil {
 				continue
 			}
-			_, _ = p.containerSecurity(&pod, c, "1000")
-			_ = p.containerResources(&pod, c)
-			mounts, err := p.containerMounts(&pod, c, env)
+			_, _ = r.containerSecurity(&pod, c, "1000")
+			_ = r.containerResources(&pod, c)
+			mounts, err := r.containerMounts(&pod, c, env)
 			if err != nil {
 				continue
 			}
@@ -175,26 +175,19 @@ func resolve(path string) string {
 	return path
 }
 
-// fuzzProvider is the least of a Provider the translation reads: its
-// config, a node with capacity and an API with one ConfigMap and Secret.
-func fuzzProvider(rootDir string) *Provider {
+// fuzzRuntime is the least the translation reads: its config, a node with
+// capacity and an API with one ConfigMap and Secret.
+func fuzzRuntime(rootDir string) *Runtime {
 	client := fake.NewSimpleClientset(
 		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}, Data: map[string]string{"k": "v", "OTHER": "o"}},
 		&v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Data: map[string][]byte{"pw": []byte("x")}},
 	)
 	res := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}
-	p := &Provider{
-		cfg:    Config{NodeName: "n", NodeIPs: []string{"127.0.0.1"}, RootDir: rootDir},
-		client: client,
-		node:   fixedNode{res},
-	}
-	p.tokens = newTokenTracker(p)
-	return p
+	return New(Config{HostIPs: []string{"127.0.0.1"}, RootDir: rootDir, Objects: NewObjects(client), Node: fixedNode{res}})
 }
 
 // fixedNode is a node whose capacity and allocatable are res.
 type fixedNode struct{ res v1.ResourceList }
 
-func (n fixedNode) Admit(*v1.Pod, []*v1.Pod) (string, string, bool) { return "", "", true }
-func (n fixedNode) Allocatable() v1.ResourceList                    { return n.res }
-func (n fixedNode) Capacity() v1.ResourceList                       { return n.res }
+func (n fixedNode) Allocatable() v1.ResourceList { return n.res }
+func (n fixedNode) Capacity() v1.ResourceList    { return n.res }

@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"os"
@@ -103,23 +103,23 @@ func TestUsernsAllocatorExhaustedAndBadFiles(t *testing.T) {
 
 func TestContainerSecurityProfiles(t *testing.T) {
 	unmasked := v1.UnmaskedProcMount
-	p := &Provider{cfg: Config{RootDir: "/var/lib/hostlet"}}
+	r := &Runtime{cfg: Config{RootDir: "/var/lib/hostlet"}}
 	pod := &v1.Pod{Spec: v1.PodSpec{
 		SecurityContext: &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}},
 		Containers:      []v1.Container{{Name: "c"}},
 	}}
 	c := &pod.Spec.Containers[0]
-	if sec, err := p.containerSecurity(pod, c, ""); err != nil || sec.Seccomp != "RuntimeDefault" || sec.AppArmor != "" {
+	if sec, err := r.containerSecurity(pod, c, ""); err != nil || sec.Seccomp != "RuntimeDefault" || sec.AppArmor != "" {
 		t.Errorf("pod RuntimeDefault: %+v %v", sec, err)
 	}
 	name := "profiles/audit.json"
 	c.SecurityContext = &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: &name},
 		AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeUnconfined}, ProcMount: &unmasked}
-	if sec, err := p.containerSecurity(pod, c, ""); err != nil || sec.Seccomp != "/var/lib/hostlet/seccomp/profiles/audit.json" || sec.AppArmor != "Unconfined" || !sec.UnmaskedProc {
+	if sec, err := r.containerSecurity(pod, c, ""); err != nil || sec.Seccomp != "/var/lib/hostlet/seccomp/profiles/audit.json" || sec.AppArmor != "Unconfined" || !sec.UnmaskedProc {
 		t.Errorf("container Localhost: %+v %v", sec, err)
 	}
 	c.SecurityContext.SeccompProfile.LocalhostProfile = nil
-	if _, err := p.containerSecurity(pod, c, ""); err == nil || err.Error() != "localhostProfile must be set if seccompProfile type is Localhost." {
+	if _, err := r.containerSecurity(pod, c, ""); err == nil || err.Error() != "localhostProfile must be set if seccompProfile type is Localhost." {
 		t.Errorf("Localhost without a name: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"fmt"
@@ -14,12 +14,12 @@ func sortStrings(s []string) { sort.Strings(s) }
 // serviceEnv returns the Docker-links style variables the kubelet injects:
 // always for the "kubernetes" service of the default namespace, and for every
 // service of the pod's namespace when enableServiceLinks is on.
-func (p *Provider) serviceEnv(pod *v1.Pod) [][2]string {
-	if p.services == nil {
+func (r *Runtime) serviceEnv(pod *v1.Pod) [][2]string {
+	if r.cfg.Services == nil {
 		return nil
 	}
 	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
-	all, err := p.services.List(labels.Everything())
+	all, err := r.cfg.Services.List(labels.Everything())
 	if err != nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"io/fs"

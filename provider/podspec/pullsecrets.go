@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"context"
@@ -19,14 +19,14 @@ type dockerAuth struct {
 
 // pullCredentials turns the pod's imagePullSecrets into per-registry
 // credentials (.dockerconfigjson and the older .dockercfg).
-func (p *Provider) pullCredentials(ctx context.Context, pod *v1.Pod) (runtime.Credentials, error) {
+func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod) (runtime.Credentials, error) {
 	auths := map[string]dockerAuth{}
-	objs := p.objects(pod.Namespace)
+	objs := r.objects(pod.Namespace)
 	for _, ref := range pod.Spec.ImagePullSecrets {
 		s, err := objs.secret(ctx, ref.Name)
 		if err != nil {
 			// The kubelet proceeds without a missing pull secret.
-			p.event(pod, "", v1.EventTypeWarning, "FailedToRetrieveImagePullSecret",
+			r.event(pod, "", v1.EventTypeWarning, "FailedToRetrieveImagePullSecret",
 				fmt.Sprintf("Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", ref.Name))
 			continue
 		}

@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"context"
@@ -10,55 +10,8 @@ import (
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/expansion"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
-
-// objects fetches the ConfigMaps and Secrets one container start refers to,
-// each once, with GET: a node may read only what its own pods reference.
-type objects struct {
-	p          *Provider
-	ns         string
-	configMaps map[string]*v1.ConfigMap
-	secrets    map[string]*v1.Secret
-}
-
-func (p *Provider) objects(ns string) *objects {
-	return &objects{p: p, ns: ns, configMaps: map[string]*v1.ConfigMap{}, secrets: map[string]*v1.Secret{}}
-}
-
-func (o *objects) configMap(ctx context.Context, name string) (*v1.ConfigMap, error) {
-	if cm, ok := o.configMaps[name]; ok {
-		return cm, nil
-	}
-	cm, err := o.p.client.CoreV1().ConfigMaps(o.ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			// The kubelet's object managers word it with the singular.
-			return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmap"}, name)
-		}
-		return nil, err
-	}
-	o.configMaps[name] = cm
-	return cm, nil
-}
-
-func (o *objects) secret(ctx context.Context, name string) (*v1.Secret, error) {
-	if s, ok := o.secrets[name]; ok {
-		return s, nil
-	}
-	s, err := o.p.client.CoreV1().Secrets(o.ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secret"}, name)
-		}
-		return nil, err
-	}
-	o.secrets[name] = s
-	return s, nil
-}
 
 func configError(err error) error {
 	return &lifecycle.Failure{Reason: "CreateContainerConfigError", Message: err.Error()}
@@ -66,7 +19,7 @@ func configError(err error) error {
 
 // containerEnv resolves a container's environment as the kubelet does:
 // service variables, then envFrom, then env with $(VAR) expansion.
-func (p *Provider) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string, objs *objects) ([]string, error) {
+func (r *Runtime) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string, objs *objects) ([]string, error) {
 	env := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -75,7 +28,7 @@ func (p *Provider) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		}
 		env[k] = v
 	}
-	serviceEnv := p.serviceEnv(pod)
+	serviceEnv := r.serviceEnv(pod)
 	for _, kv := range serviceEnv {
 		set(kv[0], kv[1])
 	}
@@ -85,21 +38,21 @@ func (p *Provider) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		var data map[string]string
 		switch {
 		case from.ConfigMapRef != nil:
-			cm, err := objs.configMap(ctx, from.ConfigMapRef.Name)
+			cm, ok, err := optionalRef(ctx, objs.configMap, from.ConfigMapRef.Name, from.ConfigMapRef.Optional)
 			if err != nil {
-				if isOptional(from.ConfigMapRef.Optional) && isNotFound(err) {
-					continue
-				}
 				return nil, configError(err)
+			}
+			if !ok {
+				continue
 			}
 			data = cm.Data
 		case from.SecretRef != nil:
-			s, err := objs.secret(ctx, from.SecretRef.Name)
+			s, ok, err := optionalRef(ctx, objs.secret, from.SecretRef.Name, from.SecretRef.Optional)
 			if err != nil {
-				if isOptional(from.SecretRef.Optional) && isNotFound(err) {
-					continue
-				}
 				return nil, configError(err)
+			}
+			if !ok {
+				continue
 			}
 			data = map[string]string{}
 			for k, v := range s.Data {
@@ -116,7 +69,7 @@ func (p *Provider) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Containe
 			set(e.Name, expansion.Expand(e.Value, lookup))
 			continue
 		}
-		v, ok, err := p.envValueFrom(ctx, pod, c, e.ValueFrom, podIPs, objs)
+		v, ok, err := r.envValueFrom(ctx, pod, c, e.ValueFrom, podIPs, objs)
 		if err != nil {
 			return nil, configError(err)
 		}
@@ -131,27 +84,18 @@ func (p *Provider) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	return out, nil
 }
 
-func isOptional(b *bool) bool { return b != nil && *b }
-
-// isNotFound: only a missing object is excused by optional, not a failing
-// apiserver.
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
-
-func (p *Provider) envValueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, podIPs []string, objs *objects) (string, bool, error) {
+func (r *Runtime) envValueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, podIPs []string, objs *objects) (string, bool, error) {
 	switch {
 	case from.FieldRef != nil:
-		v, err := fieldValue(pod, from.FieldRef.FieldPath, podIPs, p.hostIPs())
+		v, err := fieldValue(pod, from.FieldRef.FieldPath, podIPs, r.hostIPs())
 		return v, err == nil, err
 	case from.ResourceFieldRef != nil:
-		v, err := p.resourceValue(pod, c, from.ResourceFieldRef)
+		v, err := r.resourceValue(pod, c, from.ResourceFieldRef)
 		return v, err == nil, err
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
-		cm, err := objs.configMap(ctx, ref.Name)
-		if err != nil {
-			if isOptional(ref.Optional) && isNotFound(err) {
-				return "", false, nil
-			}
+		cm, ok, err := optionalRef(ctx, objs.configMap, ref.Name, ref.Optional)
+		if err != nil || !ok {
 			return "", false, err
 		}
 		v, ok := cm.Data[ref.Key]
@@ -164,11 +108,8 @@ func (p *Provider) envValueFrom(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		return v, true, nil
 	case from.SecretKeyRef != nil:
 		ref := from.SecretKeyRef
-		s, err := objs.secret(ctx, ref.Name)
-		if err != nil {
-			if isOptional(ref.Optional) && isNotFound(err) {
-				return "", false, nil
-			}
+		s, ok, err := optionalRef(ctx, objs.secret, ref.Name, ref.Optional)
+		if err != nil || !ok {
 			return "", false, err
 		}
 		v, ok := s.Data[ref.Key]
@@ -260,7 +201,7 @@ func formatMap(m map[string]string) string {
 
 // resourceValue resolves a resourceFieldRef; a limit that is not set is the
 // node's allocatable, as with the kubelet.
-func (p *Provider) resourceValue(pod *v1.Pod, c *v1.Container, ref *v1.ResourceFieldSelector) (string, error) {
+func (r *Runtime) resourceValue(pod *v1.Pod, c *v1.Container, ref *v1.ResourceFieldSelector) (string, error) {
 	if ref.ContainerName != "" {
 		c = findContainer(pod, ref.ContainerName)
 		if c == nil {
@@ -276,7 +217,7 @@ func (p *Provider) resourceValue(pod *v1.Pod, c *v1.Container, ref *v1.ResourceF
 	case "limits":
 		var found bool
 		if q, found = c.Resources.Limits[v1.ResourceName(name)]; !found {
-			q = p.allocatable()[v1.ResourceName(name)]
+			q = r.allocatable()[v1.ResourceName(name)]
 		}
 	case "requests":
 		// An unset request reads as zero, as with the kubelet.

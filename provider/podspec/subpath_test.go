@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"os"
@@ -11,12 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// subPathFixture is a provider over a temp root dir with a pod that has an
+// subPathFixture is a translation over a temp root dir with a pod that has an
 // emptyDir "d", a hostPath "h" and a configMap "cm" volume, and a bait dir
 // outside all of them. The pod's mounts are torn down before the temp dirs
 // are removed.
 type subPathFixture struct {
-	p         *Provider
+	r         *Runtime
 	pod       *v1.Pod
 	vol, host string
 	bait      string
@@ -29,7 +29,7 @@ func newSubPathFixture(t *testing.T) *subPathFixture {
 	}
 	f := &subPathFixture{bait: t.TempDir(), host: t.TempDir()}
 	root := t.TempDir()
-	f.p = &Provider{cfg: Config{RootDir: root}}
+	f.r = &Runtime{cfg: Config{RootDir: root}}
 	f.pod = &v1.Pod{}
 	f.pod.Name, f.pod.Namespace, f.pod.UID = "p", "ns", types.UID("uid1")
 	f.pod.Spec.Volumes = []v1.Volume{
@@ -37,13 +37,13 @@ func newSubPathFixture(t *testing.T) *subPathFixture {
 		{Name: "h", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: f.host}}},
 		{Name: "cm", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}},
 	}
-	f.vol = f.p.volumeDir(f.pod, "d")
+	f.vol = f.r.volumeDir(f.pod, "d")
 	must(t, os.MkdirAll(f.vol, 0o777))
 	must(t, os.Chmod(f.vol, 0o777))
 	must(t, os.WriteFile(filepath.Join(f.bait, "secret"), []byte("bait"), 0o600))
 	must(t, os.WriteFile(filepath.Join(f.host, "keep"), []byte("host data"), 0o644))
 	t.Cleanup(func() {
-		if err := f.p.teardownVolumes(string(f.pod.UID)); err != nil {
+		if err := f.r.teardownVolumes(string(f.pod.UID)); err != nil {
 			t.Error(err)
 		}
 	})
@@ -61,7 +61,7 @@ func must(t *testing.T, err error) {
 // the host path handed to the runtime.
 func (f *subPathFixture) mount(vol, sub string) (string, error) {
 	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: vol, MountPath: "/m", SubPath: sub}}}
-	ms, err := f.p.containerMounts(f.pod, c, nil)
+	ms, err := f.r.containerMounts(f.pod, c, nil)
 	if err != nil {
 		return "", err
 	}
@@ -126,7 +126,7 @@ func TestSubPathSymlinkEscapes(t *testing.T) {
 					var st, bst unix.Stat_t
 					unix.Stat(host, &st)
 					unix.Stat(f.bait, &bst)
-					if !emulated || st.Ino == bst.Ino || !strings.HasPrefix(host, f.p.cfg.RootDir) {
+					if !emulated || st.Ino == bst.Ino || !strings.HasPrefix(host, f.r.cfg.RootDir) {
 						t.Fatalf("subPath %q accepted: %s", tc.sub, host)
 					}
 					t.Logf("scoped to the volume: %s", host)
@@ -157,7 +157,7 @@ func TestSubPathInsideVolume(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", sub, err)
 		}
-		if want1 := f.p.subPathTarget(f.pod, "d", "app", 0); host != want1 {
+		if want1 := f.r.subPathTarget(f.pod, "d", "app", 0); host != want1 {
 			t.Errorf("%s bound at %s, want %s", sub, host, want1)
 		}
 		fi, _ := os.Stat(host)
@@ -190,14 +190,14 @@ func TestSubPathInsideVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, os.WriteFile(filepath.Join(host, "x"), []byte("x"), 0o644))
-	must(t, f.p.teardownVolumes(string(f.pod.UID)))
+	must(t, f.r.teardownVolumes(string(f.pod.UID)))
 	if _, err := os.Stat(filepath.Join(f.host, "sub", "x")); err != nil {
 		t.Errorf("teardown removed hostPath data: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(f.host, "keep")); err != nil {
 		t.Errorf("teardown removed hostPath data: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(f.p.cfg.RootDir, "pods", "uid1")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(f.r.cfg.RootDir, "pods", "uid1")); !os.IsNotExist(err) {
 		t.Errorf("pod dir left: %v", err)
 	}
 }
@@ -206,7 +206,7 @@ func TestSubPathInsideVolume(t *testing.T) {
 // and content volumes are read-only whatever the mount says.
 func TestSubPathContentVolume(t *testing.T) {
 	f := newSubPathFixture(t)
-	dir := f.p.volumeDir(f.pod, "cm")
+	dir := f.r.volumeDir(f.pod, "cm")
 	if _, err := writeAtomic(dir, map[string]volumeFile{"k": {Data: []byte("v1"), Mode: 0o644}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestSubPathContentVolume(t *testing.T) {
 	}
 	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{
 		{Name: "cm", MountPath: "/whole"}, {Name: "cm", MountPath: "/k", SubPath: "k"}, {Name: "d", MountPath: "/d"}}}
-	ms, err := f.p.containerMounts(f.pod, c, nil)
+	ms, err := f.r.containerMounts(f.pod, c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestSubPathExprEscape(t *testing.T) {
 	f := newSubPathFixture(t)
 	must(t, os.Symlink(f.bait, filepath.Join(f.vol, "evil")))
 	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: "d", MountPath: "/m", SubPathExpr: "$(WHERE)"}}}
-	if _, err := f.p.containerMounts(f.pod, c, []string{"WHERE=evil"}); err == nil {
+	if _, err := f.r.containerMounts(f.pod, c, []string{"WHERE=evil"}); err == nil {
 		t.Fatal("subPathExpr through a link accepted")
 	}
 	f.checkBait(t)

@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"bufio"
@@ -43,7 +43,7 @@ func parseResolvConf(b []byte) dnsConfig {
 }
 
 // podHostname returns the pod's hostname and, with a subdomain, its FQDN.
-func (p *Provider) podHostname(pod *v1.Pod) (string, string) {
+func (r *Runtime) podHostname(pod *v1.Pod) (string, string) {
 	h := pod.Name
 	if pod.Spec.Hostname != "" {
 		h = pod.Spec.Hostname
@@ -54,12 +54,12 @@ func (p *Provider) podHostname(pod *v1.Pod) (string, string) {
 	if pod.Spec.Subdomain == "" {
 		return h, ""
 	}
-	return h, fmt.Sprintf("%s.%s.%s.svc.%s", h, pod.Spec.Subdomain, pod.Namespace, p.cfg.ClusterDomain)
+	return h, fmt.Sprintf("%s.%s.%s.svc.%s", h, pod.Spec.Subdomain, pod.Namespace, r.cfg.ClusterDomain)
 }
 
 // resolvConf renders the pod's /etc/resolv.conf for its dnsPolicy.
-func (p *Provider) resolvConf(pod *v1.Pod) string {
-	host, _ := os.ReadFile(p.cfg.ResolvConf)
+func (r *Runtime) resolvConf(pod *v1.Pod) string {
+	host, _ := os.ReadFile(r.cfg.ResolvConf)
 	hostCfg := parseResolvConf(host)
 	policy := pod.Spec.DNSPolicy
 	if policy == "" {
@@ -71,8 +71,8 @@ func (p *Provider) resolvConf(pod *v1.Pod) string {
 	if policy == v1.DNSClusterFirstWithHostNet {
 		policy = v1.DNSClusterFirst
 	}
-	if policy == v1.DNSClusterFirst && len(p.cfg.ClusterDNS) == 0 {
-		p.event(pod, "", v1.EventTypeWarning, "MissingClusterDNS",
+	if policy == v1.DNSClusterFirst && len(r.cfg.ClusterDNS) == 0 {
+		r.event(pod, "", v1.EventTypeWarning, "MissingClusterDNS",
 			fmt.Sprintf("pod: %q. kubelet does not have ClusterDNS IP configured and cannot create Pod using %q policy. Falling back to %q policy.",
 				pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", v1.DNSClusterFirst, v1.DNSDefault))
 		policy = v1.DNSDefault
@@ -80,8 +80,8 @@ func (p *Provider) resolvConf(pod *v1.Pod) string {
 	var c dnsConfig
 	switch policy {
 	case v1.DNSClusterFirst:
-		d := p.cfg.ClusterDomain
-		c.nameservers = append([]string{}, p.cfg.ClusterDNS...)
+		d := r.cfg.ClusterDomain
+		c.nameservers = append([]string{}, r.cfg.ClusterDNS...)
 		c.searches = append([]string{pod.Namespace + ".svc." + d, "svc." + d, d}, hostCfg.searches...)
 		c.options = []string{"ndots:5"}
 	case v1.DNSDefault:

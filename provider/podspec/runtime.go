@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,7 +17,9 @@ import (
 	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/provider/expansion"
 	"github.com/hostlet/hostlet/runtime"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Limits of termination messages, as the kubelet's.
@@ -27,24 +30,19 @@ const (
 	defaultTerminationLogPath = "/dev/termination-log"
 )
 
-// podRuntime is the lifecycle's view of containerd: it resolves what the pod
-// spec refers to (images, env, volumes) and drives the runtime package.
-type podRuntime struct{ p *Provider }
+var _ lifecycle.Runtime = (*Runtime)(nil)
 
-var _ lifecycle.Runtime = podRuntime{}
-
-func (r podRuntime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
-	p := r.p
-	sb, err := p.rt.Sandbox(string(pod.UID))
+func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
+	sb, err := r.rt.Sandbox(string(pod.UID))
 	if err != nil {
 		// Volumes first, as the kubelet mounts them before it creates the
 		// sandbox: a pod whose volumes fail holds no network and no IP.
 		// (Volumes never read the pod IP: the downward API offers it to
 		// environment variables only.)
-		if err := p.setupVolumes(ctx, pod, nil); err != nil {
+		if err := r.setupVolumes(ctx, pod, nil); err != nil {
 			return nil, err
 		}
-		hostname, fqdn := p.podHostname(pod)
+		hostname, fqdn := r.podHostname(pod)
 		if pod.Spec.SetHostnameAsFQDN != nil && *pod.Spec.SetHostnameAsFQDN && fqdn != "" {
 			hostname = fqdn
 		}
@@ -53,57 +51,56 @@ func (r podRuntime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, 
 			HostNetwork: pod.Spec.HostNetwork, HostIPC: pod.Spec.HostIPC, HostPID: pod.Spec.HostPID,
 			ShareProcessNamespace: pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace,
 			Hostname:              hostname, FQDN: fqdn,
-			ResolvConf: p.resolvConf(pod),
+			ResolvConf: r.resolvConf(pod),
 		}
 		for _, a := range pod.Spec.HostAliases {
 			cfg.HostAliases = append(cfg.HostAliases, runtime.HostAlias{IP: a.IP, Hostnames: a.Hostnames})
 		}
-		if cfg.UserNS, err = p.podUserNS(ctx, pod); err != nil {
+		if cfg.UserNS, err = r.podUserNS(ctx, pod); err != nil {
 			return nil, err
 		}
-		if sb, err = p.rt.EnsureSandbox(ctx, cfg); err != nil {
+		if sb, err = r.rt.EnsureSandbox(ctx, cfg); err != nil {
 			return nil, err
 		}
 		return sb.IPs, nil
 	}
-	if err := p.setupVolumes(ctx, pod, sb.IPs); err != nil {
+	if err := r.setupVolumes(ctx, pod, sb.IPs); err != nil {
 		return nil, err
 	}
 	return sb.IPs, nil
 }
 
-func (r podRuntime) SandboxReady(pod *v1.Pod) bool {
-	_, err := r.p.rt.Sandbox(string(pod.UID))
+func (r *Runtime) SandboxReady(pod *v1.Pod) bool {
+	_, err := r.rt.Sandbox(string(pod.UID))
 	return err == nil
 }
 
-func (r podRuntime) TeardownSandbox(ctx context.Context, pod *v1.Pod) error {
-	return r.p.rt.RemoveSandbox(ctx, string(pod.UID))
+func (r *Runtime) TeardownSandbox(ctx context.Context, pod *v1.Pod) error {
+	return r.rt.RemoveSandbox(ctx, string(pod.UID))
 }
 
-func (r podRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt int) (lifecycle.ContainerInfo, error) {
-	p := r.p
-	img, err := p.ensureImage(ctx, pod, c)
+func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt int) (lifecycle.ContainerInfo, error) {
+	img, err := r.ensureImage(ctx, pod, c)
 	if err != nil {
 		return lifecycle.ContainerInfo{}, err
 	}
-	sb, err := p.rt.Sandbox(string(pod.UID))
+	sb, err := r.rt.Sandbox(string(pod.UID))
 	if err != nil {
 		return lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "CreateContainerError", Message: err.Error()}
 	}
-	env, err := p.containerEnv(ctx, pod, c, sb.IPs, p.objects(pod.Namespace))
+	env, err := r.containerEnv(ctx, pod, c, sb.IPs, r.objects(pod.Namespace))
 	if err != nil {
-		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
 		return lifecycle.ContainerInfo{}, err
 	}
-	mounts, err := p.containerMounts(pod, c, env)
+	mounts, err := r.containerMounts(pod, c, env)
 	if err != nil {
-		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return lifecycle.ContainerInfo{}, configError(err)
 	}
-	sec, err := p.containerSecurity(pod, c, img.Config.User)
+	sec, err := r.containerSecurity(pod, c, img.Config.User)
 	if err != nil {
-		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return lifecycle.ContainerInfo{}, configError(err)
 	}
 	expand := func(s []string) []string {
@@ -118,20 +115,20 @@ func (r podRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if termPath == "" {
 		termPath = defaultTerminationLogPath
 	}
-	hostname, _ := p.podHostname(pod)
-	id, err := p.rt.CreateContainer(ctx, runtime.ContainerConfig{
+	hostname, _ := r.podHostname(pod)
+	id, err := r.rt.CreateContainer(ctx, runtime.ContainerConfig{
 		Sandbox: sb, Name: c.Name, Attempt: attempt, Image: img, ImageName: c.Image,
 		Command: expand(c.Command), Args: expand(c.Args), Env: env, WorkingDir: c.WorkingDir,
 		Mounts: mounts, TerminationMessagePath: termPath, Hostname: hostname,
-		Security: sec, Resources: p.containerResources(pod, c),
+		Security: sec, Resources: r.containerResources(pod, c),
 	})
 	if err != nil {
-		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "CreateContainerError", Message: err.Error()}
 	}
-	p.event(pod, c.Name, v1.EventTypeNormal, "Created", "Container created")
-	if err := p.rt.StartContainer(ctx, id); err != nil {
-		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+	r.event(pod, c.Name, v1.EventTypeNormal, "Created", "Container created")
+	if err := r.rt.StartContainer(ctx, id); err != nil {
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		var se *runtime.StartError
 		if !errors.As(err, &se) {
 			return lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "RunContainerError", Message: err.Error()}
@@ -143,7 +140,7 @@ func (r podRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Conta
 			Message: err.Error(), Image: c.Image, ImageID: img.ID}
 		return info, &lifecycle.Failure{Reason: "StartError", Message: err.Error(), Info: &info}
 	}
-	p.event(pod, c.Name, v1.EventTypeNormal, "Started", "Container started")
+	r.event(pod, c.Name, v1.EventTypeNormal, "Started", "Container started")
 	return r.Container(ctx, id)
 }
 
@@ -156,17 +153,17 @@ func failureMessage(err error) string {
 }
 
 // ensureImage applies the pull policy, with the kubelet's events.
-func (p *Provider) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (*runtime.Image, error) {
+func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (*runtime.Image, error) {
 	if _, err := runtime.NormalizeImage(c.Image); err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: invalid reference format", c.Image, c.Image)
-		p.event(pod, c.Name, v1.EventTypeWarning, "InspectFailed", msg)
+		r.event(pod, c.Name, v1.EventTypeWarning, "InspectFailed", msg)
 		return nil, &lifecycle.Failure{Reason: "InvalidImageName", Message: msg}
 	}
 	policy := c.ImagePullPolicy
 	if policy != v1.PullAlways {
-		img, err := p.rt.GetImage(ctx, c.Image)
+		img, err := r.rt.GetImage(ctx, c.Image)
 		if err == nil {
-			p.event(pod, c.Name, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
+			r.event(pod, c.Name, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
 			return img, nil
 		}
 		if !errdefs.IsNotFound(err) {
@@ -174,45 +171,45 @@ func (p *Provider) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container
 		}
 		if policy == v1.PullNever {
 			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
-			p.event(pod, c.Name, v1.EventTypeWarning, "ErrImageNeverPull", msg)
+			r.event(pod, c.Name, v1.EventTypeWarning, "ErrImageNeverPull", msg)
 			return nil, &lifecycle.Failure{Reason: "ErrImageNeverPull", Message: msg}
 		}
 	}
-	p.event(pod, c.Name, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
-	creds, err := p.pullCredentials(ctx, pod)
+	r.event(pod, c.Name, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
+	creds, err := r.pullCredentials(ctx, pod)
 	if err != nil {
 		return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
 	}
-	img, took, err := p.rt.PullImage(ctx, c.Image, creds)
+	img, took, err := r.rt.PullImage(ctx, c.Image, creds)
 	if err != nil {
-		p.event(pod, c.Name, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
 		return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
 	}
-	p.event(pod, c.Name, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", c.Image, took.Round(time.Millisecond), took.Round(time.Millisecond), img.Size))
+	r.event(pod, c.Name, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", c.Image, took.Round(time.Millisecond), took.Round(time.Millisecond), img.Size))
 	return img, nil
 }
 
-func (r podRuntime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace time.Duration) error {
+func (r *Runtime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace time.Duration) error {
 	sig := syscall.SIGTERM
 	if c != nil && c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
 		if s, ok := signalByName(string(*c.Lifecycle.StopSignal)); ok {
 			sig = s
 		}
-	} else if s, ok := signalByName(r.p.rt.ImageStopSignal(ctx, id)); ok {
+	} else if s, ok := signalByName(r.rt.ImageStopSignal(ctx, id)); ok {
 		sig = s
 	}
-	return r.p.rt.StopContainer(ctx, id, sig, grace)
+	return r.rt.StopContainer(ctx, id, sig, grace)
 }
 
 // Exec runs a probe or hook command, collecting its combined output.
-func (r podRuntime) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error) {
+func (r *Runtime) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	var out syncBuffer
-	code, err := r.p.rt.Exec(ctx, id, cmd, runtime.ExecIO{Stdout: &out, Stderr: &out})
+	code, err := r.rt.Exec(ctx, id, cmd, runtime.ExecIO{Stdout: &out, Stderr: &out})
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return out.Bytes(), -1, probes.ErrExecTimeout
 	}
@@ -244,37 +241,37 @@ func (b *syncBuffer) Bytes() []byte {
 	return append([]byte(nil), b.buf...)
 }
 
-func (r podRuntime) RecordBackoff(ctx context.Context, id string, applied, next time.Duration) error {
-	return r.p.rt.SetBackoff(ctx, id, applied, next)
+func (r *Runtime) RecordBackoff(ctx context.Context, id string, applied, next time.Duration) error {
+	return r.rt.SetBackoff(ctx, id, applied, next)
 }
 
-func (r podRuntime) RemoveContainer(ctx context.Context, id string) error {
-	return r.p.rt.RemoveContainer(ctx, id)
+func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+	return r.rt.RemoveContainer(ctx, id)
 }
 
-func (r podRuntime) Containers(ctx context.Context, pod *v1.Pod) ([]lifecycle.ContainerInfo, error) {
-	sts, err := r.p.rt.ListContainers(ctx, string(pod.UID))
+func (r *Runtime) Containers(ctx context.Context, pod *v1.Pod) ([]lifecycle.ContainerInfo, error) {
+	sts, err := r.rt.ListContainers(ctx, string(pod.UID))
 	if err != nil {
 		return nil, err
 	}
 	out := make([]lifecycle.ContainerInfo, 0, len(sts))
 	for _, st := range sts {
-		out = append(out, r.p.containerInfo(pod, st))
+		out = append(out, r.ContainerInfo(pod, st))
 	}
 	return out, nil
 }
 
-func (r podRuntime) Container(ctx context.Context, id string) (lifecycle.ContainerInfo, error) {
-	st, err := r.p.rt.ContainerStatus(ctx, id)
+func (r *Runtime) Container(ctx context.Context, id string) (lifecycle.ContainerInfo, error) {
+	st, err := r.rt.ContainerStatus(ctx, id)
 	if err != nil {
 		return lifecycle.ContainerInfo{}, err
 	}
-	return r.p.containerInfo(r.p.podByUID(st.PodUID), st), nil
+	return r.ContainerInfo(r.cfg.Pod(types.UID(st.PodUID)), st), nil
 }
 
-// containerInfo converts a runtime status, reading the termination message
-// of an exited container as the kubelet does.
-func (p *Provider) containerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecycle.ContainerInfo {
+// ContainerInfo converts a runtime status, reading the termination message
+// of an exited container as the kubelet does. pod may be nil.
+func (r *Runtime) ContainerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecycle.ContainerInfo {
 	info := lifecycle.ContainerInfo{
 		ID: st.ID, Name: st.Name, Attempt: st.Attempt,
 		Running: st.State == runtime.StateRunning, Exited: st.State == runtime.StateExited,
@@ -297,7 +294,7 @@ func (p *Provider) containerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecy
 	if info.Message == "" && info.ExitCode != 0 && c != nil && c.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
 		// The exit can be reported before the last output reached the log.
 		select {
-		case <-p.rt.LogsDone(st.ID):
+		case <-r.rt.LogsDone(st.ID):
 		case <-time.After(2 * time.Second):
 		}
 		info.Message = logTail(st.LogPath)
@@ -326,4 +323,18 @@ func logTail(path string) string {
 		s = s[len(s)-maxTerminationLogBytes:]
 	}
 	return s
+}
+
+func signalByName(name string) (unix.Signal, bool) {
+	if name == "" {
+		return 0, false
+	}
+	if n, err := strconv.Atoi(name); err == nil {
+		return unix.Signal(n), true
+	}
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	s := unix.SignalNum(name)
+	return s, s != 0
 }

@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"context"
@@ -206,14 +206,14 @@ func (a *usernsAllocator) write(uid types.UID, m runtime.IDMap) error {
 // or nil for a pod that runs with the host's IDs. A host that cannot give a
 // pod its own user namespace fails the sandbox with the kubelet's message:
 // the pod never runs as the host's root instead.
-func (p *Provider) podUserNS(ctx context.Context, pod *v1.Pod) (*runtime.IDMap, error) {
+func (r *Runtime) podUserNS(ctx context.Context, pod *v1.Pod) (*runtime.IDMap, error) {
 	if pod.Spec.HostUsers == nil || *pod.Spec.HostUsers {
 		return nil, nil
 	}
-	if err := p.rt.UserNamespacesSupported(ctx); err != nil {
+	if err := r.rt.UserNamespacesSupported(ctx); err != nil {
 		return nil, fmt.Errorf("can't set `spec.hostUsers: false`, %w", err)
 	}
-	m, err := p.userns.Get(pod.UID)
+	m, err := r.userns.Get(pod.UID)
 	if err != nil {
 		return nil, err
 	}

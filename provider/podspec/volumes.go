@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"context"
@@ -17,20 +17,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-func (p *Provider) volumeDir(pod *v1.Pod, name string) string {
-	return filepath.Join(p.cfg.RootDir, "pods", string(pod.UID), "volumes", name)
+func (r *Runtime) volumeDir(pod *v1.Pod, name string) string {
+	return filepath.Join(r.cfg.RootDir, "pods", string(pod.UID), "volumes", name)
 }
 
 // setupVolumes makes every volume of the pod exist on the host. Content
 // volumes are (re)written atomically, so calling it again refreshes them.
-func (p *Provider) setupVolumes(ctx context.Context, pod *v1.Pod, podIPs []string) error {
-	objs := p.objects(pod.Namespace)
+func (r *Runtime) setupVolumes(ctx context.Context, pod *v1.Pod, podIPs []string) error {
+	objs := r.objects(pod.Namespace)
 	// Rewritten periodically, also after a failure, so volumes catch up
 	// with their objects, as the kubelet's resync does.
-	defer p.tokens.scheduleResync(pod, nextResync())
+	defer r.tokens.scheduleResync(pod, nextResync())
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
-		if err := p.setupVolume(ctx, pod, vol, podIPs, objs); err != nil {
+		if err := r.setupVolume(ctx, pod, vol, podIPs, objs); err != nil {
 			return &lifecycle.Failure{Reason: "FailedMount",
 				Message: fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", vol.Name, err)}
 		}
@@ -38,8 +38,8 @@ func (p *Provider) setupVolumes(ctx context.Context, pod *v1.Pod, podIPs []strin
 	return nil
 }
 
-func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, podIPs []string, objs *objects) error {
-	dir := p.volumeDir(pod, vol.Name)
+func (r *Runtime) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, podIPs []string, objs *objects) error {
+	dir := r.volumeDir(pod, vol.Name)
 	src := vol.VolumeSource
 	switch {
 	case src.EmptyDir != nil:
@@ -52,7 +52,7 @@ func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 		}
 		if src.EmptyDir.Medium == v1.StorageMediumMemory {
 			opts := "mode=1777"
-			if size := p.memoryVolumeSize(pod, src.EmptyDir.SizeLimit); size > 0 {
+			if size := r.memoryVolumeSize(pod, src.EmptyDir.SizeLimit); size > 0 {
 				opts += fmt.Sprintf(",size=%d", size)
 			}
 			if err := ensureTmpfs(dir, opts); err != nil {
@@ -65,9 +65,9 @@ func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 		}
 		return applyFSGroup(dir, podFSGroup(pod), false)
 	case src.HostPath != nil:
-		return p.setupHostPath(src.HostPath)
+		return r.setupHostPath(src.HostPath)
 	case isContentVolume(vol):
-		files, err := p.volumeFiles(ctx, pod, vol, podIPs, objs)
+		files, err := r.volumeFiles(ctx, pod, vol, podIPs, objs)
 		if err != nil {
 			return err
 		}
@@ -94,9 +94,9 @@ func (p *Provider) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 // memoryVolumeSize is the size of a memory-backed emptyDir as the kubelet
 // computes it: the smallest of node allocatable memory, the pod's memory
 // limit (when every container has one) and the volume's sizeLimit.
-func (p *Provider) memoryVolumeSize(pod *v1.Pod, sizeLimit *resource.Quantity) int64 {
+func (r *Runtime) memoryVolumeSize(pod *v1.Pod, sizeLimit *resource.Quantity) int64 {
 	size := int64(0)
-	if q, ok := p.allocatable()[v1.ResourceMemory]; ok {
+	if q, ok := r.allocatable()[v1.ResourceMemory]; ok {
 		size = q.Value()
 	}
 	smaller := func(v int64) {
@@ -134,7 +134,7 @@ func podMemoryLimit(pod *v1.Pod) (int64, bool) {
 	return sum, true
 }
 
-func (p *Provider) setupHostPath(hp *v1.HostPathVolumeSource) error {
+func (r *Runtime) setupHostPath(hp *v1.HostPathVolumeSource) error {
 	t := v1.HostPathUnset
 	if hp.Type != nil {
 		t = *hp.Type
@@ -208,15 +208,15 @@ func keyed(data map[string][]byte, items []v1.KeyToPath, defMode *int32, optiona
 	return out, nil
 }
 
-func (p *Provider) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume, podIPs []string, objs *objects) (map[string]volumeFile, error) {
+func (r *Runtime) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume, podIPs []string, objs *objects) (map[string]volumeFile, error) {
 	src := vol.VolumeSource
 	switch {
 	case src.ConfigMap != nil:
-		return p.configMapFiles(ctx, pod, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, src.ConfigMap.DefaultMode, objs)
+		return r.configMapFiles(ctx, pod, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, src.ConfigMap.DefaultMode, objs)
 	case src.Secret != nil:
-		return p.secretFiles(ctx, pod, src.Secret.SecretName, src.Secret.Items, src.Secret.Optional, src.Secret.DefaultMode, objs)
+		return r.secretFiles(ctx, pod, src.Secret.SecretName, src.Secret.Items, src.Secret.Optional, src.Secret.DefaultMode, objs)
 	case src.DownwardAPI != nil:
-		return p.downwardFiles(pod, src.DownwardAPI.Items, src.DownwardAPI.DefaultMode, podIPs)
+		return r.downwardFiles(pod, src.DownwardAPI.Items, src.DownwardAPI.DefaultMode, podIPs)
 	}
 	out := map[string]volumeFile{}
 	pr := src.Projected
@@ -225,13 +225,13 @@ func (p *Provider) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 		var err error
 		switch {
 		case s.ConfigMap != nil:
-			files, err = p.configMapFiles(ctx, pod, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional, pr.DefaultMode, objs)
+			files, err = r.configMapFiles(ctx, pod, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional, pr.DefaultMode, objs)
 		case s.Secret != nil:
-			files, err = p.secretFiles(ctx, pod, s.Secret.Name, s.Secret.Items, s.Secret.Optional, pr.DefaultMode, objs)
+			files, err = r.secretFiles(ctx, pod, s.Secret.Name, s.Secret.Items, s.Secret.Optional, pr.DefaultMode, objs)
 		case s.DownwardAPI != nil:
-			files, err = p.downwardFiles(pod, s.DownwardAPI.Items, pr.DefaultMode, podIPs)
+			files, err = r.downwardFiles(pod, s.DownwardAPI.Items, pr.DefaultMode, podIPs)
 		case s.ServiceAccountToken != nil:
-			files, err = p.tokenFiles(ctx, pod, s.ServiceAccountToken, pr.DefaultMode)
+			files, err = r.tokenFiles(ctx, pod, s.ServiceAccountToken, pr.DefaultMode)
 		default:
 			err = fmt.Errorf("projected source not supported by hostlet")
 		}
@@ -245,13 +245,13 @@ func (p *Provider) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 	return out, nil
 }
 
-func (p *Provider) configMapFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects) (map[string]volumeFile, error) {
-	cm, err := objs.configMap(ctx, name)
+func (r *Runtime) configMapFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects) (map[string]volumeFile, error) {
+	cm, ok, err := optionalRef(ctx, objs.configMap, name, optional)
 	if err != nil {
-		if isOptional(optional) && isNotFound(err) {
-			return map[string]volumeFile{}, nil
-		}
 		return nil, err
+	}
+	if !ok {
+		return map[string]volumeFile{}, nil
 	}
 	data := map[string][]byte{}
 	for k, v := range cm.Data {
@@ -263,31 +263,31 @@ func (p *Provider) configMapFiles(ctx context.Context, pod *v1.Pod, name string,
 	return keyed(data, items, defMode, optional, "configmap references non-existent config key")
 }
 
-func (p *Provider) secretFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects) (map[string]volumeFile, error) {
-	s, err := objs.secret(ctx, name)
+func (r *Runtime) secretFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects) (map[string]volumeFile, error) {
+	s, ok, err := optionalRef(ctx, objs.secret, name, optional)
 	if err != nil {
-		if isOptional(optional) && isNotFound(err) {
-			return map[string]volumeFile{}, nil
-		}
 		return nil, err
+	}
+	if !ok {
+		return map[string]volumeFile{}, nil
 	}
 	return keyed(s.Data, items, defMode, optional, "references non-existent secret key")
 }
 
-func (p *Provider) downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defMode *int32, podIPs []string) (map[string]volumeFile, error) {
+func (r *Runtime) downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defMode *int32, podIPs []string) (map[string]volumeFile, error) {
 	out := map[string]volumeFile{}
 	for _, it := range items {
 		var v string
 		var err error
 		switch {
 		case it.FieldRef != nil:
-			v, err = fieldValue(pod, it.FieldRef.FieldPath, podIPs, p.hostIPs())
+			v, err = fieldValue(pod, it.FieldRef.FieldPath, podIPs, r.hostIPs())
 		case it.ResourceFieldRef != nil:
 			c := findContainer(pod, it.ResourceFieldRef.ContainerName)
 			if c == nil {
 				return nil, fmt.Errorf("container %s not found", it.ResourceFieldRef.ContainerName)
 			}
-			v, err = p.resourceValue(pod, c, it.ResourceFieldRef)
+			v, err = r.resourceValue(pod, c, it.ResourceFieldRef)
 		}
 		if err != nil {
 			return nil, err
@@ -298,8 +298,8 @@ func (p *Provider) downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, 
 }
 
 // tokenFiles projects a service-account token bound to the pod.
-func (p *Provider) tokenFiles(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, defMode *int32) (map[string]volumeFile, error) {
-	tok, refresh, err := p.tokens.token(ctx, pod, src)
+func (r *Runtime) tokenFiles(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, defMode *int32) (map[string]volumeFile, error) {
+	tok, refresh, err := r.tokens.token(ctx, pod, src)
 	if err != nil {
 		return nil, err
 	}
@@ -307,14 +307,14 @@ func (p *Provider) tokenFiles(ctx context.Context, pod *v1.Pod, src *v1.ServiceA
 	if defMode != nil {
 		m = os.FileMode(*defMode)
 	}
-	p.tokens.scheduleResync(pod, refresh)
+	r.tokens.scheduleResync(pod, refresh)
 	return map[string]volumeFile{src.Path: {Data: []byte(tok), Mode: m}}, nil
 }
 
 // containerMounts maps the container's volumeMounts to host paths. A
 // subPath is bound safely (see subpath.go); content volumes are always
 // read-only, whatever the mount says, as the kubelet mounts them since 1.10.
-func (p *Provider) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([]runtime.Mount, error) {
+func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([]runtime.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -325,7 +325,7 @@ func (p *Provider) containerMounts(pod *v1.Pod, c *v1.Container, env []string) (
 		if !ok {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", m.Name, c.Name)
 		}
-		host := p.volumeDir(pod, m.Name)
+		host := r.volumeDir(pod, m.Name)
 		if vol.HostPath != nil {
 			host = vol.HostPath.Path
 		}
@@ -334,7 +334,7 @@ func (p *Provider) containerMounts(pod *v1.Pod, c *v1.Container, env []string) (
 			return nil, err
 		}
 		if subPath != "" {
-			if host, err = p.prepareSubPath(pod, c, i, m, host, subPath); err != nil {
+			if host, err = r.prepareSubPath(pod, c, i, m, host, subPath); err != nil {
 				return nil, err
 			}
 		}
@@ -354,8 +354,8 @@ func isContentVolume(v *v1.Volume) bool {
 // removes its files. Nothing is removed while anything under the pod's
 // directory is still mounted: a removal would reach through the mount
 // (a subPath of a hostPath volume is the host's own data).
-func (p *Provider) teardownVolumes(uid string) error {
-	podDir := filepath.Join(p.cfg.RootDir, "pods", uid)
+func (r *Runtime) teardownVolumes(uid string) error {
+	podDir := filepath.Join(r.cfg.RootDir, "pods", uid)
 	if _, err := os.Lstat(podDir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"errors"
@@ -178,14 +178,14 @@ func unmountAll(path string) {
 
 // subPathTarget is where a container's mount number idx of volume vol is
 // bound, as the kubelet names it (container names are DNS labels).
-func (p *Provider) subPathTarget(pod *v1.Pod, vol, container string, idx int) string {
-	return filepath.Join(p.cfg.RootDir, "pods", string(pod.UID), subPathsDir, vol, container, strconv.Itoa(idx))
+func (r *Runtime) subPathTarget(pod *v1.Pod, vol, container string, idx int) string {
+	return filepath.Join(r.cfg.RootDir, "pods", string(pod.UID), subPathsDir, vol, container, strconv.Itoa(idx))
 }
 
 // prepareSubPath makes the host path the runtime mounts for a volumeMount
 // with a subPath. Errors carry the kubelet's messages; what exactly failed
 // is logged only, as it may tell about the host's file system.
-func (p *Provider) prepareSubPath(pod *v1.Pod, c *v1.Container, idx int, m v1.VolumeMount, volPath, sub string) (string, error) {
+func (r *Runtime) prepareSubPath(pod *v1.Pod, c *v1.Container, idx int, m v1.VolumeMount, volPath, sub string) (string, error) {
 	l := log.WithFields(log.Fields{"pod": key(pod.Namespace, pod.Name), "container": c.Name, "volumeMount": m.Name, "subPath": sub})
 	f, err := openSubPath(volPath, sub)
 	if err != nil {
@@ -196,7 +196,7 @@ func (p *Provider) prepareSubPath(pod *v1.Pod, c *v1.Container, idx int, m v1.Vo
 		return "", fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q", m.Name, c.Name)
 	}
 	defer f.Close()
-	target := p.subPathTarget(pod, m.Name, c.Name, idx)
+	target := r.subPathTarget(pod, m.Name, c.Name, idx)
 	if err := bindSubPath(f, target); err != nil {
 		l.WithError(err).Warn("binding subPath")
 		return "", fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q", m.Name, c.Name)

@@ -1,4 +1,4 @@
-package provider
+package podspec
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ func podRef(pod *v1.Pod) string {
 // containerSecurity merges the pod's and the container's security context
 // as the kubelet does (the container's wins) and checks runAsNonRoot
 // against the user the container would run as.
-func (p *Provider) containerSecurity(pod *v1.Pod, c *v1.Container, imageUser string) (runtime.Security, error) {
+func (r *Runtime) containerSecurity(pod *v1.Pod, c *v1.Container, imageUser string) (runtime.Security, error) {
 	var sec runtime.Security
 	psc := pod.Spec.SecurityContext
 	if psc == nil {
@@ -78,7 +78,7 @@ func (p *Provider) containerSecurity(pod *v1.Pod, c *v1.Container, imageUser str
 			if profile.LocalhostProfile == nil || *profile.LocalhostProfile == "" {
 				return sec, fmt.Errorf("localhostProfile must be set if seccompProfile type is Localhost.")
 			}
-			sec.Seccomp = filepath.Join(p.cfg.RootDir, "seccomp", *profile.LocalhostProfile)
+			sec.Seccomp = filepath.Join(r.cfg.RootDir, "seccomp", *profile.LocalhostProfile)
 		}
 	}
 	if aa := node.AppArmorProfile(pod, c); aa != nil {
@@ -130,33 +130,33 @@ const (
 
 // containerResources turns requests and limits into cgroup settings and the
 // OOM score adjustment of the pod's QoS class.
-func (p *Provider) containerResources(pod *v1.Pod, c *v1.Container) runtime.Resources {
-	r := runtime.Resources{CPUShares: minShares, CPUPeriod: cpuPeriod}
+func (r *Runtime) containerResources(pod *v1.Pod, c *v1.Container) runtime.Resources {
+	out := runtime.Resources{CPUShares: minShares, CPUPeriod: cpuPeriod}
 	if q, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
 		if shares := uint64(q.MilliValue() * 1024 / 1000); shares > minShares {
-			r.CPUShares = shares
+			out.CPUShares = shares
 		}
 	}
 	if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
-		r.CPUQuota = max(q.MilliValue()*cpuPeriod/1000, minQuota)
+		out.CPUQuota = max(q.MilliValue()*cpuPeriod/1000, minQuota)
 	}
 	if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
-		r.MemoryLimit = q.Value()
+		out.MemoryLimit = q.Value()
 	}
 	switch node.QOSClass(pod) {
 	case v1.PodQOSGuaranteed:
-		r.OOMScoreAdj = guaranteedOOM
+		out.OOMScoreAdj = guaranteedOOM
 	case v1.PodQOSBestEffort:
-		r.OOMScoreAdj = bestEffortOOM
+		out.OOMScoreAdj = bestEffortOOM
 	default:
-		mem := p.node.Capacity()[v1.ResourceMemory]
+		mem := r.cfg.Node.Capacity()[v1.ResourceMemory]
 		capacity := mem.Value()
 		req := c.Resources.Requests.Memory().Value()
 		adj := bestEffortOOM
 		if capacity > 0 {
 			adj = 1000 - int(1000*req/capacity)
 		}
-		r.OOMScoreAdj = min(max(adj, 2), 999)
+		out.OOMScoreAdj = min(max(adj, 2), 999)
 	}
-	return r
+	return out
 }
