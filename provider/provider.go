@@ -5,7 +5,6 @@ package provider
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"time"
@@ -28,10 +27,9 @@ import (
 // Config is what the provider needs: the node's facts and, explicitly, the
 // parts it drives.
 type Config struct {
-	NodeName string
-	NodeIPs  []string
-	RootDir  string
-	Backoff  lifecycle.Backoff
+	NodeIPs []string
+	RootDir string
+	Backoff lifecycle.Backoff
 	// Client writes pod statuses and removes finished pods.
 	Client     kubernetes.Interface
 	Containers Containers
@@ -46,10 +44,6 @@ type Containers interface {
 	ResumeLogs(ctx context.Context)
 	WatchExits(ctx context.Context, onExit func(runtime.ContainerStatus))
 	ListContainers(ctx context.Context, podUID string) ([]runtime.ContainerStatus, error)
-	LogDir(namespace, name, uid string) string
-	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
-	Exec(ctx context.Context, id string, cmd []string, eio runtime.ExecIO) (int, error)
-	DialPod(ctx context.Context, uid string, port int32) (net.Conn, error)
 }
 
 // Host runs pods on this host as their specs say (podspec.Runtime): the

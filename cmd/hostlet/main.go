@@ -18,6 +18,8 @@ import (
 	"github.com/hostlet/hostlet/provider"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podspec"
+	"github.com/hostlet/hostlet/provider/server"
+	"github.com/hostlet/hostlet/provider/testpanic"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
@@ -50,7 +52,7 @@ func main() {
 		log.SetLevel(log.DebugLevel)
 	}
 	if o.testPanicHooks {
-		provider.EnableTestPanicHooks()
+		testpanic.Enable()
 	}
 	vklog.L = vkLogger{log.WithField("component", "virtual-kubelet")}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -187,7 +189,7 @@ func run(ctx context.Context, o *options) error {
 		Pod: func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
 	})
 	prov = provider.New(ctx, provider.Config{
-		NodeName: name, NodeIPs: []string{nodeIP}, RootDir: o.rootDir, Backoff: backoff,
+		NodeIPs: []string{nodeIP}, RootDir: o.rootDir, Backoff: backoff,
 		Client: client, Containers: rt, Host: spec, Events: podEvents, Node: nd,
 	})
 	go spec.Run(ctx)
@@ -238,11 +240,12 @@ func run(ctx context.Context, o *options) error {
 	svcInformers.Start(ctx.Done())
 	svcInformers.WaitForCacheSync(ctx.Done())
 
-	if err := prov.Serve(ctx, provider.ServerConfig{
+	if err := server.Serve(ctx, server.Config{
 		Addr:     net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),
 		CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.clientCA,
 		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
-	}, client, podInformer.Lister()); err != nil {
+		NodeName: name, Client: client, Pods: prov, APIPods: podInformer.Lister(), Runtime: rt, Events: podEvents,
+	}); err != nil {
 		return err
 	}
 

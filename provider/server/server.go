@@ -1,4 +1,6 @@
-package provider
+// Package server is the kubelet HTTPS API (logs, exec, port-forward, pods,
+// healthz) for the pods the node runs, authorized as the kubelet's is.
+package server
 
 import (
 	"context"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
+	"github.com/hostlet/hostlet/provider/testpanic"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -28,24 +31,57 @@ import (
 	utilexec "k8s.io/utils/exec"
 )
 
-// ServerConfig configures the kubelet HTTPS API.
-type ServerConfig struct {
+// Config configures the kubelet HTTPS API and names what it serves.
+type Config struct {
 	Addr               string
 	CertFile, KeyFile  string
 	ClientCAFile       string
 	StreamIdleTimeout  time.Duration
 	StreamCreationTime time.Duration
+	NodeName           string
+
+	// Client reviews tokens and access (TokenReview, SubjectAccessReview).
+	Client kubernetes.Interface
+	// Pods are the pods the node runs; APIPods the node's pods in the API.
+	Pods    Pods
+	APIPods corelisters.PodLister
+	Runtime Runtime
+	Events  Recorder
 }
 
+// Pods finds the pods the node runs (provider.Provider).
+type Pods interface {
+	GetPod(ctx context.Context, namespace, name string) (*v1.Pod, error)
+	GetPods(ctx context.Context) ([]*v1.Pod, error)
+}
+
+// Runtime is what the API uses of the container runtime (runtime.Runtime).
+type Runtime interface {
+	LogDir(namespace, name, uid string) string
+	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
+	Exec(ctx context.Context, id string, cmd []string, eio runtime.ExecIO) (int, error)
+	DialPod(ctx context.Context, uid string, port int32) (net.Conn, error)
+}
+
+// Recorder records events about a pod's container (provider.Recorder).
+type Recorder interface {
+	Event(pod *v1.Pod, container, eventType, reason, msg string)
+}
+
+// server answers the kubelet API's pod routes.
+type server struct{ cfg Config }
+
+// Package server is the kubelet's HTTPS API for the pods hostlet runs.
 // Serve runs the kubelet API (logs, exec, pods, healthz), authenticated and
 // authorized as the kubelet's is: client certificates from the client CA or
 // bearer tokens (TokenReview), then a SubjectAccessReview per request.
-func (p *Provider) Serve(ctx context.Context, cfg ServerConfig, client kubernetes.Interface, pods corelisters.PodLister) error {
+func Serve(ctx context.Context, cfg Config) error {
+	s := &server{cfg: cfg}
 	caProvider, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca", cfg.ClientCAFile)
 	if err != nil {
 		return fmt.Errorf("client CA: %w", err)
 	}
-	auth, err := nodeutil.WebhookAuth(client, p.cfg.NodeName, func(c *nodeutil.WebhookAuthConfig) error {
+	auth, err := nodeutil.WebhookAuth(cfg.Client, cfg.NodeName, func(c *nodeutil.WebhookAuthConfig) error {
 		c.AuthnConfig.ClientCertificateCAContentProvider = caProvider
 		return nil
 	})
@@ -55,12 +91,12 @@ func (p *Provider) Serve(ctx context.Context, cfg ServerConfig, client kubernete
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	api.AttachPodRoutes(api.PodHandlerConfig{
-		RunInContainer:   p.RunInContainer,
-		GetContainerLogs: p.GetContainerLogs,
-		PortForward:      p.PortForward,
-		GetPods:          p.GetPods,
+		RunInContainer:   s.RunInContainer,
+		GetContainerLogs: s.GetContainerLogs,
+		PortForward:      s.PortForward,
+		GetPods:          cfg.Pods.GetPods,
 		GetPodsFromKubernetes: func(context.Context) ([]*v1.Pod, error) {
-			return pods.List(labels.Everything())
+			return cfg.APIPods.List(labels.Everything())
 		},
 		StreamIdleTimeout:     cfg.StreamIdleTimeout,
 		StreamCreationTimeout: cfg.StreamCreationTime,
@@ -86,7 +122,7 @@ func (p *Provider) Serve(ctx context.Context, cfg ServerConfig, client kubernete
 	if err != nil {
 		return err
 	}
-	handler := withRecovery(withKubeletAuth(auth, p.cfg.NodeName, withZeroTail(mux)))
+	handler := withRecovery(withKubeletAuth(auth, cfg.NodeName, withZeroTail(mux)))
 	srv := &http.Server{Handler: handler, TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -102,8 +138,8 @@ func (p *Provider) Serve(ctx context.Context, cfg ServerConfig, client kubernete
 }
 
 // containerRef finds a container of a pod the node runs.
-func (p *Provider) containerRef(namespace, podName, container string) (*v1.Pod, *v1.ContainerStatus, error) {
-	pod, err := p.GetPod(context.Background(), namespace, podName)
+func (s *server) containerRef(namespace, podName, container string) (*v1.Pod, *v1.ContainerStatus, error) {
+	pod, err := s.cfg.Pods.GetPod(context.Background(), namespace, podName)
 	if err != nil {
 		return nil, nil, errdefs.NotFoundf("pod %s/%s not found", namespace, podName)
 	}
@@ -122,8 +158,8 @@ func containerIDOf(st *v1.ContainerStatus) string {
 }
 
 // GetContainerLogs serves `kubectl logs`.
-func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
-	pod, st, err := p.containerRef(namespace, podName, container)
+func (s *server) GetContainerLogs(ctx context.Context, namespace, podName, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
+	pod, st, err := s.containerRef(namespace, podName, container)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +178,7 @@ func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, con
 		}
 		return nil, errdefs.InvalidInputf("container %q in pod %q is waiting to start: %s", container, podName, reason)
 	}
-	path := filepath.Join(p.rt.LogDir(namespace, podName, string(pod.UID)), container, strconv.Itoa(attempt)+".log")
+	path := filepath.Join(s.cfg.Runtime.LogDir(namespace, podName, string(pod.UID)), container, strconv.Itoa(attempt)+".log")
 	lo := runtime.LogOptions{Tail: -1, Timestamps: opts.Timestamps, LimitBytes: int64(opts.LimitBytes), Follow: opts.Follow && !opts.Previous}
 	if opts.Tail > 0 || zeroTail(ctx) {
 		lo.Tail = opts.Tail
@@ -155,24 +191,24 @@ func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, con
 	}
 	id := containerIDOf(st)
 	running := func() bool {
-		cs, err := p.rt.ContainerStatus(context.WithoutCancel(ctx), id)
+		cs, err := s.cfg.Runtime.ContainerStatus(context.WithoutCancel(ctx), id)
 		return err == nil && cs.State == runtime.StateRunning
 	}
 	r, w := io.Pipe()
 	go func() {
 		defer crash.Recover(podLog(pod).WithField("container", container), func(msg string) {
-			p.events.Event(pod, container, v1.EventTypeWarning, "Failed", "Error: reading logs: panic: "+msg)
+			s.cfg.Events.Event(pod, container, v1.EventTypeWarning, "Failed", "Error: reading logs: panic: "+msg)
 			w.CloseWithError(fmt.Errorf("panic: %s", msg))
 		})
-		testPanic(pod, "logs")
+		testpanic.At(pod, "logs")
 		w.CloseWithError(runtime.ReadLog(ctx, path, lo, w, running))
 	}()
 	return r, nil
 }
 
 // RunInContainer serves `kubectl exec`.
-func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, container string, cmd []string, attach api.AttachIO) error {
-	pod, st, err := p.containerRef(namespace, podName, container)
+func (s *server) RunInContainer(ctx context.Context, namespace, podName, container string, cmd []string, attach api.AttachIO) error {
+	pod, st, err := s.containerRef(namespace, podName, container)
 	if err != nil {
 		return err
 	}
@@ -215,7 +251,7 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, conta
 		}()
 		eio.Resize = sizes
 	}
-	code, err := p.rt.Exec(ctx, containerIDOf(st), cmd, eio)
+	code, err := s.cfg.Runtime.Exec(ctx, containerIDOf(st), cmd, eio)
 	if err != nil {
 		return err
 	}
@@ -228,12 +264,12 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, conta
 
 // PortForward serves `kubectl port-forward`: one stream to one port of the
 // pod, connected from inside the pod's network namespace.
-func (p *Provider) PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error {
-	pod, err := p.GetPod(ctx, namespace, podName)
+func (s *server) PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error {
+	pod, err := s.cfg.Pods.GetPod(ctx, namespace, podName)
 	if err != nil {
 		return err
 	}
-	conn, err := p.rt.DialPod(ctx, string(pod.UID), port)
+	conn, err := s.cfg.Runtime.DialPod(ctx, string(pod.UID), port)
 	if err != nil {
 		return fmt.Errorf("failed to connect to localhost:%d inside namespace of pod %s: %w", port, podName, err)
 	}
@@ -252,6 +288,11 @@ func (p *Provider) PortForward(ctx context.Context, namespace, podName string, p
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// podLog is the logger of one pod's story (fields as the provider's).
+func podLog(pod *v1.Pod) *log.Entry {
+	return log.WithFields(log.Fields{"pod": pod.Namespace + "/" + pod.Name, "uid": string(pod.UID)})
 }
 
 // withRecovery answers a request whose handler panicked with 500 and logs
