@@ -1,67 +1,74 @@
-// Package provider is hostlet's virtual-kubelet provider: it turns pods bound
-// to this node into lifecycle workers, reports their status, and serves the
-// node object and the kubelet API.
+// Package provider is hostlet's virtual-kubelet provider: it keeps the pods
+// bound to this node in a registry by UID, runs each as a lifecycle worker,
+// and publishes their statuses. The node, the pod spec translation and the
+// kubelet API are the packages node, podspec and server below it.
 package provider
 
 import (
 	"context"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hostlet/hostlet/crash"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/retry"
 )
 
-// Config is the node-level configuration the provider needs.
+// Config is what the provider needs: the node's facts and, explicitly, the
+// parts it drives.
 type Config struct {
-	NodeName      string
-	NodeIPs       []string
-	RootDir       string
-	ClusterDNS    []string
-	ClusterDomain string
-	ResolvConf    string
-	Backoff       lifecycle.Backoff
+	NodeIPs []string
+	RootDir string
+	Backoff lifecycle.Backoff
+	// Client writes pod statuses and removes finished pods.
+	Client     kubernetes.Interface
+	Containers Containers
+	Host       Host
+	Events     lifecycle.Recorder
+	Node       Node
 }
 
-type podEntry struct {
-	worker *lifecycle.Pod
-	cancel context.CancelFunc
+// Containers is what the provider uses of the container runtime
+// (runtime.Runtime) itself: exits, logs, and what exists for the sweep.
+type Containers interface {
+	ResumeLogs(ctx context.Context)
+	WatchExits(ctx context.Context, onExit func(runtime.ContainerStatus))
+	ListContainers(ctx context.Context, podUID string) ([]runtime.ContainerStatus, error)
 }
 
-// goneTTL is how long the UID of a finished pod is remembered, so late
-// events about it (an informer update racing the final delete) do not start
-// its termination over.
-const goneTTL = 10 * time.Minute
+// Host runs pods on this host as their specs say (podspec.Runtime): the
+// lifecycle's runtime, and what the registry asks of it beyond that.
+type Host interface {
+	lifecycle.Runtime
+	ContainerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecycle.ContainerInfo
+	PodUpdated(old, pod *v1.Pod)
+	Cleanup(ctx context.Context, uid, namespace, name string)
+}
+
+// Node admits pods (node.Node).
+type Node interface {
+	Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok bool)
+}
 
 // Provider implements virtual-kubelet's PodLifecycleHandler and PodNotifier.
 type Provider struct {
-	cfg      Config
-	ctx      context.Context
-	client   kubernetes.Interface
-	rt       *runtime.Runtime
-	events   record.EventRecorder
-	services corelisters.ServiceLister
-	node     *Node
-	tokens   *tokenTracker
-	prober   *probes.Prober
-	userns   *usernsAllocator
+	cfg    Config
+	ctx    context.Context
+	client kubernetes.Interface
+	rt     Containers
+	host   Host
+	events lifecycle.Recorder
+	node   Node
+	prober *probes.Prober
 
 	// Pods are identified by UID: a pod recreated under a reused name is a
 	// new pod with its own worker while the old one finishes its teardown.
@@ -77,65 +84,25 @@ type Provider struct {
 }
 
 // New creates the provider; Run must be called before pods arrive.
-func New(ctx context.Context, cfg Config, client kubernetes.Interface, rt *runtime.Runtime, events record.EventRecorder, services corelisters.ServiceLister, node *Node) *Provider {
-	p := &Provider{
-		cfg: cfg, ctx: ctx, client: client, rt: rt, events: events, services: services, node: node,
+func New(ctx context.Context, cfg Config) *Provider {
+	return &Provider{
+		cfg: cfg, ctx: ctx, client: cfg.Client, rt: cfg.Containers, host: cfg.Host, events: cfg.Events, node: cfg.Node,
 		pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{}, gone: map[types.UID]time.Time{},
 		prober: probes.NewProber(),
-		userns: newUsernsAllocator(filepath.Join(cfg.RootDir, "pods")),
 	}
-	p.tokens = newTokenTracker(p)
-	return p
 }
 
 // Run listens for container exits until ctx ends.
 func (p *Provider) Run(ctx context.Context) {
-	go p.tokens.supervise(ctx)
 	p.rt.ResumeLogs(ctx)
 	p.rt.WatchExits(ctx, func(st runtime.ContainerStatus) {
 		if e := p.entry(types.UID(st.PodUID)); e != nil {
-			e.worker.Exited(p.containerInfo(p.podByUID(st.PodUID), st))
+			e.worker.Exited(p.host.ContainerInfo(p.Pod(types.UID(st.PodUID)), st))
 		}
 	})
 }
 
 func key(ns, name string) string { return ns + "/" + name }
-
-func (p *Provider) hostIPs() []string { return p.cfg.NodeIPs }
-
-func (p *Provider) allocatable() v1.ResourceList { return p.node.Allocatable() }
-
-// podByUID returns the newest object of a pod the node runs, or nil.
-func (p *Provider) podByUID(uid string) *v1.Pod {
-	e := p.entry(types.UID(uid))
-	if e == nil {
-		return nil
-	}
-	return e.worker.Object()
-}
-
-// event records an event on the pod, or on one of its containers.
-func (p *Provider) event(pod *v1.Pod, container, eventType, reason, msg string) {
-	ref := &v1.ObjectReference{
-		Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-		ResourceVersion: pod.ResourceVersion,
-	}
-	if container != "" {
-		ref.FieldPath = "spec.containers{" + container + "}"
-		for _, c := range pod.Spec.InitContainers {
-			if c.Name == container {
-				ref.FieldPath = "spec.initContainers{" + container + "}"
-			}
-		}
-	}
-	p.events.Event(ref, eventType, reason, msg)
-}
-
-type recorder struct{ p *Provider }
-
-func (r recorder) Event(pod *v1.Pod, container, eventType, reason, msg string) {
-	r.p.event(pod, container, eventType, reason, msg)
-}
 
 // CreatePod starts a worker for a pod bound to this node. A pod is known by
 // its UID only: a new pod under the name of one still terminating gets a
@@ -154,117 +121,9 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) (err error) {
 	return nil
 }
 
-// admission is what admit decided: a worker known already, a rejection, a
-// new worker to start, or nothing (the pod finished already).
-type admission struct {
-	known, started *lifecycle.Pod
-	ctx            context.Context
-	rejected       *lifecycle.Failure
-}
-
-// admit registers a new worker for the pod unless the node rejects it. The
-// lock is released however admission ends, a panic included.
-func (p *Provider) admit(pod *v1.Pod) admission {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if e, ok := p.pods[pod.UID]; ok {
-		return admission{known: e.worker}
-	}
-	if _, done := p.gone[pod.UID]; done {
-		// Finished and removed already; a late event must not restart it.
-		return admission{}
-	}
-	l := podLog(pod)
-	// A pod already being deleted (hostlet restarted during its termination)
-	// is not admitted again: its worker adopts and finishes it.
-	if pod.DeletionTimestamp == nil {
-		if reason, msg, ok := p.node.Admit(pod, p.admittedPods()); !ok {
-			l.WithFields(log.Fields{"reason": reason, "message": msg}).Info("pod rejected")
-			return admission{rejected: &lifecycle.Failure{Reason: reason, Message: msg}}
-		}
-		l.Info("pod admitted")
-	} else {
-		l.Info("resuming the termination of a pod")
-	}
-	wctx, cancel := context.WithCancel(p.ctx)
-	w := lifecycle.NewPod(pod, lifecycle.Config{
-		Runtime:    guardedRuntime{podRuntime{p}, pod},
-		Recorder:   recorder{p},
-		Backoff:    p.cfg.Backoff,
-		HostIPs:    p.cfg.NodeIPs,
-		Publish:    p.publish,
-		Terminated: p.terminated,
-		Prober:     p.prober,
-	})
-	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel}
-	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
-	return admission{started: w, ctx: wctx}
-}
-
-// entry is the registered worker of a pod, or nil.
-func (p *Provider) entry(uid types.UID) *podEntry {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.pods[uid]
-}
-
 // podLog is the logger of one pod's story.
 func podLog(pod *v1.Pod) *log.Entry {
 	return log.WithFields(log.Fields{"pod": key(pod.Namespace, pod.Name), "uid": string(pod.UID)})
-}
-
-// admittedPods lists the pods this node runs, for admission: every pod
-// admitted and not finished, counted from the moment of its admission (its
-// spec, before its worker's first status), as the kubelet counts them.
-// Called with mu.
-func (p *Provider) admittedPods() []*v1.Pod {
-	out := make([]*v1.Pod, 0, len(p.pods))
-	for _, e := range p.pods {
-		pod := e.worker.Status()
-		if pod == nil {
-			pod = e.worker.Object()
-		}
-		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-			continue
-		}
-		out = append(out, pod)
-	}
-	return out
-}
-
-// reject fails a pod the node does not admit, without running anything.
-func (p *Provider) reject(ctx context.Context, pod *v1.Pod, reason, msg string) {
-	p.event(pod, "", v1.EventTypeWarning, reason, msg)
-	err := p.updateStatus(ctx, pod, func(st *v1.PodStatus) {
-		st.Phase, st.Reason, st.Message = v1.PodFailed, reason, msg
-	})
-	if err != nil && !podGone(err) {
-		podLog(pod).WithError(err).Warn("rejecting pod")
-	}
-}
-
-// podGone tells an expected answer about a pod already removed from the
-// API: NotFound, or Forbidden, which is what the Node authorizer answers a
-// node for a pod no longer bound to it.
-func podGone(err error) bool {
-	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
-}
-
-// updateStatus changes the status of the pod's current object (the same
-// UID only), retrying on conflicts.
-func (p *Provider) updateStatus(ctx context.Context, pod *v1.Pod, change func(*v1.PodStatus)) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := p.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != pod.UID {
-			return nil
-		}
-		change(&cur.Status)
-		_, err = p.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
 }
 
 func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) (err error) {
@@ -273,7 +132,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) (err error) {
 	if e == nil {
 		return p.CreatePod(ctx, pod)
 	}
-	p.tokens.podUpdated(e.worker.Status(), pod)
+	p.host.PodUpdated(e.worker.Status(), pod)
 	e.worker.Update(pod)
 	return nil
 }
@@ -308,34 +167,6 @@ func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) (err error) {
 	}
 	e.worker.Update(pod)
 	return nil
-}
-
-// current returns the newest incarnation of a name, unless the API already
-// holds a newer one this provider has not been given yet: virtual-kubelet
-// compares what GetPod returns with the API's pod by name only, and an old
-// incarnation still terminating must never stand in for the new pod.
-// Called with mu.
-func (p *Provider) current(namespace, name string) (types.UID, *podEntry) {
-	uid, ok := p.byName[key(namespace, name)]
-	if !ok {
-		return "", nil
-	}
-	if p.lister != nil {
-		if api, err := p.lister.Pods(namespace).Get(name); err == nil && api.UID != uid {
-			return "", nil
-		}
-	}
-	return uid, p.pods[uid]
-}
-
-// view is what the provider reports of a pod: its computed status, or the
-// object as admitted before its worker's first status (so that a deletion
-// reaches it however early it comes).
-func view(e *podEntry) *v1.Pod {
-	if s := e.worker.Status(); s != nil {
-		return s.DeepCopy()
-	}
-	return e.worker.Object().DeepCopy()
 }
 
 func (p *Provider) GetPod(ctx context.Context, namespace, name string) (*v1.Pod, error) {
@@ -377,202 +208,10 @@ func (p *Provider) NotifyPods(ctx context.Context, cb func(*v1.Pod)) {
 	p.mu.Unlock()
 }
 
-// publish hands a pod's new status to virtual-kubelet, which writes it by
-// namespace/name: only while that name is this incarnation in the API. An
-// old incarnation's status would land on its successor, and one of a pod
-// gone from the API would only keep virtual-kubelet waiting for it; the
-// final status of a deleted pod is written by terminated, by UID.
-func (p *Provider) publish(pod *v1.Pod) {
-	p.mu.Lock()
-	cb := p.notify
-	uid, _ := p.current(pod.Namespace, pod.Name)
-	lister := p.lister
-	p.mu.Unlock()
-	if cb == nil || uid != pod.UID {
-		return
-	}
-	if lister != nil {
-		if api, err := lister.Pods(pod.Namespace).Get(pod.Name); err != nil || api.UID != pod.UID {
-			return
-		}
-	}
-	cb(pod)
-}
-
-// terminated writes a deleted pod's terminal status, removes the object with
-// grace 0 (as the kubelet does once everything stopped) and cleans the host.
-func (p *Provider) terminated(pod *v1.Pod) {
-	ctx := p.ctx
-	l := podLog(pod)
-	l.WithField("phase", pod.Status.Phase).Info("pod terminated")
-	err := p.updateStatus(ctx, pod, func(cur *v1.PodStatus) {
-		st := pod.Status.DeepCopy()
-		st.Conditions = lifecycle.MergeConditions(ownedOnly(st.Conditions), cur.Conditions, metav1.Now())
-		*cur = *st
-	})
-	if podGone(err) {
-		l.WithError(err).Debug("terminal status not written: the pod is already gone")
-	} else if err != nil {
-		l.WithError(err).Warn("writing terminal pod status")
-	}
-	zero := int64(0)
-	err = p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: &zero,
-		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
-	})
-	if err != nil && !podGone(err) && !apierrors.IsConflict(err) {
-		l.WithError(err).Warn("deleting pod")
-	}
-	p.mu.Lock()
-	if e := p.pods[pod.UID]; e != nil {
-		e.cancel()
-		delete(p.pods, pod.UID)
-	}
-	if p.byName[key(pod.Namespace, pod.Name)] == pod.UID {
-		delete(p.byName, key(pod.Namespace, pod.Name))
-	}
-	now := time.Now()
-	for uid, at := range p.gone {
-		if now.Sub(at) > goneTTL {
-			delete(p.gone, uid)
-		}
-	}
-	p.gone[pod.UID] = now
-	p.mu.Unlock()
-	p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
-	l.Info("pod cleaned up on the host")
-}
-
-func ownedOnly(cs []v1.PodCondition) []v1.PodCondition {
-	var out []v1.PodCondition
-	for _, c := range cs {
-		if lifecycle.IsOwnedCondition(c.Type) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// cleanupHost removes everything hostlet made for a pod: containers, the
-// sandbox (CNI DEL, netns), volumes and logs.
+// cleanupHost removes everything hostlet made for a pod, to the end
+// whatever happens to the provider's context.
 func (p *Provider) cleanupHost(uid, namespace, name string) {
-	ctx := context.WithoutCancel(p.ctx)
-	l := log.WithFields(log.Fields{"pod": key(namespace, name), "uid": uid})
-	// Also run on a goroutine of its own (a delete of a pod without a
-	// worker): a panic costs this cleanup, which the orphan sweep retries.
-	defer crash.Recover(l, nil)
-	p.tokens.forget(types.UID(uid))
-	sts, err := p.rt.ListContainers(ctx, uid)
-	if err != nil {
-		l.WithError(err).Warn("listing containers for cleanup")
-	}
-	for _, st := range sts {
-		if st.State == runtime.StateRunning {
-			_ = p.rt.StopContainer(ctx, st.ID, unix.SIGKILL, 0)
-		}
-		if err := p.rt.RemoveContainer(ctx, st.ID); err != nil {
-			l.WithError(err).Warn("removing container")
-		}
-	}
-	if err := p.rt.RemoveSandbox(ctx, uid); err != nil {
-		l.WithError(err).Warn("removing sandbox")
-	}
-	if err := p.teardownVolumes(uid); err != nil {
-		l.WithError(err).Warn("removing pod dir")
-	}
-	p.userns.Release(types.UID(uid))
-	if namespace != "" {
-		p.rt.RemoveLogs(namespace, name, uid)
-	}
-}
-
-func signalByName(name string) (unix.Signal, bool) {
-	if name == "" {
-		return 0, false
-	}
-	if n, err := strconv.Atoi(name); err == nil {
-		return unix.Signal(n), true
-	}
-	if !strings.HasPrefix(name, "SIG") {
-		name = "SIG" + name
-	}
-	s := unix.SignalNum(name)
-	return s, s != 0
-}
-
-// tokenTracker refreshes projected service-account tokens at 80 % of their
-// life, as the kubelet's token manager does.
-// It also drives the periodic rewrite of ConfigMap/Secret/downward API
-// volumes (refresh.go).
-type tokenTracker struct {
-	p    *Provider
-	mu   sync.Mutex
-	due  map[types.UID]time.Time
-	wake chan struct{}
-	// cache holds issued tokens by request, keys which requests a pod made.
-	cache map[string]cachedToken
-	keys  map[types.UID]map[string]bool
-	meta  map[types.UID]metav1.ObjectMeta
-}
-
-func newTokenTracker(p *Provider) *tokenTracker {
-	return &tokenTracker{p: p, due: map[types.UID]time.Time{}, wake: make(chan struct{}, 1),
-		cache: map[string]cachedToken{}, keys: map[types.UID]map[string]bool{}, meta: map[types.UID]metav1.ObjectMeta{}}
-}
-
-func (t *tokenTracker) forget(uid types.UID) {
-	t.mu.Lock()
-	delete(t.due, uid)
-	t.dropTokens(uid)
-	t.mu.Unlock()
-}
-
-func (t *tokenTracker) run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		t.mu.Lock()
-		var next time.Time
-		var dueNow []types.UID
-		for uid, d := range t.due {
-			if !d.After(time.Now()) {
-				dueNow = append(dueNow, uid)
-				delete(t.due, uid)
-			} else if next.IsZero() || d.Before(next) {
-				next = d
-			}
-		}
-		t.mu.Unlock()
-		for _, uid := range dueNow {
-			if pod := t.podFor(uid); pod != nil && pod.DeletionTimestamp == nil {
-				sb, err := t.p.rt.Sandbox(string(uid))
-				var ips []string
-				if err == nil {
-					ips = sb.IPs
-				}
-				if err := t.p.setupVolumes(ctx, pod, ips); err != nil {
-					log.WithError(err).WithField("pod", key(pod.Namespace, pod.Name)).Warn("refreshing volumes")
-				}
-			}
-		}
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = time.Until(next)
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-t.wake:
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-	}
+	p.host.Cleanup(context.WithoutCancel(p.ctx), uid, namespace, name)
 }
 
 // ActivePods returns the pods the node runs that have not finished.

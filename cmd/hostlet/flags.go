@@ -92,7 +92,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server (negative: no limit)")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
 	fs.IntVarP(&o.verbosity, "v", "v", 2, "log verbosity (0-2 info, 3+ debug)")
-	// Tests only: lets a pod annotation make hostlet panic (provider.TestPanicAnnotation).
+	// Tests only: lets a pod annotation make hostlet panic (testpanic.Annotation).
 	// Hidden, and refused in the config file, so a node cannot have it by accident.
 	fs.BoolVar(&o.testPanicHooks, "test-panic-hooks", false, "")
 	_ = fs.MarkHidden("test-panic-hooks")

@@ -16,21 +16,15 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider"
+	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/podspec"
+	"github.com/hostlet/hostlet/provider/server"
+	"github.com/hostlet/hostlet/provider/testpanic"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
-	vknode "github.com/virtual-kubelet/virtual-kubelet/node"
-	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func main() {
@@ -47,7 +41,7 @@ func main() {
 		log.SetLevel(log.DebugLevel)
 	}
 	if o.testPanicHooks {
-		provider.EnableTestPanicHooks()
+		testpanic.Enable()
 	}
 	vklog.L = vkLogger{log.WithField("component", "virtual-kubelet")}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -57,179 +51,77 @@ func main() {
 	}
 }
 
+// run wires hostlet's parts together and runs them until ctx ends.
 func run(ctx context.Context, o *options) error {
-	name := o.hostnameOverride
-	if name == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return err
-		}
-		name = h
-	}
-	nodeIP := o.nodeIP
-	if nodeIP == "" {
-		ip, err := provider.DefaultNodeIP()
-		if err != nil {
-			return err
-		}
-		nodeIP = ip
-	}
-	if ip := net.ParseIP(nodeIP); ip == nil {
-		return fmt.Errorf("invalid --node-ip %q", nodeIP)
-	} else if ip.IsLoopback() {
-		log.Warn("node IP is a loopback address: only this host can reach pods' host ports and the kubelet API")
-	}
-	taints, err := parseTaints(o.taints)
+	name, nodeIP, err := o.identity()
 	if err != nil {
 		return err
 	}
-	if err := validateNodeLabels(o.nodeLabels); err != nil {
-		return err
-	}
-	thresholds, err := provider.ParseThresholds(o.evictionHard)
-	if err != nil {
-		return fmt.Errorf("--eviction-hard: %w", err)
-	}
-	reserved, err := parseResources(o.systemReserved, o.kubeReserved)
+	nodeCfg, err := o.nodeConfig(name, nodeIP)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return err
 	}
-	self, err := os.Executable()
+	c, err := newClients(o)
 	if err != nil {
 		return err
 	}
-
-	restCfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	// The kubelet's API client limits (--kube-api-qps/--kube-api-burst);
-	// events get a client of their own, as the kubelet's do, so a burst of
-	// events never delays a status write.
-	restCfg.QPS, restCfg.Burst = o.kubeAPIQPS, o.kubeAPIBurst
-	restCfg.UserAgent = "hostlet/" + provider.KubeletVersion
-	client, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		return err
-	}
-	eventClient, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		return err
-	}
-	// Lease renewals time out within a renewal interval, as the kubelet's
-	// heartbeat client does, so a stuck connection cannot stall them.
-	heartbeatCfg := *restCfg
-	heartbeatCfg.Timeout = min(o.statusUpdateFreq, provider.NodeLeaseDuration*time.Second)
-	heartbeatClient, err := kubernetes.NewForConfig(&heartbeatCfg)
-	if err != nil {
-		return err
-	}
-
-	rt, err := runtime.New(runtime.Config{
-		Endpoint: o.runtimeEndpoint, Namespace: o.containerdNS, RootDir: o.rootDir,
-		Executable: self, NodeIP: nodeIP,
-		CNIConfDir: o.cniConfDir, CNIBinDirs: o.cniBinDirs, CNICacheDir: o.cniCacheDir,
-		RegistryConfigDir: o.registryConfigDir,
-	})
+	rt, err := newRuntime(o, nodeIP)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
+	inf := newInformers(c.api, name)
+	events, stopEvents := newEventRecorder(c.events, name)
+	defer stopEvents()
 
-	// Pods of this node only; Services cluster-wide (a node may read them)
-	// for service environment variables. Secrets and ConfigMaps are fetched
-	// per pod, never listed: the Node authorizer forbids that.
-	podInformers := informers.NewSharedInformerFactoryWithOptions(client, 0, nodeutil.PodInformerFilter(name))
-	podInformer := podInformers.Core().V1().Pods()
-	svcInformers := informers.NewSharedInformerFactory(client, 0)
-	svcInformer := svcInformers.Core().V1().Services()
-	// virtual-kubelet insists on these informers but, with its own env
-	// resolution off, never reads them; they are never started.
-	unused := informers.NewSharedInformerFactory(client, 0).Core().V1()
-
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	events := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: name})
-
-	// This node's object only, for admission against the labels and taints
-	// the cluster gave it.
-	nodeInformers := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "metadata.name=" + name }))
-	nodeInformer := nodeInformers.Core().V1().Nodes()
-	node, err := provider.NewNode(ctx, provider.NodeConfig{
-		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
-		Labels: o.nodeLabels, Taints: taints, MaxPods: o.maxPods, Reserved: reserved,
-		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: provider.KubeletVersion,
-		Events: events, Lister: nodeInformer.Lister(), Informer: nodeInformer.Informer(),
-		Client: heartbeatClient,
-	}, rt)
+	nodeCfg.Events, nodeCfg.Lister, nodeCfg.Informer, nodeCfg.Client = events, inf.node.Lister(), inf.node.Informer(), c.heartbeat
+	nd, err := node.New(ctx, nodeCfg, rt)
 	if err != nil {
 		return err
 	}
-
+	podEvents := provider.NewRecorder(events)
+	// The translation reads a pod's newest object from the provider's
+	// registry, whose workers run pods through the translation.
+	var prov *provider.Provider
+	spec := podspec.New(podspec.Config{
+		RootDir: o.rootDir, HostIPs: []string{nodeIP},
+		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
+		Objects: podspec.NewObjects(c.api), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
+		Pod: func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
+	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
-	prov := provider.New(ctx, provider.Config{
-		NodeName: name, NodeIPs: []string{nodeIP}, RootDir: o.rootDir,
-		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
-		Backoff: backoff,
-	}, client, rt, events, svcInformer.Lister(), node)
-	go prov.Run(ctx)
-	go node.Run(ctx, o.statusUpdateFreq)
-	go provider.NewShutdownManager(provider.ShutdownConfig{
-		GracePeriod: o.shutdownGrace, CriticalGracePeriod: o.shutdownCritical,
-	}, node, prov, events).Run(ctx)
-
-	pc, err := vknode.NewPodController(vknode.PodControllerConfig{
-		PodClient: prov.PodClient(client.CoreV1()),
-		// virtual-kubelet's own events ("Create pod in provider") are not
-		// the kubelet's; hostlet records the kubelet's events itself.
-		EventRecorder:             discard{},
-		Provider:                  prov,
-		PodInformer:               podInformer,
-		SecretInformer:            unused.Secrets(),
-		ConfigMapInformer:         unused.ConfigMaps(),
-		ServiceInformer:           svcInformer,
-		SkipDownwardAPIResolution: true,
-		// virtual-kubelet's queues otherwise share a 10 QPS bucket per queue:
-		// a burst of pods waits on it although creating a pod in hostlet
-		// writes nothing. Only failures back off, per pod; API writes are
-		// bounded by the client's --kube-api-qps. Status writes stay
-		// coalesced per pod (one queue item, the latest status).
-		SyncPodsFromKubernetesRateLimiter:    perPodBackoff(),
-		DeletePodsFromKubernetesRateLimiter:  perPodBackoff(),
-		SyncPodStatusFromProviderRateLimiter: perPodBackoff(),
+	prov = provider.New(ctx, provider.Config{
+		NodeIPs: []string{nodeIP}, RootDir: o.rootDir, Backoff: backoff,
+		Client: c.api, Containers: rt, Host: spec, Events: podEvents, Node: nd,
 	})
+	shutdown := node.NewShutdownManager(node.ShutdownConfig{
+		GracePeriod: o.shutdownGrace, CriticalGracePeriod: o.shutdownCritical,
+	}, nd, prov, events)
+	go spec.Run(ctx)
+	go prov.Run(ctx)
+	go nd.Run(ctx, o.statusUpdateFreq)
+	go shutdown.Run(ctx)
+
+	pc, nc, err := newControllers(o, c.api, prov, nd, inf)
 	if err != nil {
 		return err
 	}
-	// virtual-kubelet writes the status on every change hostlet reports and
-	// otherwise every report period; the Lease is the kubelet's own
-	// controller (see provider.NewNodeLease), not virtual-kubelet's.
-	nc, err := vknode.NewNodeController(node, node.Object(), client.CoreV1().Nodes(),
-		vknode.WithNodePingInterval(o.statusReportFreq))
-	if err != nil {
+	if err := prov.WatchPods(inf.pods.Informer()); err != nil {
 		return err
 	}
+	go prov.SweepOrphans(ctx, inf.pods.Lister(), inf.pods.Informer().HasSynced)
+	inf.start(ctx)
 
-	if err := prov.WatchPods(podInformer.Informer()); err != nil {
-		return err
-	}
-	go prov.SweepOrphans(ctx, podInformer.Lister(), podInformer.Informer().HasSynced)
-	podInformers.Start(ctx.Done())
-	nodeInformers.Start(ctx.Done())
-	svcInformers.Start(ctx.Done())
-	svcInformers.WaitForCacheSync(ctx.Done())
-
-	if err := prov.Serve(ctx, provider.ServerConfig{
+	if err := server.Serve(ctx, server.Config{
 		Addr:     net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),
 		CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.clientCA,
 		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
-	}, client, podInformer.Lister()); err != nil {
+		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
+	}); err != nil {
 		return err
 	}
 
@@ -241,7 +133,7 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("node controller: %w", err)
 	}
 	log.WithFields(log.Fields{"node": name, "ip": nodeIP, "root": filepath.Clean(o.rootDir)}).Info("node registered")
-	go provider.NewNodeLease(ctx, heartbeatClient, name).Run(ctx)
+	go node.NewLease(ctx, c.heartbeat, name).Run(ctx)
 	go func() { errs <- pc.Run(ctx, 8) }()
 	select {
 	case <-ctx.Done():
@@ -251,13 +143,62 @@ func run(ctx context.Context, o *options) error {
 	}
 }
 
-func perPodBackoff() workqueue.TypedRateLimiter[any] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, 1000*time.Second)
+// identity is the node's name and IP: the flags', else the host name and
+// the address of the default route's interface, as the kubelet picks them.
+func (o *options) identity() (name, nodeIP string, err error) {
+	name = o.hostnameOverride
+	if name == "" {
+		if name, err = os.Hostname(); err != nil {
+			return "", "", err
+		}
+	}
+	nodeIP = o.nodeIP
+	if nodeIP == "" {
+		if nodeIP, err = node.DefaultIP(); err != nil {
+			return "", "", err
+		}
+	}
+	if ip := net.ParseIP(nodeIP); ip == nil {
+		return "", "", fmt.Errorf("invalid --node-ip %q", nodeIP)
+	} else if ip.IsLoopback() {
+		log.Warn("node IP is a loopback address: only this host can reach pods' host ports and the kubelet API")
+	}
+	return name, nodeIP, nil
 }
 
-// discard is an EventRecorder that records nothing.
-type discard struct{}
+// nodeConfig is the node as the flags describe it.
+func (o *options) nodeConfig(name, nodeIP string) (node.Config, error) {
+	taints, err := parseTaints(o.taints)
+	if err != nil {
+		return node.Config{}, err
+	}
+	if err := validateNodeLabels(o.nodeLabels); err != nil {
+		return node.Config{}, err
+	}
+	thresholds, err := node.ParseThresholds(o.evictionHard)
+	if err != nil {
+		return node.Config{}, fmt.Errorf("--eviction-hard: %w", err)
+	}
+	reserved, err := parseResources(o.systemReserved, o.kubeReserved)
+	if err != nil {
+		return node.Config{}, err
+	}
+	return node.Config{
+		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
+		Labels: o.nodeLabels, Taints: taints, MaxPods: o.maxPods, Reserved: reserved,
+		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: node.KubeletVersion,
+	}, nil
+}
 
-func (discard) Event(kruntime.Object, string, string, string)                                      {}
-func (discard) Eventf(kruntime.Object, string, string, string, ...any)                             {}
-func (discard) AnnotatedEventf(kruntime.Object, map[string]string, string, string, string, ...any) {}
+func newRuntime(o *options, nodeIP string) (*runtime.Runtime, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return runtime.New(runtime.Config{
+		Endpoint: o.runtimeEndpoint, Namespace: o.containerdNS, RootDir: o.rootDir,
+		Executable: self, NodeIP: nodeIP,
+		CNIConfDir: o.cniConfDir, CNIBinDirs: o.cniBinDirs, CNICacheDir: o.cniCacheDir,
+		RegistryConfigDir: o.registryConfigDir,
+	})
+}

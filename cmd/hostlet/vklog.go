@@ -12,7 +12,8 @@ import (
 // lines repeat hostlet's own pod story and go to debug; warnings and errors
 // that are expected answers (a pod already gone or recreated, a terminal pod
 // skipped, a deletion hostlet leaves to itself) go to debug too, so the
-// default log keeps only what needs an operator.
+// default log keeps only what needs an operator. (virtual-kubelet's own
+// log/logrus adapter passes every level through unchanged.)
 type vkLogger struct{ e *logrus.Entry }
 
 var _ vklog.Logger = vkLogger{}

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// testPanicAnnotation is provider.TestPanicAnnotation: it works only on a
+// testPanicAnnotation is testpanic.Annotation (provider/testpanic): it works only on a
 // hostlet started with the hidden --test-panic-hooks.
 const testPanicAnnotation = "hostlet.test/panic"
 

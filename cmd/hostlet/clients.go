@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hostlet/hostlet/provider/node"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+)
+
+// clients are the node's API clients, as the kubelet has them: events get
+// a client of their own, so a burst of events never delays a status write,
+// and the heartbeat's times out within a renewal interval, so a stuck
+// connection cannot stall the Lease.
+type clients struct {
+	api, events, heartbeat kubernetes.Interface
+}
+
+func newClients(o *options) (clients, error) {
+	restCfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return clients{}, fmt.Errorf("kubeconfig: %w", err)
+	}
+	// The kubelet's API client limits (--kube-api-qps/--kube-api-burst).
+	restCfg.QPS, restCfg.Burst = o.kubeAPIQPS, o.kubeAPIBurst
+	restCfg.UserAgent = "hostlet/" + node.KubeletVersion
+	var c clients
+	if c.api, err = kubernetes.NewForConfig(restCfg); err != nil {
+		return clients{}, err
+	}
+	if c.events, err = kubernetes.NewForConfig(restCfg); err != nil {
+		return clients{}, err
+	}
+	heartbeatCfg := *restCfg
+	heartbeatCfg.Timeout = min(o.statusUpdateFreq, node.LeaseDuration*time.Second)
+	if c.heartbeat, err = kubernetes.NewForConfig(&heartbeatCfg); err != nil {
+		return clients{}, err
+	}
+	return c, nil
+}
+
+// newEventRecorder records events as the kubelet of node name; stop flushes
+// and ends the recording.
+func newEventRecorder(client kubernetes.Interface, name string) (events record.EventRecorder, stop func()) {
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: name}), broadcaster.Shutdown
+}

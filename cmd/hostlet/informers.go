@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// nodeInformers are the API caches the node reads: its own pods; Services
+// cluster-wide (a node may read them) for service environment variables;
+// its own Node object, for admission against the labels and taints the
+// cluster gave it. Secrets and ConfigMaps are fetched per pod, never
+// listed: the Node authorizer forbids that.
+type nodeInformers struct {
+	pods     coreinformers.PodInformer
+	services coreinformers.ServiceInformer
+	node     coreinformers.NodeInformer
+	// unused are informers virtual-kubelet insists on but, with its own env
+	// resolution off, never reads; they are never started.
+	unused coreinformers.Interface
+
+	podFactory, serviceFactory, nodeFactory informers.SharedInformerFactory
+}
+
+func newInformers(client kubernetes.Interface, name string) *nodeInformers {
+	i := &nodeInformers{
+		podFactory:     informers.NewSharedInformerFactoryWithOptions(client, 0, nodeutil.PodInformerFilter(name)),
+		serviceFactory: informers.NewSharedInformerFactory(client, 0),
+		unused:         informers.NewSharedInformerFactory(client, 0).Core().V1(),
+		nodeFactory: informers.NewSharedInformerFactoryWithOptions(client, 0,
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "metadata.name=" + name })),
+	}
+	i.pods = i.podFactory.Core().V1().Pods()
+	i.services = i.serviceFactory.Core().V1().Services()
+	i.node = i.nodeFactory.Core().V1().Nodes()
+	return i
+}
+
+// start runs the informers and waits for the Services: pods started before
+// would miss their service environment variables.
+func (i *nodeInformers) start(ctx context.Context) {
+	i.podFactory.Start(ctx.Done())
+	i.nodeFactory.Start(ctx.Done())
+	i.serviceFactory.Start(ctx.Done())
+	i.serviceFactory.WaitForCacheSync(ctx.Done())
+}

@@ -1,0 +1,328 @@
+// Package node is hostlet's Node: its object and status from host signals,
+// the Lease, admission of pods against it, and graceful shutdown.
+package node
+
+import (
+	"context"
+	"fmt"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hostlet/hostlet/runtime"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+)
+
+// KubeletVersion is the Kubernetes version whose kubelet hostlet implements.
+const KubeletVersion = "v1.35.4"
+
+// Config describes the node hostlet registers.
+type Config struct {
+	Name         string
+	InternalIPs  []string
+	ExternalIP   string
+	Labels       map[string]string
+	Taints       []v1.Taint
+	MaxPods      int
+	Reserved     v1.ResourceList // system-reserved + kube-reserved
+	EvictionHard Thresholds
+	RootDir      string
+	Port         int32
+	Version      string
+	// Events receives the node's events (NodeReady, NodeHasDiskPressure, ...).
+	Events record.EventRecorder
+	// Lister, if set, serves the Node as the cluster has it, for admission
+	// and for the status check against it.
+	Lister corelisters.NodeLister
+	// Informer, if set, is the one behind Lister: a change of the Node by
+	// someone else is put right at once rather than at the next check.
+	Informer cache.SharedInformer
+	// Client writes corrections of the Node status (the heartbeat client,
+	// whose timeout bounds each write).
+	Client kubernetes.Interface
+}
+
+// Node is hostlet's node: its object, its conditions from real host signals,
+// and admission against its allocatable. It implements virtual-kubelet's
+// NodeProvider.
+type Node struct {
+	cfg Config
+	rt  Runtime
+
+	mu           sync.Mutex
+	node         *v1.Node
+	notify       func(*v1.Node)
+	shuttingDown bool
+	imageFs      string // containerd's snapshotter root, once known
+	// apiChanged is kicked by every change of the Node in the API.
+	apiChanged chan struct{}
+}
+
+// Runtime is what the node reads of the container runtime.
+type Runtime interface {
+	Healthy(ctx context.Context) error
+	Version(ctx context.Context) (string, error)
+	Network() *runtime.Network
+	ImageFsDir(ctx context.Context) (string, error)
+}
+
+func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
+	n := &Node{cfg: cfg, rt: rt, apiChanged: make(chan struct{}, 1)}
+	if cfg.Informer != nil {
+		n.watchAPI(cfg.Informer)
+	}
+	capacity, err := n.capacity()
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{}
+	for k, v := range cfg.Labels {
+		labels[k] = v
+	}
+	// The kubelet's own labels win over --node-labels, as on re-registration.
+	for k, v := range map[string]string{
+		v1.LabelHostname:          cfg.Name,
+		v1.LabelOSStable:          goruntime.GOOS,
+		v1.LabelArchStable:        goruntime.GOARCH,
+		"beta.kubernetes.io/os":   goruntime.GOOS,
+		"beta.kubernetes.io/arch": goruntime.GOARCH,
+	} {
+		labels[k] = v
+	}
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   cfg.Name,
+			Labels: labels,
+			// The TTL annotation belongs to the TTL controller, not the kubelet.
+			Annotations: map[string]string{
+				"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+			},
+		},
+		Spec: v1.NodeSpec{Taints: cfg.Taints},
+		Status: v1.NodeStatus{
+			Capacity:        capacity,
+			Allocatable:     n.allocatableFrom(capacity),
+			Addresses:       n.addresses(),
+			DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: cfg.Port}},
+		},
+	}
+	health := rt.Healthy(ctx)
+	node.Status.NodeInfo = n.nodeInfo(ctx, health)
+	n.node = node
+	node.Status.Conditions = n.conditions(ctx, health, nil)
+	return n, nil
+}
+
+// Object returns a copy of the node as hostlet reports it.
+func (n *Node) Object() *v1.Node {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.node.DeepCopy()
+}
+
+func (n *Node) Allocatable() v1.ResourceList {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.node.Status.Allocatable.DeepCopy()
+}
+
+func (n *Node) Capacity() v1.ResourceList {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.node.Status.Capacity.DeepCopy()
+}
+
+// Ref is the node as events name it (the kubelet uses the name as UID).
+func (n *Node) Ref() *v1.ObjectReference {
+	return &v1.ObjectReference{Kind: "Node", Name: n.cfg.Name, UID: types.UID(n.cfg.Name)}
+}
+
+// Ping answers virtual-kubelet's liveness check: hostlet itself is up. The
+// runtime's health is reported in the Ready condition instead, so the Lease
+// keeps being renewed while containerd is down, as with the kubelet.
+func (n *Node) Ping(context.Context) error { return nil }
+
+// NotifyNodeStatus takes virtual-kubelet's callback and hands it the node
+// as it is now: the controller was built from an earlier copy, and a change
+// in between would otherwise wait for the next report period.
+func (n *Node) NotifyNodeStatus(_ context.Context, cb func(*v1.Node)) {
+	n.mu.Lock()
+	n.notify = cb
+	cur := n.node.DeepCopy()
+	n.mu.Unlock()
+	go cb(cur)
+}
+
+// Run re-evaluates the node every interval and reports changes at once;
+// each round also checks the Node in the API against it, and so does every
+// change of the Node in the API (at most once per reactSpacing).
+func (n *Node) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	n.refresh(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.refresh(ctx)
+		case <-n.apiChanged:
+			n.reconcile(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(reactSpacing):
+			}
+		}
+	}
+}
+
+func (n *Node) refresh(ctx context.Context) {
+	n.mu.Lock()
+	prev := n.node.DeepCopy()
+	n.mu.Unlock()
+	next := prev.DeepCopy()
+	if capacity, err := n.capacity(); err == nil {
+		next.Status.Capacity = capacity
+		next.Status.Allocatable = n.allocatableFrom(capacity)
+	}
+	// One health check per round: a down containerd costs its timeout once.
+	health := n.rt.Healthy(ctx)
+	next.Status.NodeInfo = n.nodeInfo(ctx, health)
+	next.Status.Conditions = n.conditions(ctx, health, prev.Status.Conditions)
+	if equality.Semantic.DeepEqual(withoutHeartbeats(prev.Status), withoutHeartbeats(next.Status)) {
+		// Nothing changed here: the Node in the API may have, by someone
+		// else's hand.
+		n.reconcile(ctx)
+		return
+	}
+	n.mu.Lock()
+	n.node = next
+	cb := n.notify
+	n.mu.Unlock()
+	if cb != nil {
+		cb(next.DeepCopy())
+	}
+}
+
+func withoutHeartbeats(s v1.NodeStatus) v1.NodeStatus {
+	s = *s.DeepCopy()
+	for i := range s.Conditions {
+		s.Conditions[i].LastHeartbeatTime = metav1.Time{}
+	}
+	return s
+}
+
+// SetShuttingDown marks the node as shutting down (graceful node shutdown)
+// or, on a cancelled shutdown, as not any more.
+func (n *Node) SetShuttingDown(ctx context.Context, on bool) {
+	n.mu.Lock()
+	n.shuttingDown = on
+	n.mu.Unlock()
+	n.refresh(ctx)
+}
+
+// ShuttingDown reports whether a node shutdown is in progress.
+func (n *Node) ShuttingDown() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.shuttingDown
+}
+
+func (n *Node) capacity() (v1.ResourceList, error) {
+	mem, err := memTotal()
+	if err != nil {
+		return nil, err
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(n.cfg.RootDir, &fs); err != nil {
+		return nil, err
+	}
+	cpus := goruntime.NumCPU()
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) == nil && set.Count() > 0 {
+		cpus = set.Count()
+	}
+	list := v1.ResourceList{
+		v1.ResourceCPU:              *resource.NewQuantity(int64(cpus), resource.DecimalSI),
+		v1.ResourceMemory:           *resource.NewQuantity(mem, resource.BinarySI),
+		v1.ResourceEphemeralStorage: *resource.NewQuantity(int64(fs.Blocks)*fs.Bsize, resource.BinarySI),
+		v1.ResourcePods:             *resource.NewQuantity(int64(n.cfg.MaxPods), resource.DecimalSI),
+	}
+	for _, hp := range []struct {
+		name string
+		kb   int64
+	}{{"hugepages-2Mi", 2048}, {"hugepages-1Gi", 1048576}} {
+		count := readInt(fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB/nr_hugepages", hp.kb))
+		list[v1.ResourceName(hp.name)] = *resource.NewQuantity(count*hp.kb*1024, resource.BinarySI)
+	}
+	return list, nil
+}
+
+// allocatableFrom subtracts reservations and hard eviction thresholds.
+func (n *Node) allocatableFrom(capacity v1.ResourceList) v1.ResourceList {
+	out := capacity.DeepCopy()
+	for _, minus := range []v1.ResourceList{n.cfg.Reserved, n.cfg.EvictionHard.reservation(capacity)} {
+		for name, q := range minus {
+			if v, ok := out[name]; ok {
+				v.Sub(q)
+				out[name] = v
+			}
+		}
+	}
+	for name, v := range out {
+		if v.Sign() < 0 {
+			out[name] = *resource.NewQuantity(0, v.Format)
+		}
+	}
+	return out
+}
+
+func (n *Node) addresses() []v1.NodeAddress {
+	var out []v1.NodeAddress
+	for _, ip := range n.cfg.InternalIPs {
+		out = append(out, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
+	}
+	if n.cfg.ExternalIP != "" {
+		out = append(out, v1.NodeAddress{Type: v1.NodeExternalIP, Address: n.cfg.ExternalIP})
+	}
+	return append(out, v1.NodeAddress{Type: v1.NodeHostName, Address: n.cfg.Name})
+}
+
+func (n *Node) nodeInfo(ctx context.Context, health error) v1.NodeSystemInfo {
+	var uts unix.Utsname
+	_ = unix.Uname(&uts)
+	info := v1.NodeSystemInfo{
+		MachineID:       readTrim("/etc/machine-id"),
+		SystemUUID:      strings.ToLower(readTrim("/sys/class/dmi/id/product_uuid")),
+		BootID:          readTrim("/proc/sys/kernel/random/boot_id"),
+		KernelVersion:   unix.ByteSliceToString(uts.Release[:]),
+		OSImage:         osImage(),
+		OperatingSystem: goruntime.GOOS,
+		Architecture:    goruntime.GOARCH,
+		KubeletVersion:  n.cfg.Version,
+	}
+	if health == nil {
+		if v, err := n.rt.Version(ctx); err == nil {
+			info.ContainerRuntimeVersion = v
+			return info
+		}
+	}
+	// A runtime that is down keeps the version it last reported.
+	n.mu.Lock()
+	if n.node != nil {
+		info.ContainerRuntimeVersion = n.node.Status.NodeInfo.ContainerRuntimeVersion
+	}
+	n.mu.Unlock()
+	return info
+}

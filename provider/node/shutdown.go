@@ -1,0 +1,342 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+	"github.com/hostlet/hostlet/lifecycle"
+	log "github.com/sirupsen/logrus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+)
+
+const (
+	logindService   = "org.freedesktop.login1"
+	logindObject    = dbus.ObjectPath("/org/freedesktop/login1")
+	logindInterface = "org.freedesktop.login1.Manager"
+
+	nodeShutdownReason  = "Terminated"
+	nodeShutdownMessage = "Pod was terminated in response to imminent node shutdown."
+	// dbusReconnectPeriod is how long the kubelet waits before watching
+	// logind again after the bus connection ended.
+	dbusReconnectPeriod = time.Second
+)
+
+// ShutdownConfig is the kubelet's graceful node shutdown configuration.
+type ShutdownConfig struct {
+	// GracePeriod is the whole delay asked of logind (--shutdown-grace-period);
+	// 0 turns the feature off.
+	GracePeriod time.Duration
+	// CriticalGracePeriod is the part of it kept for critical pods
+	// (--shutdown-grace-period-critical-pods).
+	CriticalGracePeriod time.Duration
+	// LogindConfDir receives the InhibitDelayMaxSec override when logind's
+	// limit is shorter than GracePeriod.
+	LogindConfDir string
+}
+
+// PodStopper is what the shutdown manager needs from the provider.
+type PodStopper interface {
+	ActivePods() []*v1.Pod
+	StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{}
+}
+
+// ShutdownManager delays the host's shutdown with a logind inhibitor lock
+// and uses the delay to stop pods, regular ones first, critical ones last,
+// as the kubelet's node shutdown manager does.
+type ShutdownManager struct {
+	cfg    ShutdownConfig
+	node   *Node
+	pods   PodStopper
+	events record.EventRecorder
+
+	mu   sync.Mutex
+	conn *dbus.Conn
+	lock int // inhibitor lock fd, -1 when none
+}
+
+func NewShutdownManager(cfg ShutdownConfig, node *Node, pods PodStopper, events record.EventRecorder) *ShutdownManager {
+	if cfg.LogindConfDir == "" {
+		cfg.LogindConfDir = "/etc/systemd/logind.conf.d"
+	}
+	return &ShutdownManager{cfg: cfg, node: node, pods: pods, events: events, lock: -1}
+}
+
+// shutdownGroup is one priority band of pods and the time it gets.
+type shutdownGroup struct {
+	critical bool
+	grace    time.Duration
+}
+
+// groups splits the grace period as the kubelet's migrated configuration
+// does; nil when the feature is off or the periods make no sense.
+func (m *ShutdownManager) groups() []shutdownGroup {
+	total, critical := m.cfg.GracePeriod, m.cfg.CriticalGracePeriod
+	if total <= 0 || critical < 0 || critical > total {
+		return nil
+	}
+	return []shutdownGroup{{critical: false, grace: total - critical}, {critical: true, grace: critical}}
+}
+
+// Run watches logind for shutdowns until ctx ends. Without logind (no
+// system bus, no login1 service) the feature is off, logged once, as with
+// the kubelet, which does not retry a failed start either.
+func (m *ShutdownManager) Run(ctx context.Context) {
+	if m.groups() == nil {
+		return
+	}
+	log.WithFields(log.Fields{"shutdownGracePeriod": m.cfg.GracePeriod, "shutdownGracePeriodCriticalPods": m.cfg.CriticalGracePeriod}).
+		Info("creating node shutdown manager")
+	events, err := m.start(ctx)
+	if err != nil {
+		log.WithError(err).Warn("graceful node shutdown is off: cannot watch logind")
+		return
+	}
+	for {
+		if events != nil {
+			m.watch(ctx, events)
+			m.close()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(dbusReconnectPeriod):
+		}
+		log.Info("restarting watch for node shutdown events")
+		if events, err = m.start(ctx); err != nil {
+			log.WithError(err).Error("unable to watch the node for shutdown events")
+			events = nil
+		}
+	}
+}
+
+// start connects to the system bus (DBUS_SYSTEM_BUS_ADDRESS), makes sure
+// logind lets inhibitors delay long enough, takes the lock and subscribes
+// to PrepareForShutdown.
+func (m *ShutdownManager) start(ctx context.Context) (<-chan *dbus.Signal, error) {
+	conn, err := dbus.ConnectSystemBus(dbus.WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.conn = conn
+	m.mu.Unlock()
+	current, err := m.inhibitDelay()
+	if err != nil {
+		m.close()
+		return nil, err
+	}
+	if current < m.cfg.GracePeriod {
+		if err := m.raiseInhibitDelay(ctx); err != nil {
+			m.close()
+			return nil, err
+		}
+	}
+	if err := m.acquire(); err != nil {
+		m.close()
+		return nil, err
+	}
+	if err := conn.AddMatchSignal(dbus.WithMatchInterface(logindInterface), dbus.WithMatchMember("PrepareForShutdown"),
+		dbus.WithMatchObjectPath(logindObject)); err != nil {
+		m.close()
+		return nil, fmt.Errorf("failed to monitor shutdown: %w", err)
+	}
+	ch := make(chan *dbus.Signal, 4)
+	conn.Signal(ch)
+	return ch, nil
+}
+
+// inhibitDelay is logind's InhibitDelayMaxUSec.
+func (m *ShutdownManager) inhibitDelay() (time.Duration, error) {
+	v, err := m.conn.Object(logindService, logindObject).GetProperty(logindInterface + ".InhibitDelayMaxUSec")
+	if err != nil {
+		return 0, fmt.Errorf("failed reading InhibitDelayMaxUSec property from logind: %w", err)
+	}
+	us, ok := v.Value().(uint64)
+	if !ok {
+		return 0, fmt.Errorf("InhibitDelayMaxUSec from logind is not a uint64 as expected")
+	}
+	return time.Duration(us) * time.Microsecond, nil
+}
+
+// raiseInhibitDelay writes a logind drop-in with InhibitDelayMaxSec equal to
+// the grace period, has systemd send logind SIGHUP, and waits (backing off
+// from 100 ms, 5 tries) for logind to report the new value.
+func (m *ShutdownManager) raiseInhibitDelay(ctx context.Context) error {
+	if err := os.MkdirAll(m.cfg.LogindConfDir, 0o755); err != nil {
+		return err
+	}
+	conf := fmt.Sprintf("# hostlet logind override\n[Login]\nInhibitDelayMaxSec=%.0f\n", m.cfg.GracePeriod.Seconds())
+	if err := os.WriteFile(filepath.Join(m.cfg.LogindConfDir, "99-kubelet.conf"), []byte(conf), 0o644); err != nil {
+		return err
+	}
+	call := m.conn.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1").
+		Call("org.freedesktop.systemd1.Manager.KillUnit", 0, "systemd-logind.service", "all", int32(syscall.SIGHUP))
+	if call.Err != nil {
+		return fmt.Errorf("unable to reload logind conf: %w", call.Err)
+	}
+	wait := 100 * time.Millisecond
+	var current time.Duration
+	for attempt := 1; attempt <= 5; attempt++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait *= 2
+		var err error
+		if current, err = m.inhibitDelay(); err != nil {
+			return err
+		}
+		if current >= m.cfg.GracePeriod {
+			return nil
+		}
+	}
+	return fmt.Errorf("timed out waiting for logind InhibitDelayMaxSec to update to %v (ShutdownGracePeriod), current value is %v", m.cfg.GracePeriod, current)
+}
+
+// acquire takes a new delay lock, then lets go of any previous one.
+func (m *ShutdownManager) acquire() error {
+	call := m.conn.Object(logindService, logindObject).Call(logindInterface+".Inhibit", 0,
+		"shutdown", "hostlet", "hostlet needs time to handle node shutdown", "delay")
+	if call.Err != nil {
+		return fmt.Errorf("failed creating systemd inhibitor: %w", call.Err)
+	}
+	var fd dbus.UnixFD
+	if err := call.Store(&fd); err != nil {
+		return fmt.Errorf("failed storing inhibit lock file descriptor: %w", err)
+	}
+	m.release()
+	m.mu.Lock()
+	m.lock = int(fd)
+	m.mu.Unlock()
+	log.WithField("fd", int(fd)).Info("took logind delay inhibitor lock for shutdown")
+	return nil
+}
+
+// release closes the inhibitor lock fd: logind then goes on shutting down.
+func (m *ShutdownManager) release() {
+	m.mu.Lock()
+	fd := m.lock
+	m.lock = -1
+	m.mu.Unlock()
+	if fd >= 0 {
+		if err := syscall.Close(fd); err != nil {
+			log.WithError(err).Warn("unable to close logind inhibitor lock")
+		}
+	}
+}
+
+func (m *ShutdownManager) close() {
+	m.mu.Lock()
+	conn := m.conn
+	m.conn = nil
+	m.mu.Unlock()
+	if conn != nil {
+		conn.Close()
+	}
+}
+
+// watch handles PrepareForShutdown signals until the bus connection ends.
+func (m *ShutdownManager) watch(ctx context.Context, signals <-chan *dbus.Signal) {
+	for {
+		var sig *dbus.Signal
+		var ok bool
+		select {
+		case <-ctx.Done():
+			m.release()
+			return
+		case sig, ok = <-signals:
+		}
+		if !ok {
+			log.Error("ended watching the node for shutdown events")
+			return
+		}
+		if sig == nil || sig.Name != logindInterface+".PrepareForShutdown" || len(sig.Body) == 0 {
+			continue
+		}
+		active, isBool := sig.Body[0].(bool)
+		if !isBool {
+			log.Error("failed obtaining shutdown event, PrepareForShutdown event was not bool type as expected")
+			continue
+		}
+		log.WithField("shuttingDown", active).Info("shutdown manager detected new shutdown event")
+		if active {
+			m.events.Event(m.node.Ref(), v1.EventTypeNormal, "NodeShutdown", "Shutdown manager detected shutdown event")
+		} else {
+			m.events.Event(m.node.Ref(), v1.EventTypeNormal, "NodeShutdown", "Shutdown manager detected shutdown cancellation")
+		}
+		m.node.SetShuttingDown(ctx, active)
+		if !active {
+			if err := m.acquire(); err != nil {
+				log.WithError(err).Error("re-taking the inhibitor lock after a cancelled shutdown")
+			}
+			continue
+		}
+		m.stopPods()
+		m.release()
+		log.Info("shutdown manager completed processing shutdown event, node will shutdown shortly")
+	}
+}
+
+// stopPods stops the active pods group by group, each pod within its
+// group's period (or its own shorter terminationGracePeriodSeconds); a
+// group gets its period and no more before the next one starts.
+func (m *ShutdownManager) stopPods() {
+	active := m.pods.ActivePods()
+	for _, g := range m.groups() {
+		var pods []*v1.Pod
+		for _, p := range active {
+			if isShutdownCritical(p) == g.critical {
+				pods = append(pods, p)
+			}
+		}
+		if len(pods) == 0 {
+			continue
+		}
+		var wg sync.WaitGroup
+		for _, p := range pods {
+			grace := g.grace
+			if tgp := p.Spec.TerminationGracePeriodSeconds; tgp != nil && time.Duration(*tgp)*time.Second <= grace {
+				grace = time.Duration(*tgp) * time.Second
+			}
+			log.WithFields(log.Fields{"pod": cache.MetaObjectToName(p).String(), "gracePeriod": grace}).Info("shutdown manager killing pod")
+			done := m.pods.StopPod(p.UID, lifecycle.StopRequest{
+				Grace: grace, Reason: nodeShutdownReason, Message: nodeShutdownMessage,
+				Conditions: []v1.PodCondition{{
+					Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+					Reason: v1.PodReasonTerminationByKubelet, Message: nodeShutdownMessage,
+				}},
+			})
+			wg.Add(1)
+			go func() { defer wg.Done(); <-done }()
+		}
+		all := make(chan struct{})
+		go func() { wg.Wait(); close(all) }()
+		timer := time.NewTimer(g.grace)
+		select {
+		case <-all:
+			log.WithFields(log.Fields{"gracePeriod": g.grace, "critical": g.critical}).Info("done waiting for all pods in group to terminate")
+		case <-timer.C:
+			log.WithFields(log.Fields{"gracePeriod": g.grace, "critical": g.critical}).Warn("shutdown manager pod killing time out")
+		}
+		timer.Stop()
+	}
+}
+
+// isShutdownCritical puts a pod in the critical group by its priority, as
+// the kubelet does; a pod without resolved priority counts by its class name.
+func isShutdownCritical(p *v1.Pod) bool {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority >= systemCriticalPriority
+	}
+	return p.Spec.PriorityClassName == "system-node-critical" || p.Spec.PriorityClassName == "system-cluster-critical"
+}

@@ -1,0 +1,161 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	nodeutil "k8s.io/component-helpers/node/util"
+)
+
+func TestDesiredNodeStatus(t *testing.T) {
+	t0 := metav1.Unix(1000, 0)
+	t1 := metav1.Unix(2000, 0)
+	now := metav1.Unix(3000, 0)
+	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status", LastTransitionTime: t0, LastHeartbeatTime: t0}
+	mem := v1.NodeCondition{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastTransitionTime: t0, LastHeartbeatTime: t0}
+	want := v1.NodeStatus{
+		Conditions:  []v1.NodeCondition{mem, ready},
+		Addresses:   []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}, {Type: v1.NodeHostName, Address: "n"}},
+		Capacity:    v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourcePods: resource.MustParse("110")},
+		Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1500m"), v1.ResourcePods: resource.MustParse("110")},
+		NodeInfo:    v1.NodeSystemInfo{KubeletVersion: "v1.35.4"},
+	}
+
+	t.Run("in sync", func(t *testing.T) {
+		api := *want.DeepCopy()
+		api.Conditions[1].LastHeartbeatTime = t1 // heartbeats do not count
+		got := desiredStatus(api, want, now)
+		if d := statusDiff(api, got); len(d) != 0 {
+			t.Fatalf("differs in %v", d)
+		}
+	})
+
+	t.Run("marked unknown by the node lifecycle controller", func(t *testing.T) {
+		api := *want.DeepCopy()
+		api.Conditions[0] = v1.NodeCondition{Type: v1.NodeMemoryPressure, Status: v1.ConditionUnknown, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.", LastTransitionTime: t1}
+		api.Conditions[1] = v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionUnknown, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.", LastTransitionTime: t1}
+		got := desiredStatus(api, want, now)
+		if d := statusDiff(api, got); len(d) != 1 || d[0] != "conditions" {
+			t.Fatalf("diff %v, want conditions", d)
+		}
+		_, r := nodeutil.GetNodeCondition(&got, v1.NodeReady)
+		if r.Status != v1.ConditionTrue || r.Reason != "KubeletReady" || !r.LastTransitionTime.Equal(&now) || !r.LastHeartbeatTime.Equal(&now) {
+			t.Fatalf("ready %+v: want True, transitioned now", r)
+		}
+	})
+
+	t.Run("same status keeps the API's transition time", func(t *testing.T) {
+		api := *want.DeepCopy()
+		api.Conditions[1].LastTransitionTime = t1
+		api.Conditions[1].Message = "edited"
+		got := desiredStatus(api, want, now)
+		r := got.Conditions[1]
+		if r.Message != ready.Message || !r.LastTransitionTime.Equal(&t1) {
+			t.Fatalf("ready %+v: want own message, API transition time", r)
+		}
+	})
+
+	t.Run("others' conditions and resources are kept", func(t *testing.T) {
+		api := *want.DeepCopy()
+		net := v1.NodeCondition{Type: v1.NodeNetworkUnavailable, Status: v1.ConditionFalse, Reason: "RouteCreated"}
+		api.Conditions = append(api.Conditions, net)
+		api.Capacity["example.com/dongle"] = resource.MustParse("4")
+		api.Images = []v1.ContainerImage{{Names: []string{"x"}}}
+		got := desiredStatus(api, want, now)
+		if _, c := nodeutil.GetNodeCondition(&got, v1.NodeNetworkUnavailable); c == nil {
+			t.Error("NetworkUnavailable dropped")
+		}
+		if q := got.Allocatable["example.com/dongle"]; q.Value() != 4 {
+			t.Errorf("extended resource allocatable %v, want 4 (its capacity)", q.String())
+		}
+		if len(got.Images) != 1 {
+			t.Error("images dropped")
+		}
+		if d := statusDiff(api, got); len(d) != 1 || d[0] != "allocatable" {
+			t.Errorf("diff %v, want allocatable only", d)
+		}
+	})
+
+	t.Run("addresses replaced", func(t *testing.T) {
+		api := *want.DeepCopy()
+		api.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.1.2.3"}, {Type: v1.NodeExternalDNS, Address: "x.example"}}
+		got := desiredStatus(api, want, now)
+		if d := statusDiff(api, got); len(d) != 1 || d[0] != "addresses" {
+			t.Fatalf("diff %v", d)
+		}
+		if len(got.Addresses) != 2 || got.Addresses[0].Address != "127.0.0.1" {
+			t.Fatalf("addresses %v", got.Addresses)
+		}
+	})
+
+	t.Run("capacity changed by hand", func(t *testing.T) {
+		api := *want.DeepCopy()
+		api.Capacity[v1.ResourceCPU] = resource.MustParse("64")
+		api.Allocatable[v1.ResourceCPU] = resource.MustParse("64")
+		got := desiredStatus(api, want, now)
+		if q := got.Capacity[v1.ResourceCPU]; q.Value() != 2 {
+			t.Fatalf("cpu capacity %s", q.String())
+		}
+		if q := got.Allocatable[v1.ResourceCPU]; q.MilliValue() != 1500 {
+			t.Fatalf("cpu allocatable %s", q.String())
+		}
+	})
+}
+
+// reconcile writes only when the Node in the API differs from the node's
+// status, and the write puts hostlet's status back.
+func TestReconcilePatchesOnlyOnDifference(t *testing.T) {
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	mine := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: v1.NodeStatus{
+		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", LastTransitionTime: now, LastHeartbeatTime: now}},
+		Addresses:  []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}},
+		Capacity:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")},
+	}}
+	mine.Status.Allocatable = mine.Status.Capacity.DeepCopy()
+	for _, tc := range []struct {
+		name  string
+		edit  func(*v1.Node)
+		write bool
+	}{
+		{"in sync", func(*v1.Node) {}, false},
+		{"marked unknown", func(n *v1.Node) {
+			n.Status.Conditions[0].Status, n.Status.Conditions[0].Reason = v1.ConditionUnknown, "NodeStatusUnknown"
+		}, true},
+		{"address edited", func(n *v1.Node) { n.Status.Addresses[0].Address = "10.9.9.9" }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := mine.DeepCopy()
+			tc.edit(api)
+			client := fake.NewSimpleClientset(api)
+			idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			if err := idx.Add(api); err != nil {
+				t.Fatal(err)
+			}
+			n := &Node{cfg: Config{Name: "n", Lister: corelisters.NewNodeLister(idx), Client: client}, node: mine.DeepCopy()}
+			n.reconcile(context.Background())
+			var patches int
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
+					patches++
+				}
+			}
+			if (patches > 0) != tc.write {
+				t.Fatalf("%d status patches, want write=%v", patches, tc.write)
+			}
+			got, err := client.CoreV1().Nodes().Get(context.Background(), "n", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := statusDiff(got.Status, desiredStatus(got.Status, mine.Status, now)); len(d) != 0 {
+				t.Fatalf("after reconcile the API still differs in %v: %+v", d, got.Status)
+			}
+		})
+	}
+}

@@ -1,0 +1,141 @@
+// Package podspec turns a pod's spec into runtime calls (images, env,
+// volumes, DNS, security, user namespaces, pull secrets), keeps the pod's
+// content volumes and tokens fresh, and removes what it made. Its Runtime is
+// the lifecycle's runtime; everything it needs from the node and the cluster
+// is passed in a Config.
+package podspec
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/hostlet/hostlet/crash"
+	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/runtime"
+	log "github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+	authv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+)
+
+// Config is what the translation reads of the node and the cluster.
+type Config struct {
+	RootDir       string
+	HostIPs       []string
+	ClusterDNS    []string
+	ClusterDomain string
+	ResolvConf    string // the host's, for dnsPolicy Default
+
+	// Objects fetches what pods reference (NewObjects: the API).
+	Objects Objects
+	// Services, if set, lists Services for service environment variables.
+	Services corelisters.ServiceLister
+	Events   lifecycle.Recorder
+	Node     Node
+	Runtime  ContainerRuntime
+	// Pod returns the newest object of a pod the node runs, or nil.
+	Pod func(uid types.UID) *v1.Pod
+}
+
+// Objects fetches the ConfigMaps, Secrets and service-account tokens a
+// pod refers to, one GET each: a node may read only what its pods reference.
+type Objects interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+	CreateToken(ctx context.Context, namespace, serviceAccount string, req *authv1.TokenRequest) (*authv1.TokenRequest, error)
+}
+
+// Node is what the translation reads of the node.
+type Node interface {
+	Allocatable() v1.ResourceList
+	Capacity() v1.ResourceList
+}
+
+// ContainerRuntime is what the translation uses of containerd (runtime.Runtime).
+type ContainerRuntime interface {
+	Sandbox(uid string) (*runtime.Sandbox, error)
+	EnsureSandbox(ctx context.Context, cfg runtime.SandboxConfig) (*runtime.Sandbox, error)
+	RemoveSandbox(ctx context.Context, uid string) error
+	UserNamespacesSupported(ctx context.Context) error
+	GetImage(ctx context.Context, ref string) (*runtime.Image, error)
+	PullImage(ctx context.Context, ref string, creds runtime.Credentials) (*runtime.Image, time.Duration, error)
+	CreateContainer(ctx context.Context, cfg runtime.ContainerConfig) (string, error)
+	StartContainer(ctx context.Context, id string) error
+	StopContainer(ctx context.Context, id string, sig unix.Signal, grace time.Duration) error
+	ImageStopSignal(ctx context.Context, id string) string
+	Exec(ctx context.Context, id string, cmd []string, eio runtime.ExecIO) (int, error)
+	SetBackoff(ctx context.Context, id string, applied, next time.Duration) error
+	RemoveContainer(ctx context.Context, id string) error
+	ListContainers(ctx context.Context, podUID string) ([]runtime.ContainerStatus, error)
+	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
+	LogsDone(id string) <-chan struct{}
+	RemoveLogs(namespace, name, uid string)
+}
+
+// Runtime runs pods as their specs say: it implements lifecycle.Runtime.
+type Runtime struct {
+	cfg    Config
+	rt     ContainerRuntime
+	tokens *refresher
+	userns *usernsAllocator
+}
+
+// New reads the user namespace allocations of the pods under RootDir; Run
+// must be called for volumes and tokens to be refreshed.
+func New(cfg Config) *Runtime {
+	r := &Runtime{cfg: cfg, rt: cfg.Runtime, userns: newUsernsAllocator(filepath.Join(cfg.RootDir, "pods"))}
+	r.tokens = newRefresher(r)
+	return r
+}
+
+// Run refreshes tokens and content volumes until ctx ends.
+func (r *Runtime) Run(ctx context.Context) { r.tokens.supervise(ctx) }
+
+// PodUpdated takes a new object of a running pod: changed labels or
+// annotations are written to its downward API files at once.
+func (r *Runtime) PodUpdated(old, pod *v1.Pod) { r.tokens.podUpdated(old, pod) }
+
+func (r *Runtime) event(pod *v1.Pod, container, eventType, reason, msg string) {
+	r.cfg.Events.Event(pod, container, eventType, reason, msg)
+}
+
+func (r *Runtime) hostIPs() []string { return r.cfg.HostIPs }
+
+func (r *Runtime) allocatable() v1.ResourceList { return r.cfg.Node.Allocatable() }
+
+// Cleanup removes everything hostlet made for a pod: containers, the
+// sandbox (CNI DEL, netns), volumes and logs.
+func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
+	l := log.WithFields(log.Fields{"pod": key(namespace, name), "uid": uid})
+	// Also run on a goroutine of its own (a delete of a pod without a
+	// worker): a panic costs this cleanup, which the orphan sweep retries.
+	defer crash.Recover(l, nil)
+	r.tokens.forget(types.UID(uid))
+	sts, err := r.rt.ListContainers(ctx, uid)
+	if err != nil {
+		l.WithError(err).Warn("listing containers for cleanup")
+	}
+	for _, st := range sts {
+		if st.State == runtime.StateRunning {
+			_ = r.rt.StopContainer(ctx, st.ID, unix.SIGKILL, 0)
+		}
+		if err := r.rt.RemoveContainer(ctx, st.ID); err != nil {
+			l.WithError(err).Warn("removing container")
+		}
+	}
+	if err := r.rt.RemoveSandbox(ctx, uid); err != nil {
+		l.WithError(err).Warn("removing sandbox")
+	}
+	if err := r.teardownVolumes(uid); err != nil {
+		l.WithError(err).Warn("removing pod dir")
+	}
+	r.userns.Release(types.UID(uid))
+	if namespace != "" {
+		r.rt.RemoveLogs(namespace, name, uid)
+	}
+}
+
+func key(ns, name string) string { return ns + "/" + name }

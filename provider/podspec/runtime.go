@@ -1,0 +1,340 @@
+package podspec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/probes"
+	"github.com/hostlet/hostlet/provider/expansion"
+	"github.com/hostlet/hostlet/runtime"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Limits of termination messages, as the kubelet's.
+const (
+	maxTerminationMessage     = 4096
+	maxTerminationLogBytes    = 2048
+	maxTerminationLogLines    = 80
+	defaultTerminationLogPath = "/dev/termination-log"
+)
+
+var _ lifecycle.Runtime = (*Runtime)(nil)
+
+func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
+	sb, err := r.rt.Sandbox(string(pod.UID))
+	if err != nil {
+		// Volumes first, as the kubelet mounts them before it creates the
+		// sandbox: a pod whose volumes fail holds no network and no IP.
+		// (Volumes never read the pod IP: the downward API offers it to
+		// environment variables only.)
+		if err := r.setupVolumes(ctx, pod, nil); err != nil {
+			return nil, err
+		}
+		hostname, fqdn := r.podHostname(pod)
+		if pod.Spec.SetHostnameAsFQDN != nil && *pod.Spec.SetHostnameAsFQDN && fqdn != "" {
+			hostname = fqdn
+		}
+		cfg := runtime.SandboxConfig{
+			UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name,
+			HostNetwork: pod.Spec.HostNetwork, HostIPC: pod.Spec.HostIPC, HostPID: pod.Spec.HostPID,
+			ShareProcessNamespace: pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace,
+			Hostname:              hostname, FQDN: fqdn,
+			ResolvConf: r.resolvConf(pod),
+		}
+		for _, a := range pod.Spec.HostAliases {
+			cfg.HostAliases = append(cfg.HostAliases, runtime.HostAlias{IP: a.IP, Hostnames: a.Hostnames})
+		}
+		if cfg.UserNS, err = r.podUserNS(ctx, pod); err != nil {
+			return nil, err
+		}
+		if sb, err = r.rt.EnsureSandbox(ctx, cfg); err != nil {
+			return nil, err
+		}
+		return sb.IPs, nil
+	}
+	if err := r.setupVolumes(ctx, pod, sb.IPs); err != nil {
+		return nil, err
+	}
+	return sb.IPs, nil
+}
+
+func (r *Runtime) SandboxReady(pod *v1.Pod) bool {
+	_, err := r.rt.Sandbox(string(pod.UID))
+	return err == nil
+}
+
+func (r *Runtime) TeardownSandbox(ctx context.Context, pod *v1.Pod) error {
+	return r.rt.RemoveSandbox(ctx, string(pod.UID))
+}
+
+func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt int) (lifecycle.ContainerInfo, error) {
+	img, err := r.ensureImage(ctx, pod, c)
+	if err != nil {
+		return lifecycle.ContainerInfo{}, err
+	}
+	sb, err := r.rt.Sandbox(string(pod.UID))
+	if err != nil {
+		return lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "CreateContainerError", Message: err.Error()}
+	}
+	env, err := r.containerEnv(ctx, pod, c, sb.IPs, r.objects(pod.Namespace))
+	if err != nil {
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
+		return lifecycle.ContainerInfo{}, err
+	}
+	mounts, err := r.containerMounts(pod, c, env)
+	if err != nil {
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return lifecycle.ContainerInfo{}, configError(err)
+	}
+	sec, err := r.containerSecurity(pod, c, img.Config.User)
+	if err != nil {
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return lifecycle.ContainerInfo{}, configError(err)
+	}
+	expand := func(s []string) []string {
+		lookup := expansion.EnvLookup(env)
+		out := make([]string, len(s))
+		for i, v := range s {
+			out[i] = expansion.Expand(v, lookup)
+		}
+		return out
+	}
+	termPath := c.TerminationMessagePath
+	if termPath == "" {
+		termPath = defaultTerminationLogPath
+	}
+	hostname, _ := r.podHostname(pod)
+	id, err := r.rt.CreateContainer(ctx, runtime.ContainerConfig{
+		Sandbox: sb, Name: c.Name, Attempt: attempt, Image: img, ImageName: c.Image,
+		Command: expand(c.Command), Args: expand(c.Args), Env: env, WorkingDir: c.WorkingDir,
+		Mounts: mounts, TerminationMessagePath: termPath, Hostname: hostname,
+		Security: sec, Resources: r.containerResources(pod, c),
+	})
+	if err != nil {
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "CreateContainerError", Message: err.Error()}
+	}
+	r.event(pod, c.Name, v1.EventTypeNormal, "Created", "Container created")
+	if err := r.rt.StartContainer(ctx, id); err != nil {
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		var se *runtime.StartError
+		if !errors.As(err, &se) {
+			return lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "RunContainerError", Message: err.Error()}
+		}
+		// The process never ran: the kubelet reports StartError, exit 128.
+		now := time.Now()
+		info := lifecycle.ContainerInfo{ID: id, Name: c.Name, Attempt: attempt, Exited: true,
+			StartedAt: time.Unix(0, 0), FinishedAt: now, ExitCode: 128, Reason: "StartError",
+			Message: err.Error(), Image: c.Image, ImageID: img.ID}
+		return info, &lifecycle.Failure{Reason: "StartError", Message: err.Error(), Info: &info}
+	}
+	r.event(pod, c.Name, v1.EventTypeNormal, "Started", "Container started")
+	return r.Container(ctx, id)
+}
+
+func failureMessage(err error) string {
+	var f *lifecycle.Failure
+	if errors.As(err, &f) {
+		return f.Message
+	}
+	return err.Error()
+}
+
+// ensureImage applies the pull policy, with the kubelet's events.
+func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (*runtime.Image, error) {
+	if _, err := runtime.NormalizeImage(c.Image); err != nil {
+		msg := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: invalid reference format", c.Image, c.Image)
+		r.event(pod, c.Name, v1.EventTypeWarning, "InspectFailed", msg)
+		return nil, &lifecycle.Failure{Reason: "InvalidImageName", Message: msg}
+	}
+	policy := c.ImagePullPolicy
+	if policy != v1.PullAlways {
+		img, err := r.rt.GetImage(ctx, c.Image)
+		if err == nil {
+			r.event(pod, c.Name, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
+			return img, nil
+		}
+		if !errdefs.IsNotFound(err) {
+			return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
+		}
+		if policy == v1.PullNever {
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			r.event(pod, c.Name, v1.EventTypeWarning, "ErrImageNeverPull", msg)
+			return nil, &lifecycle.Failure{Reason: "ErrImageNeverPull", Message: msg}
+		}
+	}
+	r.event(pod, c.Name, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
+	creds, err := r.pullCredentials(ctx, pod)
+	if err != nil {
+		return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
+	}
+	img, took, err := r.rt.PullImage(ctx, c.Image, creds)
+	if err != nil {
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
+		return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
+	}
+	r.event(pod, c.Name, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", c.Image, took.Round(time.Millisecond), took.Round(time.Millisecond), img.Size))
+	return img, nil
+}
+
+func (r *Runtime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace time.Duration) error {
+	sig := syscall.SIGTERM
+	if c != nil && c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
+		if s, ok := signalByName(string(*c.Lifecycle.StopSignal)); ok {
+			sig = s
+		}
+	} else if s, ok := signalByName(r.rt.ImageStopSignal(ctx, id)); ok {
+		sig = s
+	}
+	return r.rt.StopContainer(ctx, id, sig, grace)
+}
+
+// Exec runs a probe or hook command, collecting its combined output.
+func (r *Runtime) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var out syncBuffer
+	code, err := r.rt.Exec(ctx, id, cmd, runtime.ExecIO{Stdout: &out, Stderr: &out})
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return out.Bytes(), -1, probes.ErrExecTimeout
+	}
+	return out.Bytes(), code, err
+}
+
+// syncBuffer collects stdout and stderr, written concurrently, up to 10 KiB.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := 10*1024 - len(b.buf); room > 0 {
+		if len(p) > room {
+			b.buf = append(b.buf, p[:room]...)
+		} else {
+			b.buf = append(b.buf, p...)
+		}
+	}
+	return len(p), nil
+}
+
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf...)
+}
+
+func (r *Runtime) RecordBackoff(ctx context.Context, id string, applied, next time.Duration) error {
+	return r.rt.SetBackoff(ctx, id, applied, next)
+}
+
+func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+	return r.rt.RemoveContainer(ctx, id)
+}
+
+func (r *Runtime) Containers(ctx context.Context, pod *v1.Pod) ([]lifecycle.ContainerInfo, error) {
+	sts, err := r.rt.ListContainers(ctx, string(pod.UID))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]lifecycle.ContainerInfo, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, r.ContainerInfo(pod, st))
+	}
+	return out, nil
+}
+
+func (r *Runtime) Container(ctx context.Context, id string) (lifecycle.ContainerInfo, error) {
+	st, err := r.rt.ContainerStatus(ctx, id)
+	if err != nil {
+		return lifecycle.ContainerInfo{}, err
+	}
+	return r.ContainerInfo(r.cfg.Pod(types.UID(st.PodUID)), st), nil
+}
+
+// ContainerInfo converts a runtime status, reading the termination message
+// of an exited container as the kubelet does. pod may be nil.
+func (r *Runtime) ContainerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecycle.ContainerInfo {
+	info := lifecycle.ContainerInfo{
+		ID: st.ID, Name: st.Name, Attempt: st.Attempt,
+		Running: st.State == runtime.StateRunning, Exited: st.State == runtime.StateExited,
+		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, ExitCode: st.ExitCode, Reason: st.Reason,
+		Image: st.ImageName, ImageID: st.ImageID,
+		BackoffApplied: st.BackoffApplied, BackoffNext: st.BackoffNext,
+	}
+	if !info.Exited {
+		return info
+	}
+	if st.TerminationLogPath != "" {
+		if b, err := readLimited(st.TerminationLogPath, maxTerminationMessage); err == nil {
+			info.Message = string(b)
+		}
+	}
+	var c *v1.Container
+	if pod != nil {
+		c = findContainer(pod, st.Name)
+	}
+	if info.Message == "" && info.ExitCode != 0 && c != nil && c.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
+		// The exit can be reported before the last output reached the log.
+		select {
+		case <-r.rt.LogsDone(st.ID):
+		case <-time.After(2 * time.Second):
+		}
+		info.Message = logTail(st.LogPath)
+	}
+	return info
+}
+
+func readLimited(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
+}
+
+// logTail is the last 80 lines or 2 KiB of a container's log.
+func logTail(path string) string {
+	var b strings.Builder
+	opts := runtime.LogOptions{Tail: maxTerminationLogLines}
+	if err := runtime.ReadLog(context.Background(), path, opts, &b, func() bool { return false }); err != nil {
+		return ""
+	}
+	s := b.String()
+	if len(s) > maxTerminationLogBytes {
+		s = s[len(s)-maxTerminationLogBytes:]
+	}
+	return s
+}
+
+func signalByName(name string) (unix.Signal, bool) {
+	if name == "" {
+		return 0, false
+	}
+	if n, err := strconv.Atoi(name); err == nil {
+		return unix.Signal(n), true
+	}
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	s := unix.SignalNum(name)
+	return s, s != 0
+}

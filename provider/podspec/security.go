@@ -1,0 +1,162 @@
+package podspec
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/runtime"
+	v1 "k8s.io/api/core/v1"
+)
+
+func podRef(pod *v1.Pod) string {
+	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}
+
+// containerSecurity merges the pod's and the container's security context
+// as the kubelet does (the container's wins) and checks runAsNonRoot
+// against the user the container would run as.
+func (r *Runtime) containerSecurity(pod *v1.Pod, c *v1.Container, imageUser string) (runtime.Security, error) {
+	var sec runtime.Security
+	psc := pod.Spec.SecurityContext
+	if psc == nil {
+		psc = &v1.PodSecurityContext{}
+	}
+	csc := c.SecurityContext
+	if csc == nil {
+		csc = &v1.SecurityContext{}
+	}
+	sec.RunAsUser, sec.RunAsGroup = psc.RunAsUser, psc.RunAsGroup
+	if csc.RunAsUser != nil {
+		sec.RunAsUser = csc.RunAsUser
+	}
+	if csc.RunAsGroup != nil {
+		sec.RunAsGroup = csc.RunAsGroup
+	}
+	runAsNonRoot := psc.RunAsNonRoot
+	if csc.RunAsNonRoot != nil {
+		runAsNonRoot = csc.RunAsNonRoot
+	}
+	if runAsNonRoot != nil && *runAsNonRoot {
+		if err := verifyNonRoot(pod, c, sec.RunAsUser, imageUser); err != nil {
+			return sec, err
+		}
+	}
+	sec.SupplementalGroups = append(sec.SupplementalGroups, psc.SupplementalGroups...)
+	if psc.FSGroup != nil {
+		sec.SupplementalGroups = append(sec.SupplementalGroups, *psc.FSGroup)
+	}
+	sec.Privileged = csc.Privileged != nil && *csc.Privileged
+	sec.ReadOnlyRootFS = csc.ReadOnlyRootFilesystem != nil && *csc.ReadOnlyRootFilesystem
+	sec.NoNewPrivileges = csc.AllowPrivilegeEscalation != nil && !*csc.AllowPrivilegeEscalation
+	sec.UnmaskedProc = csc.ProcMount != nil && *csc.ProcMount == v1.UnmaskedProcMount
+	if caps := csc.Capabilities; caps != nil {
+		for _, c := range caps.Add {
+			sec.CapAdd = append(sec.CapAdd, string(c))
+		}
+		for _, c := range caps.Drop {
+			sec.CapDrop = append(sec.CapDrop, string(c))
+		}
+	}
+	if len(psc.Sysctls) > 0 {
+		sec.Sysctls = map[string]string{}
+		for _, s := range psc.Sysctls {
+			sec.Sysctls[node.NormalizeSysctl(s.Name)] = s.Value
+		}
+	}
+	profile := psc.SeccompProfile
+	if csc.SeccompProfile != nil {
+		profile = csc.SeccompProfile
+	}
+	if profile != nil {
+		switch profile.Type {
+		case v1.SeccompProfileTypeRuntimeDefault:
+			sec.Seccomp = runtime.ProfileRuntimeDefault
+		case v1.SeccompProfileTypeLocalhost:
+			if profile.LocalhostProfile == nil || *profile.LocalhostProfile == "" {
+				return sec, fmt.Errorf("localhostProfile must be set if seccompProfile type is Localhost.")
+			}
+			sec.Seccomp = filepath.Join(r.cfg.RootDir, "seccomp", *profile.LocalhostProfile)
+		}
+	}
+	if aa := node.AppArmorProfile(pod, c); aa != nil {
+		switch aa.Type {
+		case v1.AppArmorProfileTypeUnconfined:
+			sec.AppArmor = runtime.ProfileUnconfined
+		case v1.AppArmorProfileTypeRuntimeDefault:
+			sec.AppArmor = runtime.ProfileRuntimeDefault
+		case v1.AppArmorProfileTypeLocalhost:
+			if aa.LocalhostProfile != nil {
+				sec.AppArmor = *aa.LocalhostProfile
+			}
+		}
+	}
+	return sec, nil
+}
+
+// verifyNonRoot refuses a container that would run as root, with the
+// kubelet's messages.
+func verifyNonRoot(pod *v1.Pod, c *v1.Container, runAsUser *int64, imageUser string) error {
+	if runAsUser != nil {
+		if *runAsUser == 0 {
+			return fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s)", podRef(pod), c.Name)
+		}
+		return nil
+	}
+	user, _, _ := strings.Cut(imageUser, ":")
+	if user == "" {
+		return fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", podRef(pod), c.Name)
+	}
+	uid, err := strconv.ParseInt(user, 10, 64)
+	if err != nil {
+		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s)", user, podRef(pod), c.Name)
+	}
+	if uid == 0 {
+		return fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", podRef(pod), c.Name)
+	}
+	return nil
+}
+
+// Kubelet constants for cgroup settings.
+const (
+	cpuPeriod     = 100000
+	minShares     = 2
+	minQuota      = 1000
+	guaranteedOOM = -997
+	bestEffortOOM = 1000
+)
+
+// containerResources turns requests and limits into cgroup settings and the
+// OOM score adjustment of the pod's QoS class.
+func (r *Runtime) containerResources(pod *v1.Pod, c *v1.Container) runtime.Resources {
+	out := runtime.Resources{CPUShares: minShares, CPUPeriod: cpuPeriod}
+	if q, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
+		if shares := uint64(q.MilliValue() * 1024 / 1000); shares > minShares {
+			out.CPUShares = shares
+		}
+	}
+	if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
+		out.CPUQuota = max(q.MilliValue()*cpuPeriod/1000, minQuota)
+	}
+	if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
+		out.MemoryLimit = q.Value()
+	}
+	switch node.QOSClass(pod) {
+	case v1.PodQOSGuaranteed:
+		out.OOMScoreAdj = guaranteedOOM
+	case v1.PodQOSBestEffort:
+		out.OOMScoreAdj = bestEffortOOM
+	default:
+		mem := r.cfg.Node.Capacity()[v1.ResourceMemory]
+		capacity := mem.Value()
+		req := c.Resources.Requests.Memory().Value()
+		adj := bestEffortOOM
+		if capacity > 0 {
+			adj = 1000 - int(1000*req/capacity)
+		}
+		out.OOMScoreAdj = min(max(adj, 2), 999)
+	}
+	return out
+}

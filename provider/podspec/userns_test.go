@@ -1,0 +1,125 @@
+package podspec
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestUsernsAllocator(t *testing.T) {
+	dir := t.TempDir()
+	a := newUsernsAllocator(dir)
+	seen := map[uint32]types.UID{}
+	for _, uid := range []types.UID{"a", "b", "c"} {
+		m, err := a.Get(uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Size != 65536 || m.HostID%65536 != 0 || m.HostID < 65536 {
+			t.Fatalf("%s: mapping %+v: want a 65536-aligned block above the host's own IDs", uid, m)
+		}
+		if other, dup := seen[m.HostID]; dup {
+			t.Fatalf("%s and %s share host ID %d", uid, other, m.HostID)
+		}
+		seen[m.HostID] = uid
+		again, err := a.Get(uid)
+		if err != nil || again != m {
+			t.Fatalf("%s: second Get = %+v, %v; want %+v", uid, again, err, m)
+		}
+	}
+	b, _ := a.Get("b")
+	// The kubelet's file format in the pod dir.
+	data, err := os.ReadFile(filepath.Join(dir, "b", "userns"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"uidMappings":[{"hostId":`) || !strings.Contains(string(data), `"containerId":0,"length":65536}]`) {
+		t.Errorf("userns file = %s", data)
+	}
+
+	// A restart reads the allocations back and keeps them apart.
+	r := newUsernsAllocator(dir)
+	if got, err := r.Get("b"); err != nil || got != b {
+		t.Errorf("after reload: b = %+v, %v; want %+v", got, err, b)
+	}
+	d, err := r.Get("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, dup := seen[d.HostID]; dup {
+		t.Errorf("after reload d got %d, already used", d.HostID)
+	}
+
+	// Release frees the block and the file.
+	r.Release("b")
+	if _, err := os.Stat(filepath.Join(dir, "b", "userns")); !os.IsNotExist(err) {
+		t.Errorf("userns file of b after release: %v", err)
+	}
+	if _, used := r.byBlck[b.HostID/65536]; used {
+		t.Errorf("block of b still used after release")
+	}
+}
+
+func TestUsernsAllocatorExhaustedAndBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	a := newUsernsAllocator(dir)
+	a.blocks = 2
+	if _, err := a.Get("a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Get("b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Get("c"); err == nil || !strings.Contains(err.Error(), "could not find an empty slot") {
+		t.Errorf("third pod in two blocks: %v", err)
+	}
+	a.Release("a")
+	if m, err := a.Get("c"); err != nil || m.HostID != 65536 {
+		t.Errorf("after release: %+v, %v", m, err)
+	}
+
+	// Block 0 (the host's own users) and a mapping not starting at 0 are refused.
+	for name, content := range map[string]string{
+		"zero":   `{"uidMappings":[{"hostId":0,"containerId":0,"length":65536}],"gidMappings":[{"hostId":0,"containerId":0,"length":65536}]}`,
+		"noroot": `{"uidMappings":[{"hostId":131072,"containerId":1,"length":65536}],"gidMappings":[{"hostId":131072,"containerId":1,"length":65536}]}`,
+		"differ": `{"uidMappings":[{"hostId":131072,"containerId":0,"length":65536}],"gidMappings":[{"hostId":196608,"containerId":0,"length":65536}]}`,
+		"junk":   `{`,
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "userns"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newUsernsAllocator(dir).Get(types.UID(name)); err == nil {
+			t.Errorf("%s: accepted %s", name, content)
+		}
+	}
+}
+
+func TestContainerSecurityProfiles(t *testing.T) {
+	unmasked := v1.UnmaskedProcMount
+	r := &Runtime{cfg: Config{RootDir: "/var/lib/hostlet"}}
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		SecurityContext: &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}},
+		Containers:      []v1.Container{{Name: "c"}},
+	}}
+	c := &pod.Spec.Containers[0]
+	if sec, err := r.containerSecurity(pod, c, ""); err != nil || sec.Seccomp != "RuntimeDefault" || sec.AppArmor != "" {
+		t.Errorf("pod RuntimeDefault: %+v %v", sec, err)
+	}
+	name := "profiles/audit.json"
+	c.SecurityContext = &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: &name},
+		AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeUnconfined}, ProcMount: &unmasked}
+	if sec, err := r.containerSecurity(pod, c, ""); err != nil || sec.Seccomp != "/var/lib/hostlet/seccomp/profiles/audit.json" || sec.AppArmor != "Unconfined" || !sec.UnmaskedProc {
+		t.Errorf("container Localhost: %+v %v", sec, err)
+	}
+	c.SecurityContext.SeccompProfile.LocalhostProfile = nil
+	if _, err := r.containerSecurity(pod, c, ""); err == nil || err.Error() != "localhostProfile must be set if seccompProfile type is Localhost." {
+		t.Errorf("Localhost without a name: %v", err)
+	}
+}

@@ -1,0 +1,131 @@
+package provider
+
+import (
+	"context"
+	"time"
+
+	"github.com/hostlet/hostlet/lifecycle"
+	log "github.com/sirupsen/logrus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+type podEntry struct {
+	worker *lifecycle.Pod
+	cancel context.CancelFunc
+}
+
+// goneTTL is how long the UID of a finished pod is remembered, so late
+// events about it (an informer update racing the final delete) do not start
+// its termination over.
+const goneTTL = 10 * time.Minute
+
+// Pod returns the newest object of a pod the node runs, or nil.
+func (p *Provider) Pod(uid types.UID) *v1.Pod {
+	e := p.entry(uid)
+	if e == nil {
+		return nil
+	}
+	return e.worker.Object()
+}
+
+// admission is what admit decided: a worker known already, a rejection, a
+// new worker to start, or nothing (the pod finished already).
+type admission struct {
+	known, started *lifecycle.Pod
+	ctx            context.Context
+	rejected       *lifecycle.Failure
+}
+
+// admit registers a new worker for the pod unless the node rejects it. The
+// lock is released however admission ends, a panic included.
+func (p *Provider) admit(pod *v1.Pod) admission {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.pods[pod.UID]; ok {
+		return admission{known: e.worker}
+	}
+	if _, done := p.gone[pod.UID]; done {
+		// Finished and removed already; a late event must not restart it.
+		return admission{}
+	}
+	l := podLog(pod)
+	// A pod already being deleted (hostlet restarted during its termination)
+	// is not admitted again: its worker adopts and finishes it.
+	if pod.DeletionTimestamp == nil {
+		if reason, msg, ok := p.node.Admit(pod, p.admittedPods()); !ok {
+			l.WithFields(log.Fields{"reason": reason, "message": msg}).Info("pod rejected")
+			return admission{rejected: &lifecycle.Failure{Reason: reason, Message: msg}}
+		}
+		l.Info("pod admitted")
+	} else {
+		l.Info("resuming the termination of a pod")
+	}
+	wctx, cancel := context.WithCancel(p.ctx)
+	w := lifecycle.NewPod(pod, lifecycle.Config{
+		Runtime:    guardedRuntime{p.host, pod},
+		Recorder:   p.events,
+		Backoff:    p.cfg.Backoff,
+		HostIPs:    p.cfg.NodeIPs,
+		Publish:    p.publish,
+		Terminated: p.terminated,
+		Prober:     p.prober,
+	})
+	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel}
+	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
+	return admission{started: w, ctx: wctx}
+}
+
+// entry is the registered worker of a pod, or nil.
+func (p *Provider) entry(uid types.UID) *podEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pods[uid]
+}
+
+// admittedPods lists the pods this node runs, for admission: every pod
+// admitted and not finished, counted from the moment of its admission (its
+// spec, before its worker's first status), as the kubelet counts them.
+// Called with mu.
+func (p *Provider) admittedPods() []*v1.Pod {
+	out := make([]*v1.Pod, 0, len(p.pods))
+	for _, e := range p.pods {
+		pod := e.worker.Status()
+		if pod == nil {
+			pod = e.worker.Object()
+		}
+		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+			continue
+		}
+		out = append(out, pod)
+	}
+	return out
+}
+
+// current returns the newest incarnation of a name, unless the API already
+// holds a newer one this provider has not been given yet: virtual-kubelet
+// compares what GetPod returns with the API's pod by name only, and an old
+// incarnation still terminating must never stand in for the new pod.
+// Called with mu.
+func (p *Provider) current(namespace, name string) (types.UID, *podEntry) {
+	uid, ok := p.byName[key(namespace, name)]
+	if !ok {
+		return "", nil
+	}
+	if p.lister != nil {
+		if api, err := p.lister.Pods(namespace).Get(name); err == nil && api.UID != uid {
+			return "", nil
+		}
+	}
+	return uid, p.pods[uid]
+}
+
+// view is what the provider reports of a pod: its computed status, or the
+// object as admitted before its worker's first status (so that a deletion
+// reaches it however early it comes).
+func view(e *podEntry) *v1.Pod {
+	if s := e.worker.Status(); s != nil {
+		return s.DeepCopy()
+	}
+	return e.worker.Object().DeepCopy()
+}

@@ -1,0 +1,314 @@
+// Package server is the kubelet HTTPS API (logs, exec, port-forward, pods,
+// healthz) for the pods the node runs, authorized as the kubelet's is.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hostlet/hostlet/crash"
+	"github.com/hostlet/hostlet/provider/testpanic"
+	"github.com/hostlet/hostlet/runtime"
+	log "github.com/sirupsen/logrus"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	utilexec "k8s.io/utils/exec"
+)
+
+// Config configures the kubelet HTTPS API and names what it serves.
+type Config struct {
+	Addr               string
+	CertFile, KeyFile  string
+	ClientCAFile       string
+	StreamIdleTimeout  time.Duration
+	StreamCreationTime time.Duration
+	NodeName           string
+
+	// Client reviews tokens and access (TokenReview, SubjectAccessReview).
+	Client kubernetes.Interface
+	// Pods are the pods the node runs; APIPods the node's pods in the API.
+	Pods    Pods
+	APIPods corelisters.PodLister
+	Runtime Runtime
+	Events  Recorder
+}
+
+// Pods finds the pods the node runs (provider.Provider).
+type Pods interface {
+	GetPod(ctx context.Context, namespace, name string) (*v1.Pod, error)
+	GetPods(ctx context.Context) ([]*v1.Pod, error)
+}
+
+// Runtime is what the API uses of the container runtime (runtime.Runtime).
+type Runtime interface {
+	LogDir(namespace, name, uid string) string
+	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
+	Exec(ctx context.Context, id string, cmd []string, eio runtime.ExecIO) (int, error)
+	DialPod(ctx context.Context, uid string, port int32) (net.Conn, error)
+}
+
+// Recorder records events about a pod's container (provider.Recorder).
+type Recorder interface {
+	Event(pod *v1.Pod, container, eventType, reason, msg string)
+}
+
+// server answers the kubelet API's pod routes.
+type server struct{ cfg Config }
+
+// Package server is the kubelet's HTTPS API for the pods hostlet runs.
+// Serve runs the kubelet API (logs, exec, pods, healthz), authenticated and
+// authorized as the kubelet's is: client certificates from the client CA or
+// bearer tokens (TokenReview), then a SubjectAccessReview per request.
+func Serve(ctx context.Context, cfg Config) error {
+	s := &server{cfg: cfg}
+	caProvider, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca", cfg.ClientCAFile)
+	if err != nil {
+		return fmt.Errorf("client CA: %w", err)
+	}
+	auth, err := nodeutil.WebhookAuth(cfg.Client, cfg.NodeName, func(c *nodeutil.WebhookAuthConfig) error {
+		c.AuthnConfig.ClientCertificateCAContentProvider = caProvider
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	api.AttachPodRoutes(api.PodHandlerConfig{
+		RunInContainer:   s.RunInContainer,
+		GetContainerLogs: s.GetContainerLogs,
+		PortForward:      s.PortForward,
+		GetPods:          cfg.Pods.GetPods,
+		GetPodsFromKubernetes: func(context.Context) ([]*v1.Pod, error) {
+			return cfg.APIPods.List(labels.Everything())
+		},
+		StreamIdleTimeout:     cfg.StreamIdleTimeout,
+		StreamCreationTimeout: cfg.StreamCreationTime,
+	}, mux, false)
+
+	cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+	if err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(cfg.ClientCAFile)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	tlsCfg := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientCAs:    pool,
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		MinVersion:   tls.VersionTLS12,
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	handler := withRecovery(withKubeletAuth(auth, cfg.NodeName, withZeroTail(mux)))
+	srv := &http.Server{Handler: handler, TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		defer crash.Recover(log.WithField("server", "kubelet API"), nil)
+		if err := srv.ServeTLS(ln, "", ""); err != nil && err != http.ErrServerClosed {
+			log.WithError(err).Error("kubelet API server stopped")
+		}
+	}()
+	return nil
+}
+
+// containerRef finds a container of a pod the node runs.
+func (s *server) containerRef(namespace, podName, container string) (*v1.Pod, *v1.ContainerStatus, error) {
+	pod, err := s.cfg.Pods.GetPod(context.Background(), namespace, podName)
+	if err != nil {
+		return nil, nil, errdefs.NotFoundf("pod %s/%s not found", namespace, podName)
+	}
+	for _, list := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for i := range list {
+			if list[i].Name == container {
+				return pod, &list[i], nil
+			}
+		}
+	}
+	return nil, nil, errdefs.InvalidInputf("container %s is not valid for pod %s", container, podName)
+}
+
+func containerIDOf(st *v1.ContainerStatus) string {
+	return strings.TrimPrefix(st.ContainerID, "containerd://")
+}
+
+// GetContainerLogs serves `kubectl logs`.
+func (s *server) GetContainerLogs(ctx context.Context, namespace, podName, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
+	pod, st, err := s.containerRef(namespace, podName, container)
+	if err != nil {
+		return nil, err
+	}
+	attempt := int(st.RestartCount)
+	if opts.Previous {
+		if st.LastTerminationState.Terminated == nil {
+			return nil, errdefs.InvalidInputf("previous terminated container %q in pod %q not found", container, podName)
+		}
+		if st.State.Running != nil || st.State.Terminated != nil {
+			attempt--
+		}
+	} else if st.ContainerID == "" {
+		reason := "ContainerCreating"
+		if st.State.Waiting != nil {
+			reason = st.State.Waiting.Reason
+		}
+		return nil, errdefs.InvalidInputf("container %q in pod %q is waiting to start: %s", container, podName, reason)
+	}
+	path := filepath.Join(s.cfg.Runtime.LogDir(namespace, podName, string(pod.UID)), container, strconv.Itoa(attempt)+".log")
+	lo := runtime.LogOptions{Tail: -1, Timestamps: opts.Timestamps, LimitBytes: int64(opts.LimitBytes), Follow: opts.Follow && !opts.Previous}
+	if opts.Tail > 0 || zeroTail(ctx) {
+		lo.Tail = opts.Tail
+	}
+	switch {
+	case !opts.SinceTime.IsZero():
+		lo.Since = opts.SinceTime
+	case opts.SinceSeconds > 0:
+		lo.Since = time.Now().Add(-time.Duration(opts.SinceSeconds) * time.Second)
+	}
+	id := containerIDOf(st)
+	running := func() bool {
+		cs, err := s.cfg.Runtime.ContainerStatus(context.WithoutCancel(ctx), id)
+		return err == nil && cs.State == runtime.StateRunning
+	}
+	r, w := io.Pipe()
+	go func() {
+		defer crash.Recover(podLog(pod).WithField("container", container), func(msg string) {
+			s.cfg.Events.Event(pod, container, v1.EventTypeWarning, "Failed", "Error: reading logs: panic: "+msg)
+			w.CloseWithError(fmt.Errorf("panic: %s", msg))
+		})
+		testpanic.At(pod, "logs")
+		w.CloseWithError(runtime.ReadLog(ctx, path, lo, w, running))
+	}()
+	return r, nil
+}
+
+// RunInContainer serves `kubectl exec`.
+func (s *server) RunInContainer(ctx context.Context, namespace, podName, container string, cmd []string, attach api.AttachIO) error {
+	pod, st, err := s.containerRef(namespace, podName, container)
+	if err != nil {
+		return err
+	}
+	if st.State.Running == nil {
+		return errdefs.InvalidInputf("container %s is not running", container)
+	}
+	eio := runtime.ExecIO{TTY: attach.TTY()}
+	if in := attach.Stdin(); in != nil {
+		eio.Stdin = in
+	}
+	if out := attach.Stdout(); out != nil {
+		eio.Stdout = out
+	}
+	if e := attach.Stderr(); e != nil {
+		eio.Stderr = e
+	}
+	if attach.TTY() {
+		// virtual-kubelet never closes its resize channel: the forwarder
+		// ends with the session.
+		sizes := make(chan runtime.TermSize)
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			defer crash.Recover(podLog(pod).WithField("container", container), nil)
+			for {
+				select {
+				case s, ok := <-attach.Resize():
+					if !ok {
+						return
+					}
+					select {
+					case sizes <- runtime.TermSize{Width: s.Width, Height: s.Height}:
+					case <-done:
+						return
+					}
+				case <-done:
+					return
+				}
+			}
+		}()
+		eio.Resize = sizes
+	}
+	code, err := s.cfg.Runtime.Exec(ctx, containerIDOf(st), cmd, eio)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		// The streaming protocol turns this into the command's exit code.
+		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with non-zero exit code: %d", code), Code: code}
+	}
+	return nil
+}
+
+// PortForward serves `kubectl port-forward`: one stream to one port of the
+// pod, connected from inside the pod's network namespace.
+func (s *server) PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error {
+	pod, err := s.cfg.Pods.GetPod(ctx, namespace, podName)
+	if err != nil {
+		return err
+	}
+	conn, err := s.cfg.Runtime.DialPod(ctx, string(pod.UID), port)
+	if err != nil {
+		return fmt.Errorf("failed to connect to localhost:%d inside namespace of pod %s: %w", port, podName, err)
+	}
+	defer conn.Close()
+	done := make(chan struct{}, 2)
+	l := podLog(pod).WithField("port", port)
+	copyThen := func(dst io.Writer, src io.Reader) {
+		defer func() { done <- struct{}{} }()
+		defer crash.Recover(l, nil)
+		_, _ = io.Copy(dst, src)
+	}
+	go copyThen(conn, stream)
+	go copyThen(stream, conn)
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// podLog is the logger of one pod's story (fields as the provider's).
+func podLog(pod *v1.Pod) *log.Entry {
+	return log.WithFields(log.Fields{"pod": pod.Namespace + "/" + pod.Name, "uid": string(pod.UID)})
+}
+
+// withRecovery answers a request whose handler panicked with 500 and logs
+// the stack with the pod the path names; net/http would only drop the
+// connection. Streams (exec, attach, port-forward) run in goroutines of
+// their own, guarded where hostlet starts them.
+func withRecovery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := log.WithFields(log.Fields{"method": r.Method, "path": r.URL.Path})
+		// /containerLogs/{ns}/{pod}/..., /exec/{ns}/{pod}/..., ...
+		if parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/"); len(parts) >= 3 {
+			l = l.WithFields(log.Fields{"namespace": parts[1], "pod": parts[2]})
+		}
+		defer crash.Recover(l, func(string) {
+			http.Error(w, "Internal Server Error", http.StatusInternalServerError)
+		})
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,125 @@
+package provider
+
+import (
+	"context"
+	"time"
+
+	"github.com/hostlet/hostlet/lifecycle"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+)
+
+// reject fails a pod the node does not admit, without running anything.
+func (p *Provider) reject(ctx context.Context, pod *v1.Pod, reason, msg string) {
+	p.events.Event(pod, "", v1.EventTypeWarning, reason, msg)
+	err := p.updateStatus(ctx, pod, func(st *v1.PodStatus) {
+		st.Phase, st.Reason, st.Message = v1.PodFailed, reason, msg
+	})
+	if err != nil && !podGone(err) {
+		podLog(pod).WithError(err).Warn("rejecting pod")
+	}
+}
+
+// podGone tells an expected answer about a pod already removed from the
+// API: NotFound, or Forbidden, which is what the Node authorizer answers a
+// node for a pod no longer bound to it.
+func podGone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
+}
+
+// updateStatus changes the status of the pod's current object (the same
+// UID only), retrying on conflicts.
+func (p *Provider) updateStatus(ctx context.Context, pod *v1.Pod, change func(*v1.PodStatus)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := p.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != pod.UID {
+			return nil
+		}
+		change(&cur.Status)
+		_, err = p.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// publish hands a pod's new status to virtual-kubelet, which writes it by
+// namespace/name: only while that name is this incarnation in the API. An
+// old incarnation's status would land on its successor, and one of a pod
+// gone from the API would only keep virtual-kubelet waiting for it; the
+// final status of a deleted pod is written by terminated, by UID.
+func (p *Provider) publish(pod *v1.Pod) {
+	p.mu.Lock()
+	cb := p.notify
+	newest := p.byName[key(pod.Namespace, pod.Name)]
+	lister := p.lister
+	p.mu.Unlock()
+	if cb == nil || newest != pod.UID {
+		return
+	}
+	// One look at the API's view: this very pod, not a successor, and not
+	// gone.
+	if lister != nil {
+		if api, err := lister.Pods(pod.Namespace).Get(pod.Name); err != nil || api.UID != pod.UID {
+			return
+		}
+	}
+	cb(pod)
+}
+
+// terminated writes a deleted pod's terminal status, removes the object with
+// grace 0 (as the kubelet does once everything stopped) and cleans the host.
+func (p *Provider) terminated(pod *v1.Pod) {
+	ctx := p.ctx
+	l := podLog(pod)
+	l.WithField("phase", pod.Status.Phase).Info("pod terminated")
+	err := p.updateStatus(ctx, pod, func(cur *v1.PodStatus) {
+		st := pod.Status.DeepCopy()
+		st.Conditions = lifecycle.MergeConditions(ownedOnly(st.Conditions), cur.Conditions, metav1.Now())
+		*cur = *st
+	})
+	if podGone(err) {
+		l.WithError(err).Debug("terminal status not written: the pod is already gone")
+	} else if err != nil {
+		l.WithError(err).Warn("writing terminal pod status")
+	}
+	zero := int64(0)
+	err = p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero,
+		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
+	})
+	if err != nil && !podGone(err) && !apierrors.IsConflict(err) {
+		l.WithError(err).Warn("deleting pod")
+	}
+	p.mu.Lock()
+	if e := p.pods[pod.UID]; e != nil {
+		e.cancel()
+		delete(p.pods, pod.UID)
+	}
+	if p.byName[key(pod.Namespace, pod.Name)] == pod.UID {
+		delete(p.byName, key(pod.Namespace, pod.Name))
+	}
+	now := time.Now()
+	for uid, at := range p.gone {
+		if now.Sub(at) > goneTTL {
+			delete(p.gone, uid)
+		}
+	}
+	p.gone[pod.UID] = now
+	p.mu.Unlock()
+	p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
+	l.Info("pod cleaned up on the host")
+}
+
+func ownedOnly(cs []v1.PodCondition) []v1.PodCondition {
+	var out []v1.PodCondition
+	for _, c := range cs {
+		if lifecycle.IsOwnedCondition(c.Type) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
