@@ -13,8 +13,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// podLogger is the logger of one pod's story (fields as the provider's).
-func podLogger(pod *v1.Pod) *log.Entry {
+// PodLogger is the logger of one pod's story (fields as the provider's).
+func PodLogger(pod *v1.Pod) *log.Entry {
 	if pod == nil {
 		return log.NewEntry(log.StandardLogger())
 	}
@@ -51,9 +51,9 @@ func (p *Pod) Supervise(ctx context.Context) {
 // runGuarded runs the worker once and reports whether it panicked.
 func (p *Pod) runGuarded(ctx context.Context) (panicked bool) {
 	pod := p.Object()
-	defer crash.Recover(podLogger(pod), func(msg string) {
+	defer crash.Recover(PodLogger(pod), func(msg string) {
 		panicked = true
-		p.ensureUnlocked(podLogger(pod))
+		p.ensureUnlocked(PodLogger(pod))
 		if p.cfg.Recorder != nil {
 			p.cfg.Recorder.Event(p.Object(), "", v1.EventTypeWarning, "FailedSync", "Error syncing pod, will retry: panic: "+msg)
 		}
@@ -64,7 +64,7 @@ func (p *Pod) runGuarded(ctx context.Context) (panicked bool) {
 
 // guardHook runs a lifecycle hook; a panic in it is the hook's failure.
 func guardHook(pod *v1.Pod, run func() (string, error)) (msg string, err error) {
-	defer crash.Recover(podLogger(pod), func(m string) {
+	defer crash.Recover(PodLogger(pod), func(m string) {
 		msg, err = "", errors.New("panic: "+m)
 	})
 	return run()
@@ -83,7 +83,7 @@ func (p *Pod) probePanicked(l *log.Entry, event func(eventType, reason, msg stri
 // container as a failure to kill (the kubelet's FailedKillPod); the other
 // containers of the pod still stop. Use: defer crash.Recover(p.killFailed(c)).
 func (p *Pod) killFailed(c *v1.Container) (*log.Entry, func(string)) {
-	l := podLogger(p.pod).WithField("container", c.Name)
+	l := PodLogger(p.pod).WithField("container", c.Name)
 	return l, func(msg string) {
 		p.ensureUnlocked(l)
 		p.event(c.Name, v1.EventTypeWarning, "FailedKillPod", "error killing pod: panic: "+msg)

@@ -199,7 +199,7 @@ func (p *Pod) poke() {
 }
 
 func (p *Pod) logger() *log.Entry {
-	return podLogger(p.pod)
+	return PodLogger(p.pod)
 }
 
 // Run is the worker loop; it returns when ctx ends or the pod is gone.

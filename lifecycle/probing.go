@@ -80,8 +80,8 @@ func (p *Pod) startProbes(c *v1.Container, rec *container) {
 			},
 			Started:  started,
 			Kick:     startedNow,
-			Log:      podLogger(pod).WithField("container", name),
-			Panicked: p.probePanicked(podLogger(pod).WithField("container", name), event),
+			Log:      PodLogger(pod).WithField("container", name),
+			Panicked: p.probePanicked(PodLogger(pod).WithField("container", name), event),
 			Set: func(kind probes.Kind, ok bool) {
 				p.mu.Lock()
 				if kind == probes.Startup && ok {

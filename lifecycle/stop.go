@@ -147,7 +147,7 @@ func (p *Pod) kill(ctx context.Context, c *v1.Container, rec *container, deadlin
 	}
 	if waitTurn != nil {
 		turn := make(chan struct{})
-		go func() { defer close(turn); defer crash.Recover(podLogger(p.pod), nil); waitTurn() }()
+		go func() { defer close(turn); defer crash.Recover(PodLogger(p.pod), nil); waitTurn() }()
 		select {
 		case <-turn:
 		case <-p.at(deadline):

@@ -1,9 +1,9 @@
 package probes
 
 import (
-	"strings"
-
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/hostlet/hostlet/provider/expansion"
 )
 
 // expandStatic expands $(VAR) in an exec command with the container's
@@ -18,41 +18,10 @@ func expandStatic(cmd []string, c *v1.Container) []string {
 			vals[e.Name] = e.Value
 		}
 	}
+	lookup := func(k string) (string, bool) { v, ok := vals[k]; return v, ok }
 	out := make([]string, len(cmd))
 	for i, s := range cmd {
-		out[i] = expand(s, vals)
+		out[i] = expansion.Expand(s, lookup)
 	}
 	return out
-}
-
-func expand(s string, vals map[string]string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString("$(")
-				i++
-				continue
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := vals[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString("$(" + name + ")")
-			}
-			i += end + 2
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
 }

@@ -23,14 +23,14 @@ type guardedRuntime struct {
 }
 
 func (g guardedRuntime) PrepareSandbox(ctx context.Context, pod *v1.Pod) (ips []string, err error) {
-	defer crash.Recover(podLog(pod), func(msg string) { ips, err = nil, fmt.Errorf("panic: %s", msg) })
+	defer crash.Recover(lifecycle.PodLogger(pod), func(msg string) { ips, err = nil, fmt.Errorf("panic: %s", msg) })
 	return g.Runtime.PrepareSandbox(ctx, pod)
 }
 
 func (g guardedRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt int) (info lifecycle.ContainerInfo, err error) {
 	// Outside the guard: the test hook for a panic of the worker itself.
 	testpanic.At(pod, "sync")
-	defer crash.Recover(podLog(pod).WithField("container", c.Name), func(msg string) {
+	defer crash.Recover(lifecycle.PodLogger(pod).WithField("container", c.Name), func(msg string) {
 		info, err = lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "RunContainerError", Message: "panic: " + msg}
 	})
 	testpanic.At(pod, "start")
@@ -48,7 +48,7 @@ func (g guardedRuntime) Exec(ctx context.Context, id string, cmd []string, timeo
 // logged, and the event is answered with an error, which the controller
 // retries with its back-off. Deferred with the handler's named error.
 func recoverSync(pod *v1.Pod, op string, err *error) {
-	crash.Handle(recover(), podLog(pod).WithField("op", op), func(msg string) {
+	crash.Handle(recover(), lifecycle.PodLogger(pod).WithField("op", op), func(msg string) {
 		*err = fmt.Errorf("panic while handling the %s of pod %s: %s", op, key(pod.Namespace, pod.Name), msg)
 	})
 }

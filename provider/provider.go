@@ -13,7 +13,6 @@ import (
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/runtime"
-	log "github.com/sirupsen/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,9 +121,6 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) (err error) {
 }
 
 // podLog is the logger of one pod's story.
-func podLog(pod *v1.Pod) *log.Entry {
-	return log.WithFields(log.Fields{"pod": key(pod.Namespace, pod.Name), "uid": string(pod.UID)})
-}
 
 func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) (err error) {
 	defer recoverSync(pod, "update", &err)

@@ -49,7 +49,7 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		// Finished and removed already; a late event must not restart it.
 		return admission{}
 	}
-	l := podLog(pod)
+	l := lifecycle.PodLogger(pod)
 	// A pod already being deleted (hostlet restarted during its termination)
 	// is not admitted again: its worker adopts and finishes it.
 	if pod.DeletionTimestamp == nil {

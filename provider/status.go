@@ -18,7 +18,7 @@ func (p *Provider) reject(ctx context.Context, pod *v1.Pod, reason, msg string) 
 		st.Phase, st.Reason, st.Message = v1.PodFailed, reason, msg
 	})
 	if err != nil && !podGone(err) {
-		podLog(pod).WithError(err).Warn("rejecting pod")
+		lifecycle.PodLogger(pod).WithError(err).Warn("rejecting pod")
 	}
 }
 
@@ -74,7 +74,7 @@ func (p *Provider) publish(pod *v1.Pod) {
 // grace 0 (as the kubelet does once everything stopped) and cleans the host.
 func (p *Provider) terminated(pod *v1.Pod) {
 	ctx := p.ctx
-	l := podLog(pod)
+	l := lifecycle.PodLogger(pod)
 	l.WithField("phase", pod.Status.Phase).Info("pod terminated")
 	err := p.updateStatus(ctx, pod, func(cur *v1.PodStatus) {
 		st := pod.Status.DeepCopy()

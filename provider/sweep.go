@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hostlet/hostlet/lifecycle"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -57,7 +58,7 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 	}
 	for uid, pod := range workers {
 		if !inAPI[uid] {
-			podLog(pod).Info("pod is gone from the API; stopping it")
+			lifecycle.PodLogger(pod).Info("pod is gone from the API; stopping it")
 			_ = p.DeletePod(ctx, pod)
 		}
 	}

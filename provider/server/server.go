@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
+	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/testpanic"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
@@ -196,7 +197,7 @@ func (s *server) GetContainerLogs(ctx context.Context, namespace, podName, conta
 	}
 	r, w := io.Pipe()
 	go func() {
-		defer crash.Recover(podLog(pod).WithField("container", container), func(msg string) {
+		defer crash.Recover(lifecycle.PodLogger(pod).WithField("container", container), func(msg string) {
 			s.cfg.Events.Event(pod, container, v1.EventTypeWarning, "Failed", "Error: reading logs: panic: "+msg)
 			w.CloseWithError(fmt.Errorf("panic: %s", msg))
 		})
@@ -232,7 +233,7 @@ func (s *server) RunInContainer(ctx context.Context, namespace, podName, contain
 		done := make(chan struct{})
 		defer close(done)
 		go func() {
-			defer crash.Recover(podLog(pod).WithField("container", container), nil)
+			defer crash.Recover(lifecycle.PodLogger(pod).WithField("container", container), nil)
 			for {
 				select {
 				case s, ok := <-attach.Resize():
@@ -275,7 +276,7 @@ func (s *server) PortForward(ctx context.Context, namespace, podName string, por
 	}
 	defer conn.Close()
 	done := make(chan struct{}, 2)
-	l := podLog(pod).WithField("port", port)
+	l := lifecycle.PodLogger(pod).WithField("port", port)
 	copyThen := func(dst io.Writer, src io.Reader) {
 		defer func() { done <- struct{}{} }()
 		defer crash.Recover(l, nil)
@@ -288,11 +289,6 @@ func (s *server) PortForward(ctx context.Context, namespace, podName string, por
 	case <-ctx.Done():
 	}
 	return nil
-}
-
-// podLog is the logger of one pod's story (fields as the provider's).
-func podLog(pod *v1.Pod) *log.Entry {
-	return log.WithFields(log.Fields{"pod": pod.Namespace + "/" + pod.Name, "uid": string(pod.UID)})
 }
 
 // withRecovery answers a request whose handler panicked with 500 and logs
