@@ -68,18 +68,6 @@ func findProc(match func(pid int, args []string) bool) (int, bool) {
 	return 0, false
 }
 
-// findContainerd finds the containerd whose --config is cfg: the harness
-// starts hostlet's containerd but does not expose its pid.
-func findContainerd(cfg string) (int, error) {
-	pid, ok := findProc(func(_ int, args []string) bool {
-		return len(args) == 3 && filepath.Base(args[0]) == "containerd" && args[1] == "--config" && args[2] == cfg
-	})
-	if !ok {
-		return 0, fmt.Errorf("no containerd running with --config %s", cfg)
-	}
-	return pid, nil
-}
-
 // findSleeper finds the exit pod's container process, `sleep <arg>` whose
 // parent is a containerd shim (the container's PID 1).
 func findSleeper(arg string) (int, error) {

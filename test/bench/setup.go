@@ -115,13 +115,14 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	hostletCtrd, err := findContainerd(filepath.Join(cluster.Dir(), "containerd", "config.toml"))
-	if err != nil {
-		return nil, err
+	hostletCtrd := cluster.Pid("containerd")
+	if hostletCtrd == 0 {
+		return nil, fmt.Errorf("the harness's containerd is not running")
 	}
 
 	kdir := filepath.Join(cluster.Dir(), "bench-kubelet")
-	cri, err := startCRIContainerd(filepath.Join(kdir, "containerd"), cluster.BinDir(), pauseRef, cluster.CNIBinDir(), kn.confDir)
+	cri, err := startCRIContainerd(ctx, filepath.Join(kdir, "containerd"), cluster.BinDir(),
+		harness.CRIConfig{SandboxImage: pauseRef, CNIBinDir: cluster.CNIBinDir(), CNIConfDir: kn.confDir})
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 			return nil, err
 		}
 	}
-	k, err := startKubelet(cluster, kdir, kubeletNode, nodeIP, cgroupRoot, cri)
+	k, err := startKubelet(ctx, cluster, kdir, kubeletNode, nodeIP, cgroupRoot, cri)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +143,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 
 	env.targets = []target{
 		{node: hostletNode, label: "hostlet", ns: "bench-hostlet", agentPid: h.Pid(), runtimePid: hostletCtrd},
-		{node: kubeletNode, label: "kubelet", ns: "bench-kubelet", agentPid: k.d.pid(), runtimePid: cri.d.pid()},
+		{node: kubeletNode, label: "kubelet", ns: "bench-kubelet", agentPid: k.p.Pid(), runtimePid: cri.p.Pid()},
 	}
 	for _, t := range env.targets {
 		if err := createNamespace(ctx, cluster, t.ns); err != nil {
