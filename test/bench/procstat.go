@@ -52,8 +52,9 @@ func rssBytes(pid int) (int64, error) {
 	return 0, fmt.Errorf("pid %d: no VmRSS", pid)
 }
 
-// findProc returns the first process whose command line satisfies match.
-func findProc(match func(pid int, args []string) bool) (int, bool) {
+// findProcs returns the processes whose command line satisfies match.
+func findProcs(match func(pid int, args []string) bool) []int {
+	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -62,10 +63,73 @@ func findProc(match func(pid int, args []string) bool) (int, bool) {
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err == nil && match(pid, strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")) {
-			return pid, true
+			pids = append(pids, pid)
 		}
 	}
-	return 0, false
+	return pids
+}
+
+// findProc returns the first process whose command line satisfies match.
+func findProc(match func(pid int, args []string) bool) (int, bool) {
+	pids := findProcs(match)
+	if len(pids) == 0 {
+		return 0, false
+	}
+	return pids[0], true
+}
+
+// pssBytes is a process's proportional set size (shared pages split among
+// their users), which unlike RSS adds up over many copies of one binary.
+func pssBytes(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("pid %d: no Pss", pid)
+}
+
+// idleRSS is the memory of a node's agent and runtime with pods idle.
+type idleRSS struct {
+	agent, runtime int64 // VmRSS
+	shims          int   // containerd shims of the node's containerd
+	shimsPSS       int64 // their PSS, summed
+}
+
+// measureIdle samples the node's agent, its containerd and that
+// containerd's shims.
+func measureIdle(t target) (idleRSS, error) {
+	var m idleRSS
+	var err error
+	if m.agent, err = rssBytes(t.agentPid); err != nil {
+		return m, err
+	}
+	if m.runtime, err = rssBytes(t.runtimePid); err != nil {
+		return m, err
+	}
+	shims := findProcs(func(_ int, args []string) bool {
+		if !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+			return false
+		}
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "-address" && args[i+1] == t.socket {
+				return true
+			}
+		}
+		return false
+	})
+	for _, pid := range shims {
+		if pss, err := pssBytes(pid); err == nil {
+			m.shims++
+			m.shimsPSS += pss
+		}
+	}
+	return m, nil
 }
 
 // findSleeper finds the exit pod's container process, `sleep <arg>` whose
