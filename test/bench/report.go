@@ -35,6 +35,11 @@ func cpuRow(metric string, d func(*nodeResult) time.Duration) row {
 	return row{metric, func(r *nodeResult) float64 { return d(r).Seconds() }, func(r *nodeResult) string { return cpu(d(r), r.window) }, "lighter"}
 }
 
+// cpuSpanRow is CPU time used over a burst (all rounds).
+func cpuSpanRow(metric string, d func(*nodeResult) time.Duration) row {
+	return row{metric, func(r *nodeResult) float64 { return d(r).Seconds() }, func(r *nodeResult) string { return fmt.Sprintf("%.2f s", d(r).Seconds()) }, "lighter"}
+}
+
 func countRow(metric, better string, n func(*nodeResult) int) row {
 	return row{metric, func(r *nodeResult) float64 { return float64(n(r)) }, func(r *nodeResult) string { return fmt.Sprint(n(r)) }, better}
 }
@@ -81,6 +86,10 @@ func rows(c config) []row {
 		durRow(fmt.Sprintf("burst of %d: delete → gone, p50", n), func(r *nodeResult) time.Duration { return r.del.pct(50) }),
 		durRow(fmt.Sprintf("burst of %d: delete → gone, p95", n), func(r *nodeResult) time.Duration { return r.del.pct(95) }),
 		durRow(fmt.Sprintf("burst of %d: all gone (slowest round)", n), func(r *nodeResult) time.Duration { return r.allGone }),
+		cpuSpanRow(fmt.Sprintf("burst of %d, start: CPU of the agent (and the CNI plugins it runs)", n), func(r *nodeResult) time.Duration { return r.startCPU.agent }),
+		cpuSpanRow(fmt.Sprintf("burst of %d, start: CPU of containerd, shims, runc (CRI: and CNI)", n), func(r *nodeResult) time.Duration { return r.startCPU.runtime }),
+		cpuSpanRow(fmt.Sprintf("burst of %d, delete: CPU of the agent", n), func(r *nodeResult) time.Duration { return r.delCPU.agent }),
+		cpuSpanRow(fmt.Sprintf("burst of %d, delete: CPU of containerd, shims, runc", n), func(r *nodeResult) time.Duration { return r.delCPU.runtime }),
 		memRow(fmt.Sprintf("RSS with %d idle pods: node agent", n), func(r *nodeResult) int64 { return r.idle.agent }),
 		memRow(fmt.Sprintf("RSS with %d idle pods: its containerd", n), func(r *nodeResult) int64 { return r.idle.runtime }),
 		row{fmt.Sprintf("RSS with %d idle pods: its shims (PSS, summed)", n), func(r *nodeResult) float64 { return float64(r.idle.shimsPSS) },
@@ -89,6 +98,10 @@ func rows(c config) []row {
 		durRow("exit → API terminated, p95", func(r *nodeResult) time.Duration { return r.exit.pct(95) }),
 		durRow(fmt.Sprintf("burst of %d probed pods: create → Ready, p50", m), func(r *nodeResult) time.Duration { return r.probedStart.pct(50) }),
 		durRow(fmt.Sprintf("burst of %d probed pods: all Ready", m), func(r *nodeResult) time.Duration { return r.probedReady }),
+		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of the agent", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.agent }),
+		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of containerd, shims, runc", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.runtime }),
+		cpuSpanRow(fmt.Sprintf("burst of %d probed, delete: CPU of the agent", m), func(r *nodeResult) time.Duration { return r.probedDelCPU.agent }),
+		cpuSpanRow(fmt.Sprintf("burst of %d probed, delete: CPU of containerd, shims, runc", m), func(r *nodeResult) time.Duration { return r.probedDelCPU.runtime }),
 		cpuRow("steady: node agent CPU", func(r *nodeResult) time.Duration { return r.agent.cpu }),
 		memRow("steady: node agent RSS, max", func(r *nodeResult) int64 { return r.agent.maxRSS }),
 		cpuRow("steady: its containerd CPU", func(r *nodeResult) time.Duration { return r.runtime.cpu }),

@@ -26,25 +26,31 @@ type target struct {
 	runtimePid int    // the containerd it drives
 	socket     string // that containerd's socket, which its shims name
 	prof       *profiler
+	// The agent's and its containerd's cpuacct groups (nil: not counted).
+	agentCG, runtimeCG *cpuGroup
 }
 
 // nodeResult is everything measured on one node.
 type nodeResult struct {
-	start, del, exit     dist
-	allRunning, allGone  time.Duration // the slowest round's
-	rounds               []roundCount
-	idle                 idleRSS
-	probed               int
-	probedReady          time.Duration
-	probedStart          dist
-	probedGone           time.Duration
-	agent, runtime       usage
-	window               time.Duration
-	steadyWrites         int
-	steadyWritesBy       map[string]int
-	notReadyAtEnd        int
-	runWrites            int
-	runAgentCPU, runTime time.Duration
+	start, del, exit    dist
+	allRunning, allGone time.Duration // the slowest round's
+	rounds              []roundCount
+	idle                idleRSS
+	// CPU of the agent's and the runtime's groups over the bursts' start
+	// (create → all Running or Ready) and delete (delete → all gone).
+	startCPU, delCPU             cpuUse
+	probedStartCPU, probedDelCPU cpuUse
+	probed                       int
+	probedReady                  time.Duration
+	probedStart                  dist
+	probedGone                   time.Duration
+	agent, runtime               usage
+	window                       time.Duration
+	steadyWrites                 int
+	steadyWritesBy               map[string]int
+	notReadyAtEnd                int
+	runWrites                    int
+	runAgentCPU, runTime         time.Duration
 }
 
 type bench struct {
@@ -203,12 +209,14 @@ func (b *bench) startDeleteRound(ctx context.Context, t target, r *nodeResult, r
 	for i := range b.cfg.pods {
 		pods = append(pods, sleeperPod(t.node, t.ns, "start", i))
 	}
+	mark := t.cpuMark()
 	tr, created, running, err := b.launch(ctx, t, "start", pods, "running",
 		map[string]cond{"running": harness.PodRunning}, 3*time.Minute)
 	if err != nil {
 		return err
 	}
 	defer tr.stop()
+	r.startCPU.since(t, mark)
 	r.start = append(r.start, latencies(created, running)...)
 	r.allRunning = max(r.allRunning, span(created, running))
 	if round == 0 {
@@ -222,10 +230,12 @@ func (b *bench) startDeleteRound(ctx context.Context, t target, r *nodeResult, r
 			return err
 		}
 	}
+	mark = t.cpuMark()
 	deleted, goneAt, err := b.remove(ctx, tr, pods, 3*time.Minute)
 	if err != nil {
 		return err
 	}
+	r.delCPU.since(t, mark)
 	r.del = append(r.del, latencies(deleted, goneAt)...)
 	r.allGone = max(r.allGone, span(deleted, goneAt))
 	r.count(fmt.Sprintf("burst of %d, round %d", len(pods), round+1), pods, running, goneAt)
@@ -299,10 +309,12 @@ func (b *bench) steady(ctx context.Context, t target, r *nodeResult) error {
 	if err := t.prof.begin(); err != nil {
 		return err
 	}
+	mark := t.cpuMark()
 	tr, created, ready, err := b.launch(ctx, t, "probed", pods, "ready", map[string]cond{"ready": harness.PodReady}, 6*time.Minute)
 	if err != nil {
 		return err
 	}
+	r.probedStartCPU.since(t, mark)
 	if err := t.prof.end("ready"); err != nil {
 		return err
 	}
@@ -354,10 +366,12 @@ func (b *bench) steady(ctx context.Context, t target, r *nodeResult) error {
 	if err := t.prof.begin(); err != nil {
 		return err
 	}
+	mark = t.cpuMark()
 	deleted, goneAt, err := b.remove(ctx, tr, pods, 4*time.Minute)
 	if err != nil {
 		return err
 	}
+	r.probedDelCPU.since(t, mark)
 	if err := t.prof.end("delete"); err != nil {
 		return err
 	}

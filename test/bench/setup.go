@@ -87,6 +87,10 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		}
 	}
 	cl.add("remove cgroup root "+cgroupRoot, func() error { return removeCgroupRoot(cgroupRoot) })
+	if err := removeCPUGroups(); err != nil {
+		return nil, fmt.Errorf("a previous run's cpuacct groups: %w", err)
+	}
+	cl.add("remove the cpuacct groups", removeCPUGroups)
 	nodeIP, err := addDummyLink()
 	if err != nil {
 		return nil, err
@@ -135,11 +139,17 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		if c.profile != "" {
 			t.prof = &profiler{dir: c.profile, pid: h.Pid()}
 		}
+		if err := t.countCPU(); err != nil {
+			return nil, err
+		}
 		env.targets = append(env.targets, t)
 	}
 	if strings.Contains(c.nodes, "kubelet") {
 		t, err := startKubeletNode(ctx, cluster, imgs, kn.confDir, nodeIP, cl)
 		if err != nil {
+			return nil, err
+		}
+		if err := t.countCPU(); err != nil {
 			return nil, err
 		}
 		env.targets = append(env.targets, t)
