@@ -38,18 +38,25 @@ func cpuTime(pid int) (time.Duration, error) {
 }
 
 // rssBytes is a process's resident set size (VmRSS).
-func rssBytes(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+func rssBytes(pid int) (int64, error) { return procKB(pid, "status", "VmRSS:") }
+
+// pssBytes is a process's proportional set size (shared pages split among
+// their users), which unlike RSS adds up over many copies of one binary.
+func pssBytes(pid int) (int64, error) { return procKB(pid, "smaps_rollup", "Pss:") }
+
+// procKB reads the "<field> N kB" line of /proc/<pid>/<file>, in bytes.
+func procKB(pid int, file, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("pid %d: no VmRSS", pid)
+	return 0, fmt.Errorf("pid %d: no %s in %s", pid, field, file)
 }
 
 // findProcs returns the processes whose command line satisfies match.
@@ -76,22 +83,6 @@ func findProc(match func(pid int, args []string) bool) (int, bool) {
 		return 0, false
 	}
 	return pids[0], true
-}
-
-// pssBytes is a process's proportional set size (shared pages split among
-// their users), which unlike RSS adds up over many copies of one binary.
-func pssBytes(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("pid %d: no Pss", pid)
 }
 
 // idleRSS is the memory of a node's agent and runtime with pods idle.
