@@ -13,6 +13,9 @@ import (
 // cgroup v1 host, as the kubelet's cgroupfs driver there).
 const cpuacctRoot = "/sys/fs/cgroup/cpuacct"
 
+// cpuGroupParent holds the groups; not cgroupRoot, which the kubelet owns.
+const cpuGroupParent = "hostlet-bench-cpu"
+
 // cpuGroup is a cpuacct cgroup a node's agent or runtime is moved into, so
 // that the CPU of everything it forks afterwards counts too: containerd's
 // shims and runc, the CNI plugins of whoever runs them. Container processes
@@ -21,7 +24,7 @@ type cpuGroup struct{ dir string }
 
 // newCPUGroup creates cpuacct group name and moves pid into it.
 func newCPUGroup(name string, pid int) (*cpuGroup, error) {
-	g := &cpuGroup{dir: filepath.Join(cpuacctRoot, "hostlet-bench", name)}
+	g := &cpuGroup{dir: filepath.Join(cpuacctRoot, cpuGroupParent, name)}
 	if err := os.MkdirAll(g.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -57,7 +60,7 @@ func (g *cpuGroup) usage() time.Duration {
 // removeCPUGroups moves whatever still runs in the bench's groups (a shim
 // that outlived its containerd) back to the root and removes them.
 func removeCPUGroups() error {
-	parent := filepath.Join(cpuacctRoot, "hostlet-bench")
+	parent := filepath.Join(cpuacctRoot, cpuGroupParent)
 	ents, err := os.ReadDir(parent)
 	if os.IsNotExist(err) {
 		return nil
