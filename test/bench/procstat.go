@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	log "github.com/sirupsen/logrus"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -100,6 +101,10 @@ func measureIdle(t target) (idleRSS, error) {
 	if m.agent, err = rssBytes(t.agentPid); err != nil {
 		return m, err
 	}
+	// RSS mixes the heap with the binary's pages read from disk.
+	anon, _ := procKB(t.agentPid, "status", "RssAnon:")
+	file, _ := procKB(t.agentPid, "status", "RssFile:")
+	log.Infof("[%s] idle agent RSS %s: anonymous %s, file-backed %s", t.label, mib(m.agent), mib(anon), mib(file))
 	if m.runtime, err = rssBytes(t.runtimePid); err != nil {
 		return m, err
 	}
@@ -124,15 +129,21 @@ func measureIdle(t target) (idleRSS, error) {
 }
 
 // findSleeper finds the exit pod's container process, `sleep <arg>` whose
-// parent is a containerd shim (the container's PID 1).
+// parent is a containerd shim (the container's PID 1). Running can be
+// reported before runc's init has exec'd the command: it looks for a while.
 func findSleeper(arg string) (int, error) {
-	pid, ok := findProc(func(pid int, args []string) bool {
-		return len(args) == 2 && args[0] == "sleep" && args[1] == arg && strings.Contains(parentCmd(pid), "containerd-shim")
-	})
-	if !ok {
-		return 0, fmt.Errorf("no container process `sleep %s`", arg)
+	for i := 0; ; i++ {
+		pid, ok := findProc(func(pid int, args []string) bool {
+			return len(args) == 2 && args[0] == "sleep" && args[1] == arg && strings.Contains(parentCmd(pid), "containerd-shim")
+		})
+		if ok {
+			return pid, nil
+		}
+		if i == 50 {
+			return 0, fmt.Errorf("no container process `sleep %s`", arg)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return pid, nil
 }
 
 func parentCmd(pid int) string {

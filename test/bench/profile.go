@@ -17,7 +17,7 @@ import (
 // only (go build -overlay: the checkout is not touched, and hostlet has no
 // profiling flag of its own). SIGUSR1 starts a CPU profile and snapshots the
 // block and mutex profiles; SIGUSR2 stops the CPU profile, snapshots them
-// again and writes "done". The block and mutex profiles are cumulative: the
+// again (and the heap) and writes "done". The block and mutex profiles are cumulative: the
 // window is the difference (go tool pprof -diff_base).
 const profileHook = `package main
 
@@ -42,7 +42,7 @@ func init() {
 	go func() {
 		var cpu *os.File
 		snap := func(suffix string) {
-			for _, p := range []string{"block", "mutex", "goroutine"} {
+			for _, p := range []string{"block", "mutex", "goroutine", "heap"} {
 				if f, err := os.Create(filepath.Join(dir, p+suffix+".pprof")); err == nil {
 					pprof.Lookup(p).WriteTo(f, 0)
 					f.Close()
@@ -130,7 +130,7 @@ func (p *profiler) end(label string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, f := range []string{"cpu", "block-0", "block-1", "mutex-0", "mutex-1", "goroutine-0", "goroutine-1"} {
+	for _, f := range []string{"cpu", "block-0", "block-1", "mutex-0", "mutex-1", "goroutine-0", "goroutine-1", "heap-0", "heap-1"} {
 		if err := os.Rename(filepath.Join(p.dir, f+".pprof"), filepath.Join(p.dir, label+"-"+f+".pprof")); err != nil {
 			return err
 		}
