@@ -79,7 +79,8 @@ conformance: deps components
 ## nodes of one local cluster on this machine, the same pods on each in turn
 ## (start, exit, delete latency; CPU, RSS and API writes with 100 probed
 ## pods). About 10 minutes. Results: $(CACHE)/bench/latest.md. Pass flags
-## with BENCH_FLAGS, e.g. BENCH_FLAGS='-probed 50 -window 30s'.
+## with BENCH_FLAGS, e.g. BENCH_FLAGS='-probed 50 -window 30s', or
+## BENCH_FLAGS='-nodes hostlet -profile /tmp/prof' for hostlet's profiles.
 bench: deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/bench -out $(CACHE)/bench/latest.md $(BENCH_FLAGS)
 

@@ -287,6 +287,7 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, sig syscall.Sign
 
 // RemoveContainer deletes the container, its task and its snapshot.
 func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+	waitTaskDelete(ctx, id)
 	c, err := r.client.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
 		return nil
@@ -423,13 +424,24 @@ func statusFromInfo(info containers.Container) ContainerStatus {
 // finalized in parallel.
 var finalizeMu sync.Map // id -> *sync.Mutex
 
-// finalize records a stopped task's exit on the container and deletes the
-// task, so the record outlives the shim. Safe to call repeatedly.
+// taskDeletes holds, per container, a channel closed once the deletion of
+// its stopped task that finalize started has ended.
+var taskDeletes sync.Map // id -> chan struct{}
+
+// finalize records a stopped task's exit on the container, so the record
+// outlives the shim, and starts deleting the task. Safe to call repeatedly.
+// Deleting the task (runc delete, the shim's exit, the rootfs unmount) is
+// what takes long under load, and nothing needs to wait for it once the
+// exit is on record: in a burst of stops, waiting made every pod's
+// termination seconds late. RemoveContainer waits for it.
 func (r *Runtime) finalize(ctx context.Context, id string) {
 	m, _ := finalizeMu.LoadOrStore(id, &sync.Mutex{})
 	mu := m.(*sync.Mutex)
 	mu.Lock()
 	defer mu.Unlock()
+	if _, deleting := taskDeletes.Load(id); deleting {
+		return
+	}
 	ctx = context.WithoutCancel(ctx)
 	c, err := r.client.LoadContainer(ctx, id)
 	if err != nil {
@@ -454,8 +466,24 @@ func (r *Runtime) finalize(ctx context.Context, id string) {
 		log.WithError(err).WithField("container", id).Warn("recording container exit")
 		return
 	}
-	if _, err := task.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
-		log.WithError(err).WithField("container", id).Warn("deleting exited task")
+	done := make(chan struct{})
+	taskDeletes.Store(id, done)
+	go func() {
+		defer close(done)
+		defer taskDeletes.Delete(id)
+		if _, err := task.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
+			log.WithError(err).WithField("container", id).Warn("deleting exited task")
+		}
+	}()
+}
+
+// waitTaskDelete waits for a task deletion finalize started, if any.
+func waitTaskDelete(ctx context.Context, id string) {
+	if ch, ok := taskDeletes.Load(id); ok {
+		select {
+		case <-ch.(chan struct{}):
+		case <-ctx.Done():
+		}
 	}
 }
 
@@ -479,11 +507,11 @@ func (r *Runtime) ImageStopSignal(ctx context.Context, id string) string {
 	if err != nil {
 		return ""
 	}
-	spec, err := img.Spec(ctx)
+	d, err := r.describe(ctx, img)
 	if err != nil {
 		return ""
 	}
-	return spec.Config.StopSignal
+	return d.Config.StopSignal
 }
 
 func (r *Runtime) fifoDir(id string) string { return filepath.Join(r.rootDir, "fifo", id) }

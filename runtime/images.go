@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -51,7 +52,42 @@ func (r *Runtime) GetImage(ctx context.Context, ref string) (*Image, error) {
 	return r.describe(ctx, img)
 }
 
+// described caches describe's answers by image name and manifest digest:
+// what it reads is content-addressed, so an entry never goes stale, and in
+// a burst every pod of an image would otherwise read the same manifest and
+// config from containerd again (a dozen calls). Bounded: cleared when full.
+var described struct {
+	sync.Mutex
+	m map[string]*Image
+}
+
+const describedMax = 512
+
 func (r *Runtime) describe(ctx context.Context, img containerd.Image) (*Image, error) {
+	key := img.Name() + "@" + img.Target().Digest.String()
+	described.Lock()
+	d, ok := described.m[key]
+	described.Unlock()
+	if ok {
+		cp := *d
+		cp.image = img
+		return &cp, nil
+	}
+	d, err := r.readImage(ctx, img)
+	if err != nil {
+		return nil, err
+	}
+	described.Lock()
+	if described.m == nil || len(described.m) >= describedMax {
+		described.m = map[string]*Image{}
+	}
+	described.m[key] = d
+	described.Unlock()
+	cp := *d
+	return &cp, nil
+}
+
+func (r *Runtime) readImage(ctx context.Context, img containerd.Image) (*Image, error) {
 	spec, err := img.Spec(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading image config of %s: %w", img.Name(), err)

@@ -64,18 +64,18 @@ func deleteLeftovers(c *harness.Cluster, targets []target) error {
 
 // waitNodeReady waits for the Node to be Ready, giving up early if the
 // process behind it exits.
-func waitNodeReady(c *harness.Cluster, d *daemon, name string) error {
-	ctx, cancel := context.WithCancel(context.Background())
+func waitNodeReady(ctx context.Context, c *harness.Cluster, p *harness.Process, name string) error {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
-		case <-d.done:
+		case <-p.Done():
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	if err := c.WaitNodeReady(ctx, name); err != nil {
-		return fmt.Errorf("%w; %s log %s:\n%s", err, d.name, d.log, logTail(d.log))
+		return p.Failure(err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,14 +53,14 @@ volumePluginDir: %[8]q
 
 // kubeletNode is the upstream kubelet running as a node.
 type kubeletProc struct {
-	d    *daemon
+	p    *harness.Process
 	root string
 }
 
 // startKubelet runs the kubelet from binDir as node name with node IP
 // nodeIP, its state under dir, against the CRI containerd, and waits until
 // the node is Ready.
-func startKubelet(c *harness.Cluster, dir, name, nodeIP, cgroupRoot string, cri *criRuntime) (*kubeletProc, error) {
+func startKubelet(ctx context.Context, c *harness.Cluster, dir, name, nodeIP, cgroupRoot string, cri *criRuntime) (*kubeletProc, error) {
 	k := &kubeletProc{root: filepath.Join(dir, "root")}
 	for _, d := range []string{k.root, filepath.Join(dir, "pod-logs"), filepath.Join(dir, "volume-plugins")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -85,7 +86,7 @@ func startKubelet(c *harness.Cluster, dir, name, nodeIP, cgroupRoot string, cri 
 		return nil, err
 	}
 	env := append(os.Environ(), "PATH="+c.BinDir()+":"+os.Getenv("PATH"))
-	k.d, err = startDaemon("kubelet", filepath.Join(dir, "kubelet.log"), env, filepath.Join(c.BinDir(), "kubelet"),
+	k.p, err = harness.StartProcess("kubelet", filepath.Join(dir, "kubelet.log"), env, filepath.Join(c.BinDir(), "kubelet"),
 		"--config", cfgPath,
 		"--kubeconfig", kubeconfig,
 		"--hostname-override", name,
@@ -95,11 +96,11 @@ func startKubelet(c *harness.Cluster, dir, name, nodeIP, cgroupRoot string, cri 
 	if err != nil {
 		return nil, err
 	}
-	if err := waitNodeReady(c, k.d, name); err != nil {
+	if err := waitNodeReady(ctx, c, k.p, name); err != nil {
 		k.stop()
 		return nil, err
 	}
 	return k, nil
 }
 
-func (k *kubeletProc) stop() { k.d.stop(15 * time.Second) }
+func (k *kubeletProc) stop() { k.p.Stop(15 * time.Second) }

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -26,19 +27,24 @@ const (
 )
 
 type config struct {
-	pods, exits, probed int
-	window              time.Duration
-	out                 string
-	keep                bool
+	pods, rounds, exits, probed int
+	window, idle                time.Duration
+	out, profile                string
+	nodes                       string
+	keep                        bool
 }
 
 func main() {
 	var c config
 	flag.IntVar(&c.pods, "pods", 20, "pods started (and deleted) at once")
+	flag.IntVar(&c.rounds, "rounds", 3, "bursts of -pods, each reusing the names of the one deleted before it")
+	flag.DurationVar(&c.idle, "idle", 20*time.Second, "how long the first burst's pods stay idle before RSS is measured")
 	flag.IntVar(&c.exits, "exits", 10, "container exits timed")
 	flag.IntVar(&c.probed, "probed", 100, "pods with a 1 s readiness probe for the steady-cost window")
 	flag.DurationVar(&c.window, "window", time.Minute, "steady-cost window")
 	flag.StringVar(&c.out, "out", "", "markdown results file (default <cache>/bench/latest.md)")
+	flag.StringVar(&c.profile, "profile", "", "directory for CPU, block and mutex profiles of hostlet over the probed burst's start and delete (hostlet built with a profiling hook)")
+	flag.StringVar(&c.nodes, "nodes", "hostlet,kubelet", "nodes to run: hostlet, kubelet or both")
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster dir (logs) after the run")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
@@ -101,5 +107,10 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	fmt.Printf("results: %s\n", c.out)
-	return nil
+	for i, r := range results {
+		if n := r.lost(); n > 0 {
+			err = errors.Join(err, fmt.Errorf("%s lost or left stuck %d pods (see the bursts table)", labels[i], n))
+		}
+	}
+	return err
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	log "github.com/sirupsen/logrus"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,22 +39,30 @@ func cpuTime(pid int) (time.Duration, error) {
 }
 
 // rssBytes is a process's resident set size (VmRSS).
-func rssBytes(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+func rssBytes(pid int) (int64, error) { return procKB(pid, "status", "VmRSS:") }
+
+// pssBytes is a process's proportional set size (shared pages split among
+// their users), which unlike RSS adds up over many copies of one binary.
+func pssBytes(pid int) (int64, error) { return procKB(pid, "smaps_rollup", "Pss:") }
+
+// procKB reads the "<field> N kB" line of /proc/<pid>/<file>, in bytes.
+func procKB(pid int, file, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("pid %d: no VmRSS", pid)
+	return 0, fmt.Errorf("pid %d: no %s in %s", pid, field, file)
 }
 
-// findProc returns the first process whose command line satisfies match.
-func findProc(match func(pid int, args []string) bool) (int, bool) {
+// findProcs returns the processes whose command line satisfies match.
+func findProcs(match func(pid int, args []string) bool) []int {
+	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -62,34 +71,79 @@ func findProc(match func(pid int, args []string) bool) (int, bool) {
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err == nil && match(pid, strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")) {
-			return pid, true
+			pids = append(pids, pid)
 		}
 	}
-	return 0, false
+	return pids
 }
 
-// findContainerd finds the containerd whose --config is cfg: the harness
-// starts hostlet's containerd but does not expose its pid.
-func findContainerd(cfg string) (int, error) {
-	pid, ok := findProc(func(_ int, args []string) bool {
-		return len(args) == 3 && filepath.Base(args[0]) == "containerd" && args[1] == "--config" && args[2] == cfg
-	})
-	if !ok {
-		return 0, fmt.Errorf("no containerd running with --config %s", cfg)
+// findProc returns the first process whose command line satisfies match.
+func findProc(match func(pid int, args []string) bool) (int, bool) {
+	pids := findProcs(match)
+	if len(pids) == 0 {
+		return 0, false
 	}
-	return pid, nil
+	return pids[0], true
+}
+
+// idleRSS is the memory of a node's agent and runtime with pods idle.
+type idleRSS struct {
+	agent, runtime int64 // VmRSS
+	shims          int   // containerd shims of the node's containerd
+	shimsPSS       int64 // their PSS, summed
+}
+
+// measureIdle samples the node's agent, its containerd and that
+// containerd's shims.
+func measureIdle(t target) (idleRSS, error) {
+	var m idleRSS
+	var err error
+	if m.agent, err = rssBytes(t.agentPid); err != nil {
+		return m, err
+	}
+	// RSS mixes the heap with the binary's pages read from disk.
+	anon, _ := procKB(t.agentPid, "status", "RssAnon:")
+	file, _ := procKB(t.agentPid, "status", "RssFile:")
+	log.Infof("[%s] idle agent RSS %s: anonymous %s, file-backed %s", t.label, mib(m.agent), mib(anon), mib(file))
+	if m.runtime, err = rssBytes(t.runtimePid); err != nil {
+		return m, err
+	}
+	shims := findProcs(func(_ int, args []string) bool {
+		if !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+			return false
+		}
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "-address" && args[i+1] == t.socket {
+				return true
+			}
+		}
+		return false
+	})
+	for _, pid := range shims {
+		if pss, err := pssBytes(pid); err == nil {
+			m.shims++
+			m.shimsPSS += pss
+		}
+	}
+	return m, nil
 }
 
 // findSleeper finds the exit pod's container process, `sleep <arg>` whose
-// parent is a containerd shim (the container's PID 1).
+// parent is a containerd shim (the container's PID 1). Running can be
+// reported before runc's init has exec'd the command: it looks for a while.
 func findSleeper(arg string) (int, error) {
-	pid, ok := findProc(func(pid int, args []string) bool {
-		return len(args) == 2 && args[0] == "sleep" && args[1] == arg && strings.Contains(parentCmd(pid), "containerd-shim")
-	})
-	if !ok {
-		return 0, fmt.Errorf("no container process `sleep %s`", arg)
+	for i := 0; ; i++ {
+		pid, ok := findProc(func(pid int, args []string) bool {
+			return len(args) == 2 && args[0] == "sleep" && args[1] == arg && strings.Contains(parentCmd(pid), "containerd-shim")
+		})
+		if ok {
+			return pid, nil
+		}
+		if i == 50 {
+			return 0, fmt.Errorf("no container process `sleep %s`", arg)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return pid, nil
 }
 
 func parentCmd(pid int) string {

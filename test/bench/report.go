@@ -10,10 +10,38 @@ import (
 	"time"
 )
 
-// row is one line of the comparison: a metric and one cell per node.
+// row is one line of the comparison: a metric, its value on a node and how
+// that value prints. better names a smaller value in the ratio's words
+// ("faster", "lighter", "fewer"); empty: no ratio.
 type row struct {
 	metric string
+	val    func(*nodeResult) float64
 	cell   func(*nodeResult) string
+	better string
+}
+
+// worse is the word for the other way round.
+var worse = map[string]string{"faster": "slower", "lighter": "heavier", "fewer": "more"}
+
+func durRow(metric string, d func(*nodeResult) time.Duration) row {
+	return row{metric, func(r *nodeResult) float64 { return d(r).Seconds() }, func(r *nodeResult) string { return ms(d(r)) }, "faster"}
+}
+
+func memRow(metric string, b func(*nodeResult) int64) row {
+	return row{metric, func(r *nodeResult) float64 { return float64(b(r)) }, func(r *nodeResult) string { return mib(b(r)) }, "lighter"}
+}
+
+func cpuRow(metric string, d func(*nodeResult) time.Duration) row {
+	return row{metric, func(r *nodeResult) float64 { return d(r).Seconds() }, func(r *nodeResult) string { return cpu(d(r), r.window) }, "lighter"}
+}
+
+// cpuSpanRow is CPU time used over a burst (all rounds).
+func cpuSpanRow(metric string, d func(*nodeResult) time.Duration) row {
+	return row{metric, func(r *nodeResult) float64 { return d(r).Seconds() }, func(r *nodeResult) string { return fmt.Sprintf("%.2f s", d(r).Seconds()) }, "lighter"}
+}
+
+func countRow(metric, better string, n func(*nodeResult) int) row {
+	return row{metric, func(r *nodeResult) float64 { return float64(n(r)) }, func(r *nodeResult) string { return fmt.Sprint(n(r)) }, better}
 }
 
 func ms(d time.Duration) string {
@@ -30,45 +58,87 @@ func cpu(d, window time.Duration) string {
 	return fmt.Sprintf("%.2f s (%.1f%% of a core)", d.Seconds(), 100*d.Seconds()/window.Seconds())
 }
 
+// ratio is a ÷ b and, in words, how much better or worse a is.
+func ratio(a, b float64, better string) (string, string) {
+	if better == "" || a <= 0 || b <= 0 {
+		return "", ""
+	}
+	r := a / b
+	switch {
+	case r < 0.95:
+		return fmt.Sprintf("%.2f", r), fmt.Sprintf("%.1f× %s", 1/r, better)
+	case r > 1.05:
+		return fmt.Sprintf("%.2f", r), fmt.Sprintf("%.1f× %s", r, worse[better])
+	}
+	return fmt.Sprintf("%.2f", r), "same"
+}
+
 func rows(c config) []row {
 	n, e, m := c.pods, c.exits, c.probed
+	var rounds string
+	if c.rounds > 1 {
+		rounds = fmt.Sprintf(", %d rounds", c.rounds)
+	}
 	return []row{
-		{fmt.Sprintf("pod start, create → Running, p50 (%d pods at once)", n), func(r *nodeResult) string { return ms(r.start.pct(50)) }},
-		{"pod start, create → Running, p95", func(r *nodeResult) string { return ms(r.start.pct(95)) }},
-		{fmt.Sprintf("pod start, all %d Running", n), func(r *nodeResult) string { return ms(r.allRunning) }},
-		{fmt.Sprintf("delete %d pods, delete → gone, p50", n), func(r *nodeResult) string { return ms(r.del.pct(50)) }},
-		{"delete, delete → gone, p95", func(r *nodeResult) string { return ms(r.del.pct(95)) }},
-		{fmt.Sprintf("delete, all %d gone", n), func(r *nodeResult) string { return ms(r.allGone) }},
-		{fmt.Sprintf("exit → API terminated, p50 (%d exits)", e), func(r *nodeResult) string { return ms(r.exit.pct(50)) }},
-		{"exit → API terminated, p95", func(r *nodeResult) string { return ms(r.exit.pct(95)) }},
-		{fmt.Sprintf("%d probed pods at once, create → Ready, p50", m), func(r *nodeResult) string { return ms(r.probedStart.pct(50)) }},
-		{fmt.Sprintf("%d probed pods, all Ready", m), func(r *nodeResult) string { return ms(r.probedReady) }},
-		{"steady: node agent CPU", func(r *nodeResult) string { return cpu(r.agent.cpu, r.window) }},
-		{"steady: node agent RSS, max", func(r *nodeResult) string { return mib(r.agent.maxRSS) }},
-		{"steady: its containerd CPU", func(r *nodeResult) string { return cpu(r.runtime.cpu, r.window) }},
-		{"steady: its containerd RSS, max", func(r *nodeResult) string { return mib(r.runtime.maxRSS) }},
-		{"steady: agent + containerd CPU", func(r *nodeResult) string { return cpu(r.agent.cpu+r.runtime.cpu, r.window) }},
-		{"steady: agent + containerd RSS", func(r *nodeResult) string { return mib(r.agent.maxRSS + r.runtime.maxRSS) }},
-		{"steady: API writes by the node", func(r *nodeResult) string { return fmt.Sprint(r.steadyWrites) }},
-		{"steady: pods not Ready at the end", func(r *nodeResult) string { return fmt.Sprint(r.notReadyAtEnd) }},
-		{fmt.Sprintf("delete %d probed pods, all gone", m), func(r *nodeResult) string { return ms(r.probedGone) }},
-		{"whole node run: duration", func(r *nodeResult) string { return ms(r.runTime) }},
-		{"whole node run: agent CPU", func(r *nodeResult) string { return fmt.Sprintf("%.2f s", r.runAgentCPU.Seconds()) }},
-		{"whole node run: API writes", func(r *nodeResult) string { return fmt.Sprint(r.runWrites) }},
+		durRow(fmt.Sprintf("burst of %d pods%s: create → Running, p50", n, rounds), func(r *nodeResult) time.Duration { return r.start.pct(50) }),
+		durRow(fmt.Sprintf("burst of %d: create → Running, p95", n), func(r *nodeResult) time.Duration { return r.start.pct(95) }),
+		durRow(fmt.Sprintf("burst of %d: all Running (slowest round)", n), func(r *nodeResult) time.Duration { return r.allRunning }),
+		durRow(fmt.Sprintf("burst of %d: delete → gone, p50", n), func(r *nodeResult) time.Duration { return r.del.pct(50) }),
+		durRow(fmt.Sprintf("burst of %d: delete → gone, p95", n), func(r *nodeResult) time.Duration { return r.del.pct(95) }),
+		durRow(fmt.Sprintf("burst of %d: all gone (slowest round)", n), func(r *nodeResult) time.Duration { return r.allGone }),
+		cpuSpanRow(fmt.Sprintf("burst of %d, start: CPU of the agent (and the CNI plugins it runs)", n), func(r *nodeResult) time.Duration { return r.startCPU.agent }),
+		cpuSpanRow(fmt.Sprintf("burst of %d, start: CPU of containerd, shims, runc (CRI: and CNI)", n), func(r *nodeResult) time.Duration { return r.startCPU.runtime }),
+		cpuSpanRow(fmt.Sprintf("burst of %d, delete: CPU of the agent", n), func(r *nodeResult) time.Duration { return r.delCPU.agent }),
+		cpuSpanRow(fmt.Sprintf("burst of %d, delete: CPU of containerd, shims, runc", n), func(r *nodeResult) time.Duration { return r.delCPU.runtime }),
+		memRow(fmt.Sprintf("RSS with %d idle pods: node agent", n), func(r *nodeResult) int64 { return r.idle.agent }),
+		memRow(fmt.Sprintf("RSS with %d idle pods: its containerd", n), func(r *nodeResult) int64 { return r.idle.runtime }),
+		row{fmt.Sprintf("RSS with %d idle pods: its shims (PSS, summed)", n), func(r *nodeResult) float64 { return float64(r.idle.shimsPSS) },
+			func(r *nodeResult) string { return fmt.Sprintf("%s in %d", mib(r.idle.shimsPSS), r.idle.shims) }, "lighter"},
+		durRow(fmt.Sprintf("exit → API terminated, p50 (%d exits)", e), func(r *nodeResult) time.Duration { return r.exit.pct(50) }),
+		durRow("exit → API terminated, p95", func(r *nodeResult) time.Duration { return r.exit.pct(95) }),
+		durRow(fmt.Sprintf("burst of %d probed pods: create → Ready, p50", m), func(r *nodeResult) time.Duration { return r.probedStart.pct(50) }),
+		durRow(fmt.Sprintf("burst of %d probed pods: all Ready", m), func(r *nodeResult) time.Duration { return r.probedReady }),
+		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of the agent", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.agent }),
+		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of containerd, shims, runc", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.runtime }),
+		cpuSpanRow(fmt.Sprintf("burst of %d probed, delete: CPU of the agent", m), func(r *nodeResult) time.Duration { return r.probedDelCPU.agent }),
+		cpuSpanRow(fmt.Sprintf("burst of %d probed, delete: CPU of containerd, shims, runc", m), func(r *nodeResult) time.Duration { return r.probedDelCPU.runtime }),
+		cpuRow("steady: node agent CPU", func(r *nodeResult) time.Duration { return r.agent.cpu }),
+		memRow("steady: node agent RSS, max", func(r *nodeResult) int64 { return r.agent.maxRSS }),
+		cpuRow("steady: its containerd CPU", func(r *nodeResult) time.Duration { return r.runtime.cpu }),
+		memRow("steady: its containerd RSS, max", func(r *nodeResult) int64 { return r.runtime.maxRSS }),
+		cpuRow("steady: agent + containerd CPU", func(r *nodeResult) time.Duration { return r.agent.cpu + r.runtime.cpu }),
+		memRow("steady: agent + containerd RSS", func(r *nodeResult) int64 { return r.agent.maxRSS + r.runtime.maxRSS }),
+		countRow("steady: API writes by the node", "fewer", func(r *nodeResult) int { return r.steadyWrites }),
+		countRow("steady: pods not Ready at the end", "", func(r *nodeResult) int { return r.notReadyAtEnd }),
+		durRow(fmt.Sprintf("burst of %d probed pods: all gone", m), func(r *nodeResult) time.Duration { return r.probedGone }),
+		durRow("whole node run: duration", func(r *nodeResult) time.Duration { return r.runTime }),
+		row{"whole node run: agent CPU", func(r *nodeResult) float64 { return r.runAgentCPU.Seconds() },
+			func(r *nodeResult) string { return fmt.Sprintf("%.2f s", r.runAgentCPU.Seconds()) }, "lighter"},
+		countRow("whole node run: API writes", "fewer", func(r *nodeResult) int { return r.runWrites }),
 	}
 }
 
-// table renders the comparison as markdown, one column per node.
+// table renders the comparison as markdown, one column per node and, with
+// two nodes, the ratio first ÷ second in figures and words.
 func table(c config, labels []string, res []*nodeResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| metric | %s |\n|---|%s\n", strings.Join(labels, " | "), strings.Repeat("---|", len(labels)))
+	head := labels
+	if len(res) == 2 {
+		head = append(append([]string(nil), labels...), labels[0]+" ÷ "+labels[1], "")
+	}
+	fmt.Fprintf(&b, "| metric | %s |\n|---|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
 	for _, rw := range rows(c) {
 		cells := make([]string, len(res))
 		for i, r := range res {
 			cells[i] = rw.cell(r)
 		}
+		if len(res) == 2 {
+			f, w := ratio(rw.val(res[0]), rw.val(res[1]), rw.better)
+			cells = append(cells, f, w)
+		}
 		fmt.Fprintf(&b, "| %s | %s |\n", rw.metric, strings.Join(cells, " | "))
 	}
+	b.WriteString(roundsTable(labels, res))
 	fmt.Fprintf(&b, "\nAPI writes during the steady window, by verb and resource:\n\n| write | %s |\n|---|%s\n",
 		strings.Join(labels, " | "), strings.Repeat("---|", len(labels)))
 	keys := map[string]bool{}
@@ -92,6 +162,37 @@ func table(c config, labels []string, res []*nodeResult) string {
 	return b.String()
 }
 
+// roundsTable counts, per burst and node, the pods expected, the pods that
+// got Running (Ready for probed pods) and the pods gone after their delete.
+func roundsTable(labels []string, res []*nodeResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nPods per burst (expected / Running / gone after delete; a shortfall is a lost or stuck pod):\n\n| burst | %s |\n|---|%s\n",
+		strings.Join(labels, " | "), strings.Repeat("---|", len(labels)))
+	for i := range res[0].rounds {
+		cells := make([]string, len(res))
+		for j, r := range res {
+			if i < len(r.rounds) {
+				rc := r.rounds[i]
+				cells[j] = fmt.Sprintf("%d / %d / %d", rc.expected, rc.reached, rc.gone)
+				if rc.lost() > 0 {
+					cells[j] += " LOST"
+				}
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", res[0].rounds[i].name, strings.Join(cells, " | "))
+	}
+	return b.String()
+}
+
+// lost is how many pods a node lost or left stuck over all bursts.
+func (r *nodeResult) lost() int {
+	n := 0
+	for _, rc := range r.rounds {
+		n += rc.lost()
+	}
+	return n
+}
+
 func gitDescribe(root string) string {
 	out, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
 	if err != nil {
@@ -108,11 +209,12 @@ func header(c config, env *benchEnv) string {
 - run: %s, one local cluster, both nodes side by side, measured one after the other
 - hostlet: %s (containerd API, harness containerd); kubelet: %s (CRI containerd of its own, cgroupfs)
 - machine: %d CPUs, kernel %s
-- pods: %d busybox sleepers started and deleted at once; %d exits (container PID 1 SIGKILLed from the host,
+- pods: %d busybox sleepers started and deleted at once, %d rounds reusing the names (RSS measured after the
+  first round's pods were Running and idle for %v); %d exits (container PID 1 SIGKILLed from the host,
   latency to the watch event showing it terminated); %d testapp pods with an httpGet readiness probe every 1 s,
   measured over %v once all are Ready (CPU from /proc/<pid>/stat, RSS the max of 1 s VmRSS samples, API writes
   from the apiserver's audit log)
 
 `, time.Now().UTC().Format(time.RFC3339), env.hostletCommit, env.kubeletVersion, runtime.NumCPU(),
-		strings.TrimSpace(string(kernel)), c.pods, c.exits, c.probed, c.window)
+		strings.TrimSpace(string(kernel)), c.pods, c.rounds, c.idle, c.exits, c.probed, c.window)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -23,23 +24,33 @@ type target struct {
 	ns         string // namespace of its pods
 	agentPid   int    // hostlet or kubelet
 	runtimePid int    // the containerd it drives
+	socket     string // that containerd's socket, which its shims name
+	prof       *profiler
+	// The agent's and its containerd's cpuacct groups (nil: not counted).
+	agentCG, runtimeCG *cpuGroup
 }
 
 // nodeResult is everything measured on one node.
 type nodeResult struct {
-	start, del, exit     dist
-	allRunning, allGone  time.Duration
-	probed               int
-	probedReady          time.Duration
-	probedStart          dist
-	probedGone           time.Duration
-	agent, runtime       usage
-	window               time.Duration
-	steadyWrites         int
-	steadyWritesBy       map[string]int
-	notReadyAtEnd        int
-	runWrites            int
-	runAgentCPU, runTime time.Duration
+	start, del, exit    dist
+	allRunning, allGone time.Duration // the slowest round's
+	rounds              []roundCount
+	idle                idleRSS
+	// CPU of the agent's and the runtime's groups over the bursts' start
+	// (create → all Running or Ready) and delete (delete → all gone).
+	startCPU, delCPU             cpuUse
+	probedStartCPU, probedDelCPU cpuUse
+	probed                       int
+	probedReady                  time.Duration
+	probedStart                  dist
+	probedGone                   time.Duration
+	agent, runtime               usage
+	window                       time.Duration
+	steadyWrites                 int
+	steadyWritesBy               map[string]int
+	notReadyAtEnd                int
+	runWrites                    int
+	runAgentCPU, runTime         time.Duration
 }
 
 type bench struct {
@@ -130,7 +141,8 @@ func names(pods []*v1.Pod) []string {
 // launch tracks scenario's pods (conds, and deletion), creates them all at
 // once and waits until every one meets cond first. It returns the tracker
 // (the caller stops it), when each Create started and when each pod first
-// met first.
+// met first. Pods that do not meet it in time are logged and left out of
+// reached (the caller counts them), not fatal.
 func (b *bench) launch(ctx context.Context, t target, scenario string, pods []*v1.Pod, first string, conds map[string]cond,
 	timeout time.Duration) (tr *tracker, created, reached map[string]time.Time, err error) {
 	if tr, err = track(ctx, b.cs, t.ns, scenario, conds); err != nil {
@@ -138,6 +150,10 @@ func (b *bench) launch(ctx context.Context, t target, scenario string, pods []*v
 	}
 	if created, err = b.createAll(ctx, pods); err == nil {
 		reached, err = tr.wait(ctx, first, names(pods), timeout)
+		if late := (*notMetError)(nil); errors.As(err, &late) {
+			log.Errorf("[%s] %v", t.label, err)
+			reached, err = tr.times(first), nil
+		}
 	}
 	if err != nil {
 		tr.stop()
@@ -147,34 +163,84 @@ func (b *bench) launch(ctx context.Context, t target, scenario string, pods []*v
 }
 
 // remove deletes pods at once and waits until they are gone; it returns when
-// each Delete started and when each pod was gone.
+// each Delete started and when each pod was gone. Pods not gone in time are
+// logged and left out of goneAt, not fatal.
 func (b *bench) remove(ctx context.Context, tr *tracker, pods []*v1.Pod, timeout time.Duration) (deleted, goneAt map[string]time.Time, err error) {
 	if deleted, err = b.deleteAll(ctx, pods); err != nil {
 		return nil, nil, err
 	}
 	goneAt, err = tr.wait(ctx, gone, names(pods), timeout)
+	if late := (*notMetError)(nil); errors.As(err, &late) {
+		log.Error(err)
+		goneAt, err = tr.times(gone), nil
+	}
 	return deleted, goneAt, err
 }
 
-// startDelete: N sleepers created at once, create -> Running (as an API
-// watcher sees it); then all deleted at once, delete -> gone.
+// roundCount is what became of one burst's pods on one node: a pod that
+// never got Running or never went after its delete is lost.
+type roundCount struct {
+	name                    string
+	expected, reached, gone int
+}
+
+func (c roundCount) lost() int { return 2*c.expected - c.reached - c.gone }
+
+// count records how many of pods reached and went in a round.
+func (r *nodeResult) count(name string, pods []*v1.Pod, reached, goneAt map[string]time.Time) {
+	r.rounds = append(r.rounds, roundCount{name: name, expected: len(pods), reached: len(reached), gone: len(goneAt)})
+}
+
+// startDelete: rounds of N sleepers created at once, create -> Running (as
+// an API watcher sees it); then all deleted at once, delete -> gone. Every
+// round reuses the names of the one before, deleted just before, as a
+// StatefulSet does. The first round also measures RSS with the N pods idle.
 func (b *bench) startDelete(ctx context.Context, t target, r *nodeResult) error {
+	for round := range b.cfg.rounds {
+		if err := b.startDeleteRound(ctx, t, r, round); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) startDeleteRound(ctx context.Context, t target, r *nodeResult, round int) error {
 	var pods []*v1.Pod
 	for i := range b.cfg.pods {
 		pods = append(pods, sleeperPod(t.node, t.ns, "start", i))
 	}
+	mark := t.cpuMark()
 	tr, created, running, err := b.launch(ctx, t, "start", pods, "running",
 		map[string]cond{"running": harness.PodRunning}, 3*time.Minute)
 	if err != nil {
 		return err
 	}
 	defer tr.stop()
-	r.start, r.allRunning = latencies(created, running), span(created, running)
+	r.startCPU.since(t, mark)
+	r.start = append(r.start, latencies(created, running)...)
+	r.allRunning = max(r.allRunning, span(created, running))
+	if round == 0 {
+		log.Infof("[%s] %d pods idle for %v, then RSS", t.label, len(running), b.cfg.idle)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(b.cfg.idle):
+		}
+		if r.idle, err = measureIdle(t); err != nil {
+			return err
+		}
+	}
+	mark = t.cpuMark()
 	deleted, goneAt, err := b.remove(ctx, tr, pods, 3*time.Minute)
 	if err != nil {
 		return err
 	}
-	r.del, r.allGone = latencies(deleted, goneAt), span(deleted, goneAt)
+	r.delCPU.since(t, mark)
+	r.del = append(r.del, latencies(deleted, goneAt)...)
+	r.allGone = max(r.allGone, span(deleted, goneAt))
+	r.count(fmt.Sprintf("burst of %d, round %d", len(pods), round+1), pods, running, goneAt)
+	sortDist(r.start)
+	sortDist(r.del)
 	return nil
 }
 
@@ -209,7 +275,8 @@ func (b *bench) exits(ctx context.Context, t target, r *nodeResult) error {
 		checkFinishedAt(tr.pod(p.Name), killed[p.Name])
 	}
 	r.exit = latencies(killed, tr.times("terminated"))
-	_, _, err = b.remove(ctx, tr, pods, 2*time.Minute)
+	_, goneAt, err := b.remove(ctx, tr, pods, 2*time.Minute)
+	r.count(fmt.Sprintf("%d exits", len(pods)), pods, tr.times("running"), goneAt)
 	return err
 }
 
@@ -239,8 +306,16 @@ func (b *bench) steady(ctx context.Context, t target, r *nodeResult) error {
 		pods = append(pods, probedPod(t.node, t.ns, i))
 	}
 	r.probed = len(pods)
+	if err := t.prof.begin(); err != nil {
+		return err
+	}
+	mark := t.cpuMark()
 	tr, created, ready, err := b.launch(ctx, t, "probed", pods, "ready", map[string]cond{"ready": harness.PodReady}, 6*time.Minute)
 	if err != nil {
+		return err
+	}
+	r.probedStartCPU.since(t, mark)
+	if err := t.prof.end("ready"); err != nil {
 		return err
 	}
 	defer tr.stop()
@@ -288,10 +363,19 @@ func (b *bench) steady(ctx context.Context, t target, r *nodeResult) error {
 			r.notReadyAtEnd++
 		}
 	}
+	if err := t.prof.begin(); err != nil {
+		return err
+	}
+	mark = t.cpuMark()
 	deleted, goneAt, err := b.remove(ctx, tr, pods, 4*time.Minute)
 	if err != nil {
 		return err
 	}
+	r.probedDelCPU.since(t, mark)
+	if err := t.prof.end("delete"); err != nil {
+		return err
+	}
 	r.probedGone = span(deleted, goneAt)
+	r.count(fmt.Sprintf("burst of %d probed", len(pods)), pods, ready, goneAt)
 	return nil
 }

@@ -55,6 +55,20 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 	if err != nil {
 		return nil, err
 	}
+	var hostletEnv []string
+	if c.profile != "" {
+		if c.profile, err = filepath.Abs(c.profile); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(c.profile, 0o755); err != nil {
+			return nil, err
+		}
+		hostletBin = filepath.Join(cache, "bench", "hostlet-profiling")
+		if err := buildProfilingHostlet(ctx, root, hostletBin); err != nil {
+			return nil, err
+		}
+		hostletEnv = []string{"HOSTLET_BENCH_PROFILE_DIR=" + c.profile}
+	}
 	if out, err := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "cluster", "build.sh"), "kubelet").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build.sh kubelet: %w\n%s", err, out)
 	}
@@ -73,6 +87,10 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		}
 	}
 	cl.add("remove cgroup root "+cgroupRoot, func() error { return removeCgroupRoot(cgroupRoot) })
+	if err := removeCPUGroups(); err != nil {
+		return nil, fmt.Errorf("a previous run's cpuacct groups: %w", err)
+	}
+	cl.add("remove the cpuacct groups", removeCPUGroups)
 	nodeIP, err := addDummyLink()
 	if err != nil {
 		return nil, err
@@ -107,42 +125,37 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 			return nil, err
 		}
 	}
-	h, err := cluster.StartHostlet(ctx, harness.HostletOptions{
-		// --v 2 is hostlet's default; the harness's --v 4 would bill debug
-		// logging to it.
-		Binary: hostletBin, NodeName: hostletNode, ExtraArgs: []string{"--v", "2"},
-	})
-	if err != nil {
-		return nil, err
-	}
-	hostletCtrd, err := findContainerd(filepath.Join(cluster.Dir(), "containerd", "config.toml"))
-	if err != nil {
-		return nil, err
-	}
-
-	kdir := filepath.Join(cluster.Dir(), "bench-kubelet")
-	cri, err := startCRIContainerd(filepath.Join(kdir, "containerd"), cluster.BinDir(), pauseRef, cluster.CNIBinDir(), kn.confDir)
-	if err != nil {
-		return nil, err
-	}
-	cl.add("stop the CRI containerd and its containers", func() error { cri.stop(); return nil })
-	for _, a := range append([]string{imgs.pause}, imgs.test...) {
-		if err := cri.importImage(ctx, a); err != nil {
+	if strings.Contains(c.nodes, "hostlet") {
+		h, err := cluster.StartHostlet(ctx, harness.HostletOptions{
+			// --v 2 is hostlet's default; the harness's --v 4 would bill
+			// debug logging to it.
+			Binary: hostletBin, NodeName: hostletNode, ExtraArgs: []string{"--v", "2"}, Env: hostletEnv,
+		})
+		if err != nil {
 			return nil, err
 		}
+		t := target{node: hostletNode, label: "hostlet", ns: "bench-hostlet", agentPid: h.Pid(),
+			runtimePid: cluster.Pid("containerd"), socket: cluster.ContainerdSocket()}
+		if c.profile != "" {
+			t.prof = &profiler{dir: c.profile, pid: h.Pid()}
+		}
+		if err := t.countCPU(); err != nil {
+			return nil, err
+		}
+		env.targets = append(env.targets, t)
 	}
-	k, err := startKubelet(cluster, kdir, kubeletNode, nodeIP, cgroupRoot, cri)
-	if err != nil {
-		return nil, err
-	}
-	cl.add("stop the kubelet", func() error { k.stop(); return nil })
-	if out, err := exec.Command(filepath.Join(cluster.BinDir(), "kubelet"), "--version").Output(); err == nil {
-		env.kubeletVersion = strings.TrimSpace(string(out))
-	}
-
-	env.targets = []target{
-		{node: hostletNode, label: "hostlet", ns: "bench-hostlet", agentPid: h.Pid(), runtimePid: hostletCtrd},
-		{node: kubeletNode, label: "kubelet", ns: "bench-kubelet", agentPid: k.d.pid(), runtimePid: cri.d.pid()},
+	if strings.Contains(c.nodes, "kubelet") {
+		t, err := startKubeletNode(ctx, cluster, imgs, kn.confDir, nodeIP, cl)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.countCPU(); err != nil {
+			return nil, err
+		}
+		env.targets = append(env.targets, t)
+		if out, err := exec.Command(filepath.Join(cluster.BinDir(), "kubelet"), "--version").Output(); err == nil {
+			env.kubeletVersion = strings.TrimSpace(string(out))
+		}
 	}
 	for _, t := range env.targets {
 		if err := createNamespace(ctx, cluster, t.ns); err != nil {
@@ -153,4 +166,28 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 	// left, so sandboxes, IPs and volumes are released the normal way.
 	cl.add("delete leftover pods", func() error { return deleteLeftovers(cluster, env.targets) })
 	return env, nil
+}
+
+// startKubeletNode starts the kubelet's CRI containerd with the images
+// imported, then the kubelet, and registers their stopping in cl.
+func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *benchImages, cniConfDir, nodeIP string, cl *cleanups) (target, error) {
+	kdir := filepath.Join(cluster.Dir(), "bench-kubelet")
+	cri, err := startCRIContainerd(ctx, filepath.Join(kdir, "containerd"), cluster.BinDir(),
+		harness.CRIConfig{SandboxImage: pauseRef, CNIBinDir: cluster.CNIBinDir(), CNIConfDir: cniConfDir})
+	if err != nil {
+		return target{}, err
+	}
+	cl.add("stop the CRI containerd and its containers", func() error { cri.stop(); return nil })
+	for _, a := range append([]string{imgs.pause}, imgs.test...) {
+		if err := cri.importImage(ctx, a); err != nil {
+			return target{}, err
+		}
+	}
+	k, err := startKubelet(ctx, cluster, kdir, kubeletNode, nodeIP, cgroupRoot, cri)
+	if err != nil {
+		return target{}, err
+	}
+	cl.add("stop the kubelet", func() error { k.stop(); return nil })
+	return target{node: kubeletNode, label: "kubelet", ns: "bench-kubelet", agentPid: k.p.Pid(),
+		runtimePid: cri.p.Pid(), socket: cri.socket()}, nil
 }

@@ -16,9 +16,11 @@ func latencies(start, end map[string]time.Time) dist {
 			d = append(d, e.Sub(s))
 		}
 	}
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	sortDist(d)
 	return d
 }
+
+func sortDist(d dist) { sort.Slice(d, func(i, j int) bool { return d[i] < d[j] }) }
 
 // pct is the nearest-rank percentile p (0-100).
 func (d dist) pct(p int) time.Duration {

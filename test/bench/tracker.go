@@ -154,10 +154,18 @@ func (t *tracker) wait(ctx context.Context, cond string, names []string, timeout
 			defer t.mu.Unlock()
 			return nil, fmt.Errorf("watch ended while waiting for %s: %v", cond, t.err)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%d of %d pods not %s after %v: %s", len(missing), len(names), cond, timeout, t.status(missing))
+			if ctx.Err() == context.DeadlineExceeded {
+				return nil, &notMetError{fmt.Sprintf("%d of %d pods not %s after %v: %s", len(missing), len(names), cond, timeout, t.status(missing))}
+			}
+			return nil, ctx.Err()
 		}
 	}
 }
+
+// notMetError says which pods did not meet a condition in time.
+type notMetError struct{ msg string }
+
+func (e *notMetError) Error() string { return e.msg }
 
 // status describes the last seen state of a few pods.
 func (t *tracker) status(names []string) string {

@@ -18,20 +18,17 @@ import (
 // containers and images in.
 const ContainerdNamespace = "hostlet"
 
-// containerdConfig is a private containerd: own root, state and sockets under
-// the cluster dir, no CRI (hostlet talks to containerd directly), and every
-// plugin that would otherwise touch a host-global path (NRI socket, /opt,
-// conf.d imports) either disabled or pointed into the cluster dir, so several
-// clusters and the host's own containerd never see each other.
+// containerdConfig is a private containerd: own root, state and sockets
+// under dir, and every plugin that would otherwise touch a host-global path
+// (NRI socket, /opt, conf.d imports) either disabled or pointed into dir, so
+// several clusters and the host's own containerd never see each other.
+// %[8]s lists the further plugins to disable and %[9]s is appended (the CRI
+// plugin's sections, when on).
 const containerdConfig = `version = 3
 root = %[1]q
 state = %[2]q
 imports = []
 disabled_plugins = [
-  "io.containerd.grpc.v1.cri",
-  "io.containerd.cri.v1.runtime",
-  "io.containerd.cri.v1.images",
-  "io.containerd.podsandbox.controller.v1.podsandbox",
   "io.containerd.nri.v1.nri",
   "io.containerd.snapshotter.v1.blockfile",
   "io.containerd.snapshotter.v1.btrfs",
@@ -42,7 +39,7 @@ disabled_plugins = [
   "io.containerd.mount-handler.v1.erofs",
   "io.containerd.tracing.processor.v1.otlp",
   "io.containerd.internal.v1.tracing",
-]
+%[8]s]
 
 [grpc]
   address = %[3]q
@@ -62,15 +59,82 @@ disabled_plugins = [
 
 [plugins."io.containerd.transfer.v1.local"]
   config_path = %[6]q
+%[9]s`
+
+// noCRI disables the CRI plugin: hostlet talks to containerd directly.
+const noCRI = `  "io.containerd.grpc.v1.cri",
+  "io.containerd.cri.v1.runtime",
+  "io.containerd.cri.v1.images",
+  "io.containerd.podsandbox.controller.v1.podsandbox",
 `
+
+// criConfig turns the CRI plugin on for the upstream kubelet: cgroupfs;
+// oom_score_adj clamped (without CAP_SYS_RESOURCE a negative one makes runc
+// fail); the locally imported pause image as sandbox image; its own CNI
+// config; network namespaces under the state dir (not the host-global
+// /var/run/netns) so a crashed run's leftovers are swept with the dir.
+const criConfig = `
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = %[1]q
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = %[2]q
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [%[3]q]
+    conf_dir = %[4]q
+    max_conf_num = 1
+  [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+    SystemdCgroup = false
+`
+
+// CRIConfig turns on containerd's CRI plugin in WriteContainerdConfig.
+type CRIConfig struct {
+	SandboxImage, CNIBinDir, CNIConfDir string
+}
+
+// ContainerdSocketIn is the gRPC socket of a containerd configured by
+// WriteContainerdConfig(dir, ...) (its ttrpc socket adds ".ttrpc").
+func ContainerdSocketIn(dir string) string { return filepath.Join(dir, "containerd.sock") }
+
+// WriteContainerdConfig writes <dir>/config.toml for a private containerd
+// with its root, state, sockets and registry hosts (certs.d) under dir, the
+// CRI plugin off unless cri is set, and returns the file's path.
+func WriteContainerdConfig(dir string, cri *CRIConfig) (string, error) {
+	for _, sub := range []string{"root", "state", "opt", "certs.d", "image-verifier"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return "", err
+		}
+	}
+	sock := ContainerdSocketIn(dir)
+	if n := len(sock) + len(".ttrpc"); n > 100 {
+		return "", fmt.Errorf("containerd socket path %q too long for a unix socket; use a shorter dir", sock)
+	}
+	hosts := filepath.Join(dir, "certs.d")
+	disabled, extra := noCRI, ""
+	if cri != nil {
+		disabled, extra = "", fmt.Sprintf(criConfig, cri.SandboxImage, hosts, cri.CNIBinDir, cri.CNIConfDir)
+	}
+	cfg := fmt.Sprintf(containerdConfig,
+		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc",
+		filepath.Join(dir, "opt"), hosts, filepath.Join(dir, "image-verifier"), disabled, extra)
+	path := filepath.Join(dir, "config.toml")
+	return path, os.WriteFile(path, []byte(cfg), 0o644)
+}
 
 // containerdPaths are all derived from the cluster dir.
 func (c *Cluster) containerdDir() string { return filepath.Join(c.dir, "containerd") }
 
 // ContainerdSocket is the gRPC socket of the cluster's private containerd.
-func (c *Cluster) ContainerdSocket() string {
-	return filepath.Join(c.containerdDir(), "containerd.sock")
-}
+func (c *Cluster) ContainerdSocket() string { return ContainerdSocketIn(c.containerdDir()) }
 
 // ContainerdHostsDir is the containerd v2 registry hosts directory
 // (<dir>/<host:port>/hosts.toml), the same format as /etc/containerd/certs.d.
@@ -96,21 +160,8 @@ func (c *Cluster) AllowInsecureRegistry(hostPort string) error {
 // spawns deliberately do not (they setsid), Stop and stale-instance cleanup
 // deal with them.
 func (c *Cluster) startContainerd() (*process, error) {
-	d := c.containerdDir()
-	for _, sub := range []string{"root", "state", "opt", "certs.d", "image-verifier"} {
-		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	if n := len(c.ContainerdSocket()) + len(".ttrpc"); n > 100 {
-		return nil, fmt.Errorf("containerd socket path %q too long for a unix socket; use a shorter Dir", c.ContainerdSocket())
-	}
-	cfg := fmt.Sprintf(containerdConfig,
-		filepath.Join(d, "root"), filepath.Join(d, "state"),
-		c.ContainerdSocket(), c.ContainerdSocket()+".ttrpc",
-		filepath.Join(d, "opt"), c.ContainerdHostsDir(), filepath.Join(d, "image-verifier"))
-	cfgPath := filepath.Join(d, "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+	cfgPath, err := WriteContainerdConfig(c.containerdDir(), nil)
+	if err != nil {
 		return nil, err
 	}
 	return c.launch("containerd", filepath.Join(c.binDir, "containerd"), "--config", cfgPath)
@@ -120,21 +171,29 @@ func (c *Cluster) startContainerd() (*process, error) {
 // client for ImportImage and for cleanup at Stop.
 func (c *Cluster) waitContainerd(ctx context.Context, p *process) error {
 	return p.waitFor(ctx, "containerd socket", 50*time.Millisecond, func(ctx context.Context) error {
-		if _, err := os.Stat(c.ContainerdSocket()); err != nil {
-			return err
+		cl, err := DialContainerd(ctx, c.ContainerdSocket(), ContainerdNamespace)
+		if err == nil {
+			c.ctrd = cl
 		}
-		cl, err := containerd.New(c.ContainerdSocket(),
-			containerd.WithDefaultNamespace(ContainerdNamespace), containerd.WithTimeout(2*time.Second))
-		if err != nil {
-			return err
-		}
-		if _, err := cl.Version(ctx); err != nil {
-			cl.Close()
-			return err
-		}
-		c.ctrd = cl
-		return nil
+		return err
 	})
+}
+
+// DialContainerd connects to the containerd at socket with namespace ns as
+// default and checks that it answers.
+func DialContainerd(ctx context.Context, socket, ns string) (*containerd.Client, error) {
+	if _, err := os.Stat(socket); err != nil {
+		return nil, err
+	}
+	cl, err := containerd.New(socket, containerd.WithDefaultNamespace(ns), containerd.WithTimeout(2*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cl.Version(ctx); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
 }
 
 // ContainerdClient returns a client of the cluster's containerd with the
@@ -154,19 +213,26 @@ func (c *Cluster) importImage(ctx context.Context, archivePath string) ([]string
 	if c.ctrd == nil {
 		return nil, fmt.Errorf("containerd is not running")
 	}
+	return ImportArchive(ctx, c.ctrd, ContainerdNamespace, archivePath)
+}
+
+// ImportArchive imports an OCI (or docker-save) archive into namespace ns of
+// cl's containerd, unpacks it for the overlayfs snapshotter and returns the
+// image names.
+func ImportArchive(ctx context.Context, cl *containerd.Client, ns, archivePath string) ([]string, error) {
 	f, err := os.Open(archivePath)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	ctx = namespaces.WithNamespace(ctx, ContainerdNamespace)
-	imgs, err := c.ctrd.Import(ctx, f)
+	ctx = namespaces.WithNamespace(ctx, ns)
+	imgs, err := cl.Import(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", archivePath, err)
 	}
 	var names []string
 	for _, img := range imgs {
-		image := containerd.NewImageWithPlatform(c.ctrd, img, platforms.DefaultStrict())
+		image := containerd.NewImageWithPlatform(cl, img, platforms.DefaultStrict())
 		if err := image.Unpack(ctx, "overlayfs"); err != nil {
 			return nil, fmt.Errorf("unpack %s from %s: %w", img.Name, archivePath, err)
 		}
@@ -178,23 +244,28 @@ func (c *Cluster) importImage(ctx context.Context, archivePath string) ([]string
 	return names, nil
 }
 
-// removeAllTasks kills and deletes every task and container in every
-// namespace through the API, so shims exit cleanly and remove their rootfs
-// mounts and sockets. Whatever survives is handled by killShims afterwards.
+// removeAllTasks removes every container of the cluster's containerd; what
+// survives is handled by killShims afterwards.
 func (c *Cluster) removeAllTasks(ctx context.Context) {
-	if c.ctrd == nil {
-		return
+	if c.ctrd != nil {
+		RemoveAllContainers(ctx, c.ctrd, c.logf)
 	}
+}
+
+// RemoveAllContainers kills and deletes every task and container in every
+// namespace of cl's containerd through the API, so shims exit cleanly and
+// remove their rootfs mounts and sockets.
+func RemoveAllContainers(ctx context.Context, cl *containerd.Client, logf func(string, ...any)) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	nss, err := c.ctrd.NamespaceService().List(ctx)
+	nss, err := cl.NamespaceService().List(ctx)
 	if err != nil {
-		c.logf("containerd cleanup: list namespaces: %v", err)
+		logf("containerd cleanup: list namespaces: %v", err)
 		return
 	}
 	for _, ns := range nss {
 		nctx := namespaces.WithNamespace(ctx, ns)
-		ctrs, err := c.ctrd.Containers(nctx)
+		ctrs, err := cl.Containers(nctx)
 		if err != nil {
 			continue
 		}
@@ -202,7 +273,7 @@ func (c *Cluster) removeAllTasks(ctx context.Context) {
 			if task, err := ctr.Task(nctx, nil); err == nil {
 				_ = task.Kill(nctx, syscall.SIGKILL, containerd.WithKillAll)
 				if _, err := task.Delete(nctx, containerd.WithProcessKill); err != nil && !strings.Contains(err.Error(), "not found") {
-					c.logf("containerd cleanup: delete task %s/%s: %v", ns, ctr.ID(), err)
+					logf("containerd cleanup: delete task %s/%s: %v", ns, ctr.ID(), err)
 				}
 			}
 			_ = ctr.Delete(nctx, containerd.WithSnapshotCleanup)

@@ -195,3 +195,41 @@ func pidAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
+
+// Process is a daemon started outside a Cluster with StartProcess (test/bench
+// runs the upstream kubelet and its CRI containerd with it), with the same
+// process group, Pdeathsig and log handling as the harness's own daemons.
+type Process struct{ p *process }
+
+// StartProcess starts bin with args in its own process group, output
+// appended to logPath, and SIGKILLed if this process dies.
+func StartProcess(name, logPath string, env []string, bin string, args ...string) (*Process, error) {
+	p, err := startProcess(name, logPath, env, true, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
+// Pid of the group leader.
+func (p *Process) Pid() int { return p.p.pid() }
+
+// Done is closed once the process has exited and been reaped.
+func (p *Process) Done() <-chan struct{} { return p.p.done }
+
+// Stop sends SIGTERM to the group, SIGKILL after grace, and SIGKILL to any
+// member that outlived the leader. Safe on a nil or exited Process.
+func (p *Process) Stop(grace time.Duration) {
+	if p != nil {
+		p.p.stop(grace)
+	}
+}
+
+// WaitFor polls check every interval until it succeeds; it fails with the
+// end of the process's log if the process exits or ctx ends first.
+func (p *Process) WaitFor(ctx context.Context, what string, interval time.Duration, check func(context.Context) error) error {
+	return p.p.waitFor(ctx, what, interval, check)
+}
+
+// Failure wraps err with the end of the process's log.
+func (p *Process) Failure(err error) error { return p.p.failure(err) }

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// cpuacctRoot is the cgroup v1 cpuacct hierarchy (the bench runs on a
+// cgroup v1 host, as the kubelet's cgroupfs driver there).
+const cpuacctRoot = "/sys/fs/cgroup/cpuacct"
+
+// cpuGroupParent holds the groups; not cgroupRoot, which the kubelet owns.
+const cpuGroupParent = "hostlet-bench-cpu"
+
+// cpuGroup is a cpuacct cgroup a node's agent or runtime is moved into, so
+// that the CPU of everything it forks afterwards counts too: containerd's
+// shims and runc, the CNI plugins of whoever runs them. Container processes
+// are not counted: runc moves them into the pods' cgroups.
+type cpuGroup struct{ dir string }
+
+// newCPUGroup creates cpuacct group name and moves pid into it.
+func newCPUGroup(name string, pid int) (*cpuGroup, error) {
+	g := &cpuGroup{dir: filepath.Join(cpuacctRoot, cpuGroupParent, name)}
+	if err := os.MkdirAll(g.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(g.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		return nil, fmt.Errorf("moving %d into %s: %w", pid, g.dir, err)
+	}
+	return g, nil
+}
+
+// countCPU moves the target's agent and runtime into cpuacct groups of
+// their own.
+func (t *target) countCPU() (err error) {
+	if t.agentCG, err = newCPUGroup(t.label+"-agent", t.agentPid); err != nil {
+		return err
+	}
+	t.runtimeCG, err = newCPUGroup(t.label+"-runtime", t.runtimePid)
+	return err
+}
+
+// usage is the group's CPU time so far; zero for a nil group.
+func (g *cpuGroup) usage() time.Duration {
+	if g == nil {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(g.dir, "cpuacct.usage"))
+	if err != nil {
+		return 0
+	}
+	ns, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return time.Duration(ns)
+}
+
+// removeCPUGroups moves whatever still runs in the bench's groups (a shim
+// that outlived its containerd) back to the root and removes them.
+func removeCPUGroups() error {
+	parent := filepath.Join(cpuacctRoot, cpuGroupParent)
+	ents, err := os.ReadDir(parent)
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+			for _, pid := range strings.Fields(string(b)) {
+				_ = os.WriteFile(filepath.Join(cpuacctRoot, "cgroup.procs"), []byte(pid), 0o644)
+			}
+		}
+		if err := os.Remove(dir); err != nil {
+			return err
+		}
+	}
+	return os.Remove(parent)
+}
+
+// cpuUse is the CPU a node's agent and runtime groups used over a span.
+type cpuUse struct{ agent, runtime time.Duration }
+
+// cpuMark is a reading of both groups, to subtract from a later one.
+type cpuMark cpuUse
+
+func (t target) cpuMark() cpuMark { return cpuMark{t.agentCG.usage(), t.runtimeCG.usage()} }
+
+// since adds the CPU used since m to u.
+func (u *cpuUse) since(t target, m cpuMark) {
+	now := t.cpuMark()
+	u.agent += now.agent - m.agent
+	u.runtime += now.runtime - m.runtime
+}

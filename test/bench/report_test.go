@@ -1,0 +1,45 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRatio(t *testing.T) {
+	for _, c := range []struct {
+		a, b          float64
+		better, f, in string
+	}{
+		{1, 3, "faster", "0.33", "3.0× faster"},
+		{3, 1, "lighter", "3.00", "3.0× heavier"},
+		{1, 1.02, "fewer", "0.98", "same"},
+		{0, 5, "faster", "", ""},
+		{2, 1, "", "", ""},
+	} {
+		if f, in := ratio(c.a, c.b, c.better); f != c.f || in != c.in {
+			t.Errorf("ratio(%v, %v, %q) = %q, %q; want %q, %q", c.a, c.b, c.better, f, in, c.f, c.in)
+		}
+	}
+}
+
+func TestLostPods(t *testing.T) {
+	r := &nodeResult{}
+	r.rounds = []roundCount{{"a", 30, 30, 30}, {"b", 30, 29, 29}, {"c", 30, 30, 28}}
+	if n := r.lost(); n != 4 {
+		t.Errorf("lost = %d, want 4 (one never Running nor gone, two never gone)", n)
+	}
+	tbl := roundsTable([]string{"hostlet"}, []*nodeResult{r})
+	if !strings.Contains(tbl, "| a | 30 / 30 / 30 |") || !strings.Contains(tbl, "| b | 30 / 29 / 29 LOST |") {
+		t.Errorf("rounds table:\n%s", tbl)
+	}
+}
+
+func TestTableRatioColumns(t *testing.T) {
+	h := &nodeResult{start: dist{time.Second}, window: time.Minute}
+	k := &nodeResult{start: dist{3 * time.Second}, window: time.Minute}
+	tbl := table(config{pods: 1, rounds: 1}, []string{"hostlet", "kubelet"}, []*nodeResult{h, k})
+	if !strings.Contains(tbl, "| burst of 1 pods: create → Running, p50 | 1000 ms | 3000 ms | 0.33 | 3.0× faster |") {
+		t.Errorf("table:\n%s", tbl)
+	}
+}
