@@ -73,10 +73,12 @@ func TestGracefulDeletionReachesTerminalPhase(t *testing.T) {
 func TestGracePeriodKill(t *testing.T) {
 	skipIfNoCluster(t)
 	ns := cluster.NewNamespace(t)
-	pod := testapp(ns, "stubborn", "--ignore-term", "--signals")
+	pod := testapp(ns, "stubborn", "--ignore-term", "--signals", "--log=trapped")
 	pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(4))
 	cluster.CreatePod(t, pod)
 	waitPhase(t, ns, "stubborn", v1.PodRunning)
+	// Running is the process started, not its SIGTERM handler in place.
+	waitLogLine(t, ns, "stubborn", "trapped")
 	phases, took := deleteAndWatch(t, ns, "stubborn", metav1.DeleteOptions{})
 	if took < 3500*time.Millisecond || took > 7*time.Second {
 		t.Fatalf("a container ignoring SIGTERM was gone after %v, want the 4s grace period", took)
@@ -318,4 +320,19 @@ func TestOrphanSweepAfterCrash(t *testing.T) {
 		_, dirErr := os.Stat(filepath.Join(node.RootDir(), "pods", string(p.UID)))
 		return err != nil && dirErr != nil
 	})
+}
+
+// waitLogLine waits until the pod's log has the line: the app's own word
+// that it got past a step of its start-up.
+func waitLogLine(t *testing.T, ns, name, line string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		b, err := cluster.Client().CoreV1().Pods(ns).GetLogs(name, &v1.PodLogOptions{}).DoRaw(context.Background())
+		if err == nil && strings.Contains("\n"+string(b), "\n"+line+"\n") {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("pod %s/%s never logged %q", ns, name, line)
 }
