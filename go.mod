@@ -14,6 +14,11 @@ require (
 )
 
 require (
+	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect
+	k8s.io/cluster-bootstrap v0.35.4 // indirect
+)
+
+require (
 	cel.dev/expr v0.25.3 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/Microsoft/hcsshim v0.14.1 // indirect

@@ -1,5 +1,5 @@
 // Package charts holds hostlet's Helm chart; its tests lint and render it
-// with a real Helm built from its module (test/cluster/build.sh helm).
+// with a real Helm built from its module (test/cluster/helm/build.sh).
 package charts
 
 import (

@@ -4,8 +4,7 @@
 # cache outside the repo keyed by each pin's go.mod/go.sum, so a second run is a
 # no-op. Prints the bin directory on stdout.
 #   usage: build.sh [component...]   (default: etcd kube containerd runc;
-#   kubelet, the upstream yardstick for make bench, and helm, for the chart
-#   tests, only on request)
+#   kubelet, the upstream yardstick for make bench, only on request)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HOSTLET_CACHE:-$HOME/.cache/hostlet}
@@ -43,8 +42,7 @@ kldflags="-s -w -X $vpkg.gitVersion=$kubever -X $vpkg.gitMajor=1 -X $vpkg.gitMin
 kldflags="$kldflags -X k8s.io/client-go/pkg/version.gitVersion=$kubever -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$kminor"
 ctrver=$(modver containerd github.com/containerd/containerd/v2)
 runcver=$(modver runc github.com/opencontainers/runc)
-helmver=$(modver helm helm.sh/helm/v4)
-for v in "$kubever" "$ctrver" "$runcver" "$helmver"; do
+for v in "$kubever" "$ctrver" "$runcver"; do
 	[ -n "$v" ] || { echo "build.sh: cannot read a pinned version" >&2; exit 1; }
 done
 
@@ -65,8 +63,6 @@ for comp in "${@:-etcd kube containerd runc}"; do
 			github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2:containerd-shim-runc-v2 \
 			github.com/containerd/containerd/v2/cmd/ctr:ctr ;;
 		runc) CGO=1 build runc "seccomp urfave_cli_no_docs" "-s -w -X main.version=${runcver#v}" github.com/opencontainers/runc:runc ;;
-		helm) build helm "" "-s -w -X helm.sh/helm/v4/internal/version.version=$helmver -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
-			helm.sh/helm/v4/cmd/helm:helm ;;
 		*) echo "unknown component $c" >&2; exit 2 ;;
 		esac
 	done

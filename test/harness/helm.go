@@ -19,10 +19,10 @@ func BuildHelm(ctx context.Context, logf func(string, ...any)) (string, error) {
 		return "", err
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "cluster", "build.sh"), "helm")
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "cluster", "helm", "build.sh"))
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("test/cluster/build.sh helm: %w\n%s", err, stderr.String())
+		return "", fmt.Errorf("test/cluster/helm/build.sh: %w\n%s", err, stderr.String())
 	}
 	if s := bytes.TrimSpace(stderr.Bytes()); len(s) > 0 && logf != nil {
 		logf("build.sh: %s", s)
