@@ -16,6 +16,7 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider"
+	"github.com/hostlet/hostlet/provider/join"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
@@ -28,7 +29,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -106,7 +106,8 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 
-	restCfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	// A kubeconfig join wrote has its client certificate rotated (selfnodeclient CSRs).
+	restCfg, err := join.RotatingClientConfig(ctx, o.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}

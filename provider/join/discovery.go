@@ -10,7 +10,6 @@ import (
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -98,33 +97,36 @@ func fetchClusterInfo(ctx context.Context, cfg *rest.Config, id string, timeout 
 	if err != nil {
 		return nil, fmt.Errorf("API server %q: %w", cfg.Host, err)
 	}
-	var cm *v1.ConfigMap
-	var last error
-	err = wait.PollUntilContextTimeout(ctx, discoveryInterval, timeout, true, func(ctx context.Context) (bool, error) {
-		cm, err = client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
-		if err != nil {
-			if ctx.Err() != nil && last != nil {
-				return false, nil // the deadline cut this try short: the previous failure says more
-			}
-			last = fmt.Errorf("cannot read %s/%s from %s: %w", metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, cfg.Host, err)
-			log.WithError(last).Debug("discovery: retrying")
-			return false, nil
+	// Each try runs to its own end (the client's timeout), not to the
+	// overall deadline, so the last failure is the server's, not the clock's.
+	deadline := time.Now().Add(timeout)
+	for {
+		cm, last := tryClusterInfo(ctx, client, cfg.Host, id)
+		if last == nil {
+			return cm, nil
 		}
-		if cm.Data[bootstrapapi.KubeConfigKey] == "" {
-			last = fmt.Errorf("%s/%s has no kubeconfig: the cluster is not set up for joining (install the hostlet chart)", metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo)
-			return false, nil
-		}
-		if cm.Data[bootstrapapi.JWSSignatureKeyPrefix+id] == "" {
-			last = fmt.Errorf("token %q is not valid for this cluster or has expired (cluster-info has no signature for it; is the controller-manager's bootstrapsigner running?)", id)
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil {
-		if last != nil {
+		log.WithError(last).Debug("discovery: retrying")
+		if time.Now().Add(discoveryInterval).After(deadline) {
 			return nil, last
 		}
-		return nil, err
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(discoveryInterval):
+		}
+	}
+}
+
+// tryClusterInfo is one read of cluster-info, and what is wrong with it.
+func tryClusterInfo(ctx context.Context, client kubernetes.Interface, host, id string) (*v1.ConfigMap, error) {
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("cannot read %s/%s from %s: %w", metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, host, err)
+	case cm.Data[bootstrapapi.KubeConfigKey] == "":
+		return nil, fmt.Errorf("%s/%s has no kubeconfig: the cluster is not set up for joining (install the hostlet chart)", metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo)
+	case cm.Data[bootstrapapi.JWSSignatureKeyPrefix+id] == "":
+		return nil, fmt.Errorf("token %q is not valid for this cluster or has expired (cluster-info has no signature for it; is the controller-manager's bootstrapsigner running?)", id)
 	}
 	return cm, nil
 }

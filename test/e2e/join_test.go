@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/certificate"
 )
 
 // joinedNode is the node the join test adds with `hostlet join`.
@@ -85,6 +86,16 @@ func TestJoinAndLeave(t *testing.T) {
 		t.Fatalf("NOTES' one-liner computes %s, the cluster CA's pin is %s", caHash, want)
 	}
 	t.Logf("NOTES: hostlet join %s --token %s --discovery-token-ca-cert-hash %s", server, token, caHash)
+
+	// An upgrade keeps the generated token and cluster-info with its signature.
+	upgraded, err := cluster.Helm(ctx, helm, "upgrade", "hostlet", filepath.Join(root, "charts", "hostlet"),
+		"--namespace", "kube-system", "--set", "clusterInfo.server="+cluster.APIServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(upgraded, " --token "+token+" ") {
+		t.Fatalf("helm upgrade changed the token:\n%s", upgraded)
+	}
 
 	state := filepath.Join(t.TempDir(), "state")
 	hostArgs := []string{
@@ -192,6 +203,64 @@ func TestJoinAndLeave(t *testing.T) {
 	pod.Spec.NodeName = joinedNode
 	cluster.CreatePod(t, pod)
 	waitPhase(t, ns, "on-joined", v1.PodSucceeded)
+
+	t.Run("client certificate rotation", func(t *testing.T) {
+		// An aging certificate in place of the issued one: hostlet renews it
+		// at start through a selfnodeclient CSR, switches to the new one
+		// without a restart, and the node keeps renewing its Lease.
+		certPEM, keyPEM, err := cluster.AgingNodeClientCert(joinedNode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Stop()
+		store, err := certificate.NewFileStore("hostlet-client", filepath.Dir(pair), filepath.Dir(pair), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Update(certPEM, keyPEM); err != nil {
+			t.Fatal(err)
+		}
+		aging := certOf(t, pair)
+		if err := h.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pid := h.Pid()
+		pollUntil(t, 2*time.Minute, "the client certificate to be renewed", func() bool {
+			return certOf(t, pair).SerialNumber.Cmp(aging.SerialNumber) != 0
+		})
+		renewed := certOf(t, pair)
+		if renewed.Subject.CommonName != "system:node:"+joinedNode || !renewed.NotAfter.After(aging.NotAfter) {
+			t.Fatalf("renewed certificate: %v until %v", renewed.Subject, renewed.NotAfter)
+		}
+		csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, c := range csrs.Items {
+			if c.Spec.Username == "system:node:"+joinedNode && bytes.Contains(c.Status.Certificate, pemBody(t, pair)) {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatal("no CSR of the node itself issued the renewed certificate")
+		}
+		pollUntil(t, time.Minute, "hostlet to reconnect with the renewed certificate", func() bool {
+			b, _ := os.ReadFile(h.LogPath())
+			return bytes.Contains(b, []byte("client certificate rotated"))
+		})
+		rotated := time.Now()
+		pollUntil(t, time.Minute, "a Lease renewal after the rotation", func() bool {
+			l, err := client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, joinedNode, metav1.GetOptions{})
+			return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(rotated)
+		})
+		if h.Pid() != pid || h.Exited() {
+			t.Fatal("hostlet restarted to rotate")
+		}
+		if err := cluster.WaitNodeReady(ctx, joinedNode); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	// Two replicas on the joined node under a budget of one disruption:
 	// leave's second eviction waits for the first pod's replacement, which

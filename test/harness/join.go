@@ -40,3 +40,14 @@ func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, c
 	}
 	return h, nil
 }
+
+// AgingNodeClientCert is a client certificate and key (PEM) for
+// system:node:<name> from the cluster CA, issued an hour ago and valid for
+// ten more minutes: far past the 70-90% of its lifetime at which a
+// certificate manager renews it.
+func (c *Cluster) AgingNodeClientCert(name string) (certPEM, keyPEM []byte, err error) {
+	return c.pki.issue(certSpec{
+		cn: "system:node:" + name, orgs: []string{"system:nodes"}, client: true,
+		validFor: time.Hour + 10*time.Minute,
+	})
+}
