@@ -225,7 +225,7 @@ func TestJoinAndLeave(t *testing.T) {
 			t.Fatal(err)
 		}
 		pid := h.Pid()
-		pollUntil(t, 2*time.Minute, "the client certificate to be renewed", func() bool {
+		pollUntil(t, 4*time.Minute, "the client certificate to be renewed", func() bool {
 			return certOf(t, pair).SerialNumber.Cmp(aging.SerialNumber) != 0
 		})
 		renewed := certOf(t, pair)
