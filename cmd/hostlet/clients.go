@@ -1,15 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	"github.com/hostlet/hostlet/provider/join"
 	"github.com/hostlet/hostlet/provider/node"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -21,8 +22,10 @@ type clients struct {
 	api, events, heartbeat kubernetes.Interface
 }
 
-func newClients(o *options) (clients, error) {
-	restCfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+func newClients(ctx context.Context, o *options) (clients, error) {
+	// A kubeconfig join wrote has its client certificate rotated
+	// (selfnodeclient CSRs); an inline one is used as it is.
+	restCfg, err := join.RotatingClientConfig(ctx, o.kubeconfig)
 	if err != nil {
 		return clients{}, fmt.Errorf("kubeconfig: %w", err)
 	}

@@ -32,6 +32,10 @@ func main() {
 		runtime.RunPause() // PID 1 of a pod sharing its process namespace
 		return
 	}
+	if len(os.Args) > 1 && (os.Args[1] == "join" || os.Args[1] == "leave") {
+		runSubcommand(os.Args[1], os.Args[2:])
+		return
+	}
 	var o options
 	if err := o.parse(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -64,7 +68,7 @@ func run(ctx context.Context, o *options) error {
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return err
 	}
-	c, err := newClients(o)
+	c, err := newClients(ctx, o)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,8 @@ type certSpec struct {
 	dns    []string
 	client bool
 	server bool
+	// validFor is the lifetime from NotBefore (an hour ago); 0: a year.
+	validFor time.Duration
 }
 
 // newPKI creates the CA, the apiserver's serving and kubelet-client certs,
@@ -120,11 +122,14 @@ func (p *pki) issue(s certSpec) (certPEM, keyPEM []byte, err error) {
 		return nil, nil, err
 	}
 	now := time.Now()
+	if s.validFor == 0 {
+		s.validFor = 365*24*time.Hour + time.Hour
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: s.cn, Organization: s.orgs},
 		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(365 * 24 * time.Hour),
+		NotAfter:     now.Add(-time.Hour + s.validFor),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		IPAddresses:  s.ips,
 		DNSNames:     s.dns,

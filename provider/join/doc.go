@@ -1,0 +1,6 @@
+// Package join adds this host to a cluster and removes it again, the way
+// kubeadm join and the kubelet's TLS bootstrap do: preflight checks, token
+// discovery of the cluster CA (JWS signature and public-key pin), a CSR for
+// the node's client certificate, the files and systemd unit hostlet runs
+// from, and leave (cordon, evict, stop, delete the Node, remove the files).
+package join

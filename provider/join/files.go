@@ -1,0 +1,173 @@
+package join
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/certificate"
+	"sigs.k8s.io/yaml"
+)
+
+// Layout is where join writes and leave removes: everything under StateDir,
+// except the systemd unit under UnitDir.
+type Layout struct {
+	StateDir string // default /var/lib/hostlet
+	UnitDir  string // default /etc/systemd/system
+}
+
+// clientPairPrefix names the client certificate files, as the kubelet's
+// kubelet-client-current.pem: certificate and key in one file behind a
+// symlink, so a rotation (certificate.Manager) swaps both at once.
+const clientPairPrefix = "hostlet-client"
+
+func (l Layout) Kubeconfig() string  { return filepath.Join(l.StateDir, "kubeconfig") }
+func (l Layout) ConfigFile() string  { return filepath.Join(l.StateDir, "config.yaml") }
+func (l Layout) PKIDir() string      { return filepath.Join(l.StateDir, "pki") }
+func (l Layout) CAFile() string      { return filepath.Join(l.PKIDir(), "ca.crt") }
+func (l Layout) ServingCert() string { return filepath.Join(l.PKIDir(), "hostlet.crt") }
+func (l Layout) ServingKey() string  { return filepath.Join(l.PKIDir(), "hostlet.key") }
+func (l Layout) UnitFile() string    { return filepath.Join(l.UnitDir, unitName) }
+
+// ClientStore holds the node's client certificate and key (PKIDir()/hostlet-client-current.pem).
+func (l Layout) ClientStore() (certificate.FileStore, error) {
+	return certificate.NewFileStore(clientPairPrefix, l.PKIDir(), l.PKIDir(), "", "")
+}
+
+// ClientPairFile is the file the kubeconfig names for certificate and key.
+func (l Layout) ClientPairFile() string {
+	return filepath.Join(l.PKIDir(), clientPairPrefix+"-current.pem")
+}
+
+// currentIdentity returns the node name of a client certificate this host
+// already holds, signed by ca and valid for another hour; "" if none.
+func (l Layout) currentIdentity(caPEM []byte) string {
+	pair, err := tls.LoadX509KeyPair(l.ClientPairFile(), l.ClientPairFile())
+	if err != nil {
+		return ""
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil || time.Until(leaf.NotAfter) < time.Hour {
+		return ""
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return ""
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return ""
+	}
+	name, ok := bytes.CutPrefix([]byte(leaf.Subject.CommonName), []byte("system:node:"))
+	if !ok {
+		return ""
+	}
+	return string(name)
+}
+
+// file is one file join writes.
+type file struct {
+	path    string
+	mode    os.FileMode
+	data    []byte
+	private bool // not printed by --dry-run
+}
+
+// kubeconfigFile points hostlet at the server, trusting the discovered CA,
+// with the client pair file (rotated in place) as its identity.
+func kubeconfigFile(l Layout, c *Cluster, nodeName string) (file, error) {
+	cfg := clientcmdapi.NewConfig()
+	user := "system:node:" + nodeName
+	cfg.Clusters["default"] = &clientcmdapi.Cluster{Server: c.Server, CertificateAuthorityData: c.CAPEM}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificate: l.ClientPairFile(), ClientKey: l.ClientPairFile()}
+	cfg.Contexts["default"] = &clientcmdapi.Context{Cluster: "default", AuthInfo: user}
+	cfg.CurrentContext = "default"
+	b, err := clientcmd.Write(*cfg)
+	return file{path: l.Kubeconfig(), mode: 0o600, data: b}, err
+}
+
+// configFile is hostlet's --config: settings keyed by flag name.
+func configFile(l Layout, settings map[string]any) (file, error) {
+	b, err := yaml.Marshal(settings)
+	if err != nil {
+		return file{}, err
+	}
+	head := []byte("# Written by `hostlet join`; `hostlet leave` removes it. Keys are hostlet's flags.\n")
+	return file{path: l.ConfigFile(), mode: 0o600, data: append(head, b...)}, nil
+}
+
+// servingFiles are a self-signed serving certificate for the kubelet API,
+// what the kubelet makes when given none; kept if present.
+func servingFiles(l Layout, nodeName string) ([]file, error) {
+	if _, err := os.Stat(l.ServingKey()); err == nil {
+		return nil, nil
+	}
+	cert, key, err := certutil.GenerateSelfSignedCertKey(nodeName, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return []file{
+		{path: l.ServingCert(), mode: 0o644, data: cert},
+		{path: l.ServingKey(), mode: 0o600, data: key, private: true},
+	}, nil
+}
+
+// write puts f in place atomically (temp file, rename) and leaves an
+// identical file alone, so a rerun of join changes nothing that is right.
+func (f file) write() error {
+	if old, err := os.ReadFile(f.path); err == nil && bytes.Equal(old, f.data) {
+		return os.Chmod(f.path, f.mode)
+	}
+	if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(f.path), "."+filepath.Base(f.path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(f.mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(f.data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), f.path)
+}
+
+// remove deletes what join wrote under l, and StateDir and its pki
+// directory if nothing else is left in them.
+func (l Layout) remove() error {
+	var errs []error
+	for _, p := range []string{l.Kubeconfig(), l.ConfigFile(), l.UnitFile()} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(l.PKIDir()); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.Remove(l.StateDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if entries, _ := os.ReadDir(l.StateDir); len(entries) > 0 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			return errors.Join(append(errs, fmt.Errorf("left %s in place: it holds more than join wrote (%v)", l.StateDir, names))...)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,104 @@
+package join
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFileWriteIsAtomicAndIdempotent(t *testing.T) {
+	dir := t.TempDir()
+	f := file{path: filepath.Join(dir, "a", "config.yaml"), mode: 0o600, data: []byte("x: 1\n")}
+	if err := f.write(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(f.path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, err %v", st.Mode().Perm(), err)
+	}
+	// Unchanged content: the file is left alone (same inode, same mtime).
+	old := time.Unix(1, 0)
+	os.Chtimes(f.path, old, old)
+	if err := f.write(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(f.path); !st.ModTime().Equal(old) {
+		t.Error("an identical file was rewritten")
+	}
+	f.data = []byte("x: 2\n")
+	if err := f.write(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(f.path); string(b) != "x: 2\n" {
+		t.Errorf("content %q", b)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(f.path))
+	if len(entries) != 1 {
+		t.Errorf("temp files left: %v", entries)
+	}
+}
+
+func TestRemoveLeavesForeignFiles(t *testing.T) {
+	l := Layout{StateDir: filepath.Join(t.TempDir(), "state"), UnitDir: t.TempDir()}
+	for _, f := range []file{
+		{path: l.Kubeconfig(), mode: 0o600, data: []byte("k")},
+		{path: l.ConfigFile(), mode: 0o600, data: []byte("c")},
+		{path: l.CAFile(), mode: 0o644, data: []byte("ca")},
+		{path: l.UnitFile(), mode: 0o644, data: []byte("u")},
+	} {
+		if err := f.write(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.remove(); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if _, err := os.Stat(l.StateDir); !os.IsNotExist(err) {
+		t.Errorf("state dir still there: %v", err)
+	}
+	if _, err := os.Stat(l.UnitFile()); !os.IsNotExist(err) {
+		t.Errorf("unit still there: %v", err)
+	}
+
+	// Something join did not write stays, and is named.
+	if err := (file{path: l.Kubeconfig(), mode: 0o600, data: []byte("k")}).write(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(l.StateDir, "pods"), nil, 0o600)
+	err := l.remove()
+	if err == nil || !strings.Contains(err.Error(), "pods") {
+		t.Fatalf("remove = %v, want it to name what it left", err)
+	}
+	if _, err := os.Stat(l.Kubeconfig()); !os.IsNotExist(err) {
+		t.Error("kubeconfig not removed")
+	}
+}
+
+func TestConfigFileKeysAreFlags(t *testing.T) {
+	l := Layout{StateDir: "/var/lib/hostlet"}
+	f, err := configFile(l, map[string]any{"kubeconfig": l.Kubeconfig(), "cni-bin-dir": []string{"/a", "/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(f.data)
+	for _, want := range []string{"kubeconfig: /var/lib/hostlet/kubeconfig\n", "cni-bin-dir:\n- /a\n- /b\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("config lacks %q:\n%s", want, got)
+		}
+	}
+	if f.mode != 0o600 {
+		t.Errorf("mode %v", f.mode)
+	}
+}
+
+func TestUnitRequiresContainerd(t *testing.T) {
+	u := string(unitFile(Layout{StateDir: "/s", UnitDir: "/u"}, "/usr/local/bin/hostlet").data)
+	for _, want := range []string{"Requires=containerd.service", "After=network-online.target containerd.service",
+		"ExecStart=/usr/local/bin/hostlet --config /s/config.yaml", "WantedBy=multi-user.target"} {
+		if !strings.Contains(u, want) {
+			t.Errorf("unit lacks %q:\n%s", want, u)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package join
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+const unitName = "hostlet.service"
+
+// unitFile runs hostlet from its config file; containerd must run first and
+// stopping containerd stops hostlet (Requires), as for the kubelet.
+func unitFile(l Layout, executable string) file {
+	unit := fmt.Sprintf(`# Written by hostlet join; hostlet leave removes it.
+[Unit]
+Description=hostlet: this host as a Kubernetes node
+Documentation=https://github.com/hostlet/hostlet
+Wants=network-online.target
+After=network-online.target containerd.service
+Requires=containerd.service
+
+[Service]
+ExecStart=%s --config %s
+Restart=always
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target
+`, executable, l.ConfigFile())
+	return file{path: l.UnitFile(), mode: 0o644, data: []byte(unit)}
+}
+
+// systemdRuns is how systemd itself tells (sd_booted).
+func systemdRuns() bool {
+	st, err := os.Stat("/run/systemd/system")
+	return err == nil && st.IsDir()
+}
+
+func systemctl(args ...string) error {
+	out, err := exec.Command("systemctl", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("systemctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

@@ -1,0 +1,425 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostlet/hostlet/test/harness"
+	"github.com/hostlet/hostlet/test/images"
+	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/certificate"
+)
+
+// joinedNode is the node the join test adds with `hostlet join`.
+const joinedNode = "hostlet-joined"
+
+// A host with an empty state dir joins with the command the chart's NOTES
+// print, after wrong credentials, an unreachable server and a taken name
+// were each refused without writing anything; hostlet then runs from what
+// join wrote under a CSR-issued identity and runs pods; `hostlet leave`
+// drains it as a PodDisruptionBudget allows and removes the Node and the
+// files; `helm uninstall` removes what the chart created.
+func TestJoinAndLeave(t *testing.T) {
+	skipIfNoCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	helm, err := harness.BuildHelm(ctx, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := harness.BuildHostlet(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := cluster.Client()
+
+	// The cluster side, as a user installs it.
+	notes, err := cluster.Helm(ctx, helm, "install", "hostlet", filepath.Join(root, "charts", "hostlet"),
+		"--namespace", "kube-system", "--set", "clusterInfo.server="+cluster.APIServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	uninstalled := false
+	t.Cleanup(func() {
+		if !uninstalled {
+			cluster.Helm(context.Background(), helm, "uninstall", "hostlet", "--namespace", "kube-system")
+		}
+	})
+	m := regexp.MustCompile(`hostlet join (https://\S+) --token (\S+) --discovery-token-ca-cert-hash \$CA_HASH`).FindStringSubmatch(notes)
+	if m == nil {
+		t.Fatalf("NOTES print no join command:\n%s", notes)
+	}
+	server, token := m[1], m[2]
+	hashCmd := regexp.MustCompile(`(?s)CA_HASH=(sha256:\$\(.*?\| cut -d' ' -f1\))`).FindStringSubmatch(notes)
+	if hashCmd == nil {
+		t.Fatalf("NOTES print no CA hash one-liner:\n%s", notes)
+	}
+	sh := exec.CommandContext(ctx, "bash", "-c", "set -o pipefail; echo "+hashCmd[1])
+	sh.Env = append(os.Environ(), "KUBECONFIG="+cluster.KubeconfigPath(), "PATH="+cluster.BinDir()+":"+os.Getenv("PATH"))
+	out, err := sh.CombinedOutput()
+	caHash := strings.TrimSpace(string(out))
+	if err != nil || !regexp.MustCompile(`^sha256:[0-9a-f]{64}$`).MatchString(caHash) {
+		t.Fatalf("NOTES' CA hash one-liner: %v: %q", err, out)
+	}
+	if want := caHashOf(t, cluster.CACertFile()); caHash != want {
+		t.Fatalf("NOTES' one-liner computes %s, the cluster CA's pin is %s", caHash, want)
+	}
+	t.Logf("NOTES: hostlet join %s --token %s --discovery-token-ca-cert-hash %s", server, token, caHash)
+
+	// An upgrade keeps the generated token and cluster-info with its signature.
+	upgraded, err := cluster.Helm(ctx, helm, "upgrade", "hostlet", filepath.Join(root, "charts", "hostlet"),
+		"--namespace", "kube-system", "--set", "clusterInfo.server="+cluster.APIServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(upgraded, " --token "+token+" ") {
+		t.Fatalf("helm upgrade changed the token:\n%s", upgraded)
+	}
+
+	state := filepath.Join(t.TempDir(), "state")
+	hostArgs := []string{
+		"--state-dir", state, "--skip-systemd", "--discovery-timeout", "10s", "--tls-bootstrap-timeout", "2m",
+		"--root-dir", filepath.Join(cluster.Dir(), "hostlet", joinedNode),
+		"--container-runtime-endpoint", "unix://" + cluster.ContainerdSocket(),
+		"--cni-conf-dir", cluster.CNIConfDir(), "--cni-bin-dir", cluster.CNIBinDir(),
+		"--hostlet-arg", "containerd-namespace=" + harness.ContainerdNamespace,
+		"--hostlet-arg", "registry-config-dir=" + cluster.ContainerdHostsDir(),
+		"--hostlet-arg", "cni-cache-dir=" + cluster.CNICacheDir(),
+		"--hostlet-arg", "node-ip=127.0.0.1", "--hostlet-arg", "v=4",
+	}
+	join := func(name, server, token, hash string, extra ...string) (string, error) {
+		args := append([]string{"join", server, "--token", token, "--discovery-token-ca-cert-hash", hash, "--node-name", name}, hostArgs...)
+		cmd := exec.CommandContext(ctx, bin, append(args, extra...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	stateEmpty := func(t *testing.T) {
+		t.Helper()
+		if entries, err := os.ReadDir(state); err == nil {
+			t.Fatalf("the refused join wrote %d entries into the state dir", len(entries))
+		}
+	}
+
+	id, _, _ := strings.Cut(token, ".")
+	for _, c := range []struct {
+		name, server, token, hash, node, want string
+	}{
+		{"wrong CA hash", server, token, "sha256:" + strings.Repeat("ab", 32), joinedNode, "matches no --discovery-token-ca-cert-hash"},
+		{"wrong secret", server, id + ".0000000000000000", caHash, joinedNode, "does not verify with this token's secret"},
+		{"unknown token", server, "zzzzzz.0000000000000000", caHash, joinedNode, `token "zzzzzz" is not valid for this cluster or has expired`},
+		{"unreachable server", "https://127.0.0.1:" + closedPort(t), token, caHash, joinedNode, "connection refused"},
+		{"name of a Ready node", server, token, caHash, nodeName, "a Ready node named \"" + nodeName + "\" already exists"},
+	} {
+		t.Run("refused: "+c.name, func(t *testing.T) {
+			out, err := join(c.node, c.server, c.token, c.hash)
+			if err == nil || !strings.Contains(out, c.want) {
+				t.Fatalf("want a failure saying %q, got %v:\n%s", c.want, err, out)
+			}
+			stateEmpty(t)
+		})
+	}
+	t.Run("dry run", func(t *testing.T) {
+		out, err := join(joinedNode, server, token, caHash, "--dry-run")
+		if err != nil || !strings.Contains(out, "[dry-run] would request a client certificate for system:node:"+joinedNode) ||
+			!strings.Contains(out, "hostname-override: "+joinedNode) {
+			t.Fatalf("dry run: %v:\n%s", err, out)
+		}
+		stateEmpty(t)
+	})
+
+	out2, err := join(joinedNode, server, token, caHash)
+	if err != nil {
+		t.Fatalf("hostlet join: %v\n%s", err, out2)
+	}
+	t.Logf("hostlet join:\n%s", out2)
+	pair := filepath.Join(state, "pki", "hostlet-client-current.pem")
+	for _, f := range []string{filepath.Join(state, "kubeconfig"), pair, filepath.Join(state, "pki", "hostlet.key"), filepath.Join(state, "config.yaml")} {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", f, st.Mode().Perm())
+		}
+	}
+	cert := certOf(t, pair)
+	if cert.Subject.CommonName != "system:node:"+joinedNode || len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != "system:nodes" {
+		t.Fatalf("client certificate is for %v", cert.Subject)
+	}
+	if err := cert.CheckSignatureFrom(certOf(t, cluster.CACertFile())); err != nil {
+		t.Fatalf("client certificate is not the cluster CA's: %v", err)
+	}
+	csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued := false
+	for _, c := range csrs.Items {
+		if c.Spec.Username == "system:bootstrap:"+id && c.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && bytes.Contains(c.Status.Certificate, pemBody(t, pair)) {
+			issued = true
+		}
+	}
+	if !issued {
+		t.Fatal("no CSR of the bootstrap token issued the node's certificate")
+	}
+
+	t.Run("rerun keeps the identity", func(t *testing.T) {
+		before, _ := os.ReadFile(pair)
+		if out, err := join(joinedNode, server, token, caHash); err != nil {
+			t.Fatalf("rerun: %v\n%s", err, out)
+		}
+		if after, _ := os.ReadFile(pair); !bytes.Equal(before, after) {
+			t.Fatal("a rerun replaced a valid client certificate")
+		}
+	})
+
+	h, err := cluster.StartJoinedHostlet(ctx, harness.HostletOptions{Binary: bin, NodeName: joinedNode}, filepath.Join(state, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "on-joined", "sh", "-c", "echo joined")
+	pod.Spec.NodeName = joinedNode
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, "on-joined", v1.PodSucceeded)
+
+	t.Run("client certificate rotation", func(t *testing.T) {
+		// An aging certificate in place of the issued one: hostlet renews it
+		// at start through a selfnodeclient CSR, switches to the new one
+		// without a restart, and the node keeps renewing its Lease.
+		certPEM, keyPEM, err := cluster.AgingNodeClientCert(joinedNode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Stop()
+		store, err := certificate.NewFileStore("hostlet-client", filepath.Dir(pair), filepath.Dir(pair), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Update(certPEM, keyPEM); err != nil {
+			t.Fatal(err)
+		}
+		aging := certOf(t, pair)
+		if err := h.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pid := h.Pid()
+		pollUntil(t, 4*time.Minute, "the client certificate to be renewed", func() bool {
+			return certOf(t, pair).SerialNumber.Cmp(aging.SerialNumber) != 0
+		})
+		renewed := certOf(t, pair)
+		if renewed.Subject.CommonName != "system:node:"+joinedNode || !renewed.NotAfter.After(aging.NotAfter) {
+			t.Fatalf("renewed certificate: %v until %v", renewed.Subject, renewed.NotAfter)
+		}
+		csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, c := range csrs.Items {
+			if c.Spec.Username == "system:node:"+joinedNode && bytes.Contains(c.Status.Certificate, pemBody(t, pair)) {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatal("no CSR of the node itself issued the renewed certificate")
+		}
+		pollUntil(t, time.Minute, "hostlet to reconnect with the renewed certificate", func() bool {
+			b, _ := os.ReadFile(h.LogPath())
+			return bytes.Contains(b, []byte("client certificate rotated"))
+		})
+		rotated := time.Now()
+		pollUntil(t, time.Minute, "a Lease renewal after the rotation", func() bool {
+			l, err := client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, joinedNode, metav1.GetOptions{})
+			return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(rotated)
+		})
+		if h.Pid() != pid || h.Exited() {
+			t.Fatal("hostlet restarted to rotate")
+		}
+		if err := cluster.WaitNodeReady(ctx, joinedNode); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// Two replicas on the joined node under a budget of one disruption:
+	// leave's second eviction waits for the first pod's replacement, which
+	// the scheduler puts on the other node of the pool.
+	const pool = "hostlet.test/join-pool"
+	labelNode(t, joinedNode, pool, "drain")
+	labelNode(t, nodeName, pool, "")
+	t.Cleanup(func() { unlabelNode(nodeName, pool) })
+	sel := map[string]string{"app": "drained"}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "drained"},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr[int32](2), Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel},
+				Spec: v1.PodSpec{
+					TerminationGracePeriodSeconds: ptr[int64](1),
+					NodeSelector:                  map[string]string{pool: "drain"},
+					Containers:                    []v1.Container{{Name: "c", Image: images.BusyboxRef, Command: []string{"sleep", "3600"}}},
+				},
+			},
+		},
+	}
+	if _, err := client.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "drained"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: sel}},
+	}
+	if _, err := client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, ns, sel, 2, joinedNode)
+	// The other node may take replacements only now.
+	labelNode(t, nodeName, pool, "drain")
+	pollUntil(t, time.Minute, "the budget to allow one disruption", func() bool {
+		p, err := client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "drained", metav1.GetOptions{})
+		return err == nil && p.Status.DisruptionsAllowed == 1
+	})
+
+	pid := h.Pid()
+	leave := exec.CommandContext(ctx, bin, "leave", "--state-dir", state, "--skip-systemd", "--timeout", "3m",
+		"--stop-command", fmt.Sprintf("kill -TERM %d; while kill -0 %d 2>/dev/null; do sleep 0.2; done", pid, pid))
+	out3, err := leave.CombinedOutput()
+	if err != nil {
+		t.Fatalf("hostlet leave: %v\n%s", err, out3)
+	}
+	t.Logf("hostlet leave:\n%s", out3)
+	if !strings.Contains(string(out3), "eviction refused for now") {
+		t.Error("leave never waited for the budget (no 429 seen)")
+	}
+	if _, err := client.CoreV1().Nodes().Get(ctx, joinedNode, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("Node %s still there after leave: %v", joinedNode, err)
+	}
+	waitRunning(t, ns, sel, 2, nodeName)
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		entries, _ := os.ReadDir(state)
+		t.Fatalf("leave left the state dir: %v %v", err, entries)
+	}
+
+	if _, err := cluster.Helm(ctx, helm, "uninstall", "hostlet", "--namespace", "kube-system", "--wait"); err != nil {
+		t.Fatal(err)
+	}
+	uninstalled = true
+	if _, err := client.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("bootstrap token Secret after uninstall: %v", err)
+	}
+	if _, err := client.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("cluster-info after uninstall: %v", err)
+	}
+	crbs, err := client.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=hostlet"})
+	if err != nil || len(crbs.Items) != 0 {
+		t.Errorf("ClusterRoleBindings of the release after uninstall: %v %d", err, len(crbs.Items))
+	}
+}
+
+func caHashOf(t *testing.T, file string) string {
+	t.Helper()
+	out, err := exec.Command("bash", "-c", "openssl x509 -noout -pubkey -in "+file+" | openssl pkey -pubin -outform der | sha256sum | cut -d' ' -f1").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "sha256:" + strings.TrimSpace(string(out))
+}
+
+func certOf(t *testing.T, file string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var blk *pem.Block
+		if blk, b = pem.Decode(b); blk == nil {
+			t.Fatalf("no certificate in %s", file)
+		}
+		if blk.Type == "CERTIFICATE" {
+			c, err := x509.ParseCertificate(blk.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+	}
+}
+
+// pemBody is the certificate block of a cert+key file, as PEM.
+func pemBody(t *testing.T, file string) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certOf(t, file).Raw})
+}
+
+// closedPort is a loopback port nothing listens on.
+func closedPort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	return port
+}
+
+func labelNode(t *testing.T, node, key, value string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+	if _, err := cluster.Client().CoreV1().Nodes().Patch(context.Background(), node, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func unlabelNode(node, key string) {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, key)
+	cluster.Client().CoreV1().Nodes().Patch(context.Background(), node, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{})
+}
+
+// waitRunning waits for want Running and Ready pods of sel, all on node.
+func waitRunning(t *testing.T, ns string, sel map[string]string, want int, node string) {
+	t.Helper()
+	pollUntil(t, 2*time.Minute, fmt.Sprintf("%d ready pods %v on %s", want, sel, node), func() bool {
+		pods, err := cluster.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{
+			LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: sel})})
+		if err != nil {
+			return false
+		}
+		n := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Spec.NodeName != node || p.Status.Phase != v1.PodRunning {
+				return false
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+					n++
+				}
+			}
+		}
+		return n == want
+	})
+}

@@ -1,0 +1,53 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// StartJoinedHostlet runs hostlet as a host would after `hostlet join`:
+// from the config file join wrote (its identity, CA, serving certificate,
+// runtime and CNI settings), with only a free kubelet API port on 127.0.0.1
+// and opts.ExtraArgs on top. Unlike StartHostlet, the harness mints nothing
+// for it. Waits for the Node to be Ready unless opts.NoWaitReady.
+func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, configFile string) (*Hostlet, error) {
+	if opts.Binary == "" || opts.NodeName == "" {
+		return nil, fmt.Errorf("StartJoinedHostlet: Binary and NodeName are required")
+	}
+	c.mu.Lock()
+	if _, dup := c.hostlets[opts.NodeName]; dup {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("hostlet %s already started", opts.NodeName)
+	}
+	c.mu.Unlock()
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	h := &Hostlet{c: c, opts: opts, port: ports[0]}
+	h.args = append([]string{"--config", configFile, "--address", "127.0.0.1", "--port", fmt.Sprint(h.port)}, opts.ExtraArgs...)
+	if err := h.start(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.hostlets[opts.NodeName] = h
+	c.mu.Unlock()
+	if !opts.NoWaitReady {
+		if err := h.waitReady(ctx, time.Time{}); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+// AgingNodeClientCert is a client certificate and key (PEM) for
+// system:node:<name> from the cluster CA, issued an hour ago and valid for
+// ten more minutes: far past the 70-90% of its lifetime at which a
+// certificate manager renews it.
+func (c *Cluster) AgingNodeClientCert(name string) (certPEM, keyPEM []byte, err error) {
+	return c.pki.issue(certSpec{
+		cn: "system:node:" + name, orgs: []string{"system:nodes"}, client: true,
+		validFor: time.Hour + 10*time.Minute,
+	})
+}
