@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -20,16 +21,40 @@ func TestPortForward(t *testing.T) {
 	cluster.CreatePod(t, testapp(ns, "pf", "--http=127.0.0.1:9090"))
 	waitPhase(t, ns, "pf", v1.PodRunning)
 
-	cfg := cluster.RESTConfig()
-	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+	// Running says the process started, not that it listens yet (there is
+	// no probe on localhost), and a refused connection ends client-go's
+	// forwarder as it ends kubectl port-forward: try again with a new one,
+	// bounded.
+	var (
+		b   []byte
+		err error
+	)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		if b, err = forwardOnce(t, ns, "pf", 9090, "/echo?msg=forwarded"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("through the forward: %v", err)
+		}
+	}
+	if string(b) != "forwarded" {
+		t.Fatalf("through the forward: %q", b)
+	}
+}
+
+// forwardOnce forwards a local port to the pod's port through the API
+// server, as kubectl port-forward does, and GETs path through it.
+func forwardOnce(t *testing.T, ns, pod string, port int, path string) ([]byte, error) {
+	t.Helper()
+	transport, upgrader, err := spdy.RoundTripperFor(cluster.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := cluster.Client().CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name("pf").SubResource("portforward").URL()
+	url := cluster.Client().CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("portforward").URL()
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
 	stop, ready := make(chan struct{}), make(chan struct{})
 	defer close(stop)
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:9090"}, stop, ready, io.Discard, io.Discard)
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, stop, ready, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,30 +63,21 @@ func TestPortForward(t *testing.T) {
 	select {
 	case <-ready:
 	case err := <-errs:
-		t.Fatal(err)
+		return nil, err
 	}
 	ports, err := fw.GetPorts()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	// Running says the process started, not that it listens yet (there is
-	// no probe on localhost): each request is a new forwarded connection, so
-	// a refused one is tried again, bounded.
-	var b []byte
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(int(ports[0].Local)) + "/echo?msg=forwarded")
-		if err == nil {
-			b, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("through the forward: %v %q", err, b)
-		}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(int(ports[0].Local)) + path)
+	if err != nil {
+		return nil, err
 	}
-	if string(b) != "forwarded" {
-		t.Fatalf("through the forward: %q", b)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %d: %q", resp.StatusCode, b)
 	}
+	return b, err
 }
