@@ -47,7 +47,11 @@ func extraNode(t *testing.T, opts harness.HostletOptions) *harness.Hostlet {
 		})
 	}
 	if err != nil {
-		t.Fatalf("starting node %s: %v (log %s)", opts.NodeName, err, h.LogPath())
+		log := "none"
+		if h != nil {
+			log = h.LogPath()
+		}
+		t.Fatalf("starting node %s: %v (log %s)", opts.NodeName, err, log)
 	}
 	return h
 }
