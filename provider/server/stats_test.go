@@ -80,4 +80,3 @@ func TestContainerAndPodStats(t *testing.T) {
 		t.Error("a pod without containers has sums")
 	}
 }
-
