@@ -117,6 +117,9 @@ func TestKubeletStatsAndMetrics(t *testing.T) {
 	if v, _ := sample(own, "kubelet_running_pods", nil); v < 1 {
 		t.Errorf("kubelet_running_pods = %v", v)
 	}
+	if v, _ := sample(own, "kubelet_pod_start_duration_seconds", nil); v < 1 {
+		t.Errorf("kubelet_pod_start_duration_seconds has %v samples", v)
+	}
 	if v, _ := sample(own, "kubelet_running_containers", map[string]string{"container_state": "running"}); v < 1 {
 		t.Errorf("kubelet_running_containers{running} = %v", v)
 	}
@@ -185,6 +188,8 @@ func sample(fams map[string]*dto.MetricFamily, name string, labels map[string]st
 			return m.Counter.GetValue(), true
 		case m.Untyped != nil:
 			return m.Untyped.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
 		}
 	}
 	return 0, false
