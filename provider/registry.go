@@ -13,6 +13,10 @@ import (
 type podEntry struct {
 	worker *lifecycle.Pod
 	cancel context.CancelFunc
+	// seen is when the node first saw the pod; running, once it was
+	// Running (kubelet_pod_start_duration_seconds).
+	seen    time.Time
+	running bool
 }
 
 // goneTTL is how long the UID of a finished pod is remembered, so late
@@ -71,7 +75,7 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		Terminated: p.terminated,
 		Prober:     p.prober,
 	})
-	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel}
+	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel, seen: time.Now(), running: pod.Status.Phase == v1.PodRunning}
 	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
 	return admission{started: w, ctx: wctx}
 }

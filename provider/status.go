@@ -52,6 +52,7 @@ func (p *Provider) updateStatus(ctx context.Context, pod *v1.Pod, change func(*v
 // gone from the API would only keep virtual-kubelet waiting for it; the
 // final status of a deleted pod is written by terminated, by UID.
 func (p *Provider) publish(pod *v1.Pod) {
+	p.observeStart(pod.UID, pod.Status.Phase)
 	p.mu.Lock()
 	cb := p.notify
 	newest := p.byName[key(pod.Namespace, pod.Name)]

@@ -125,6 +125,7 @@ func run(ctx context.Context, o *options) error {
 		CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.clientCA,
 		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
+		Node: nd, Stats: rt, Volumes: spec, Metrics: prov.Metrics(),
 	}); err != nil {
 		return err
 	}

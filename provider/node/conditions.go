@@ -95,17 +95,7 @@ func (n *Node) pressure(ctx context.Context, runtimeUp bool) map[v1.NodeConditio
 	if fsPressure(th, n.cfg.RootDir, SignalNodeFsAvailable, SignalNodeFsInodesFree) {
 		out[v1.NodeDiskPressure] = true
 	}
-	n.mu.Lock()
-	imageFs := n.imageFs
-	n.mu.Unlock()
-	if imageFs == "" && runtimeUp {
-		if dir, err := n.rt.ImageFsDir(ctx); err == nil {
-			imageFs = dir
-			n.mu.Lock()
-			n.imageFs = dir
-			n.mu.Unlock()
-		}
-	}
+	imageFs := n.imageFsDir(ctx, runtimeUp)
 	if imageFs != "" && fsPressure(th, imageFs, SignalImageFsAvailable, SignalImageFsInodesFree) {
 		out[v1.NodeDiskPressure] = true
 	}

@@ -16,29 +16,14 @@ func memTotal() (int64, error) {
 
 // memAvailable reads MemAvailable and MemTotal from /proc/meminfo in bytes.
 func memAvailable() (avail, total int64, err error) {
-	f, err := os.Open("/proc/meminfo")
+	info, err := meminfo()
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "MemTotal:":
-			total = v * 1024
-		case "MemAvailable:":
-			avail = v * 1024
-		}
-	}
-	if total == 0 {
+	if info["MemTotal"] == 0 {
 		return 0, 0, fmt.Errorf("MemTotal not found in /proc/meminfo")
 	}
-	return avail, total, nil
+	return int64(info["MemAvailable"]), int64(info["MemTotal"]), nil
 }
 
 func readTrim(path string) string {

@@ -17,6 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
+// VolumeDir is where a pod's volume lives on the host (the kubelet API
+// reports its usage).
+func (r *Runtime) VolumeDir(pod *v1.Pod, name string) string { return r.volumeDir(pod, name) }
+
 func (r *Runtime) volumeDir(pod *v1.Pod, name string) string {
 	return filepath.Join(r.cfg.RootDir, "pods", string(pod.UID), "volumes", name)
 }

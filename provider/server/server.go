@@ -1,5 +1,5 @@
 // Package server is the kubelet HTTPS API (logs, exec, port-forward, pods,
-// healthz) for the pods the node runs, authorized as the kubelet's is.
+// healthz, stats, metrics) for the pods the node runs, authorized as the kubelet's is.
 package server
 
 import (
@@ -20,6 +20,7 @@ import (
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/testpanic"
 	"github.com/hostlet/hostlet/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	log "github.com/sirupsen/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
@@ -48,6 +49,12 @@ type Config struct {
 	APIPods corelisters.PodLister
 	Runtime Runtime
 	Events  Recorder
+	// Node, Stats and Volumes are read for /stats/summary and
+	// /metrics/resource; Metrics are more collectors for /metrics.
+	Node    NodeStats
+	Stats   StatsRuntime
+	Volumes Volumes
+	Metrics []prometheus.Collector
 }
 
 // Pods finds the pods the node runs (provider.Provider).
@@ -70,7 +77,10 @@ type Recorder interface {
 }
 
 // server answers the kubelet API's pod routes.
-type server struct{ cfg Config }
+type server struct {
+	cfg Config
+	cpu cpuRates
+}
 
 // Package server is the kubelet's HTTPS API for the pods hostlet runs.
 // Serve runs the kubelet API (logs, exec, pods, healthz), authenticated and
@@ -91,6 +101,10 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	resourceMetrics, ownMetrics := s.metricsHandlers()
+	mux.HandleFunc("GET /stats/summary", s.serveSummary)
+	mux.Handle("GET /metrics/resource", resourceMetrics)
+	mux.Handle("GET /metrics", ownMetrics)
 	api.AttachPodRoutes(api.PodHandlerConfig{
 		RunInContainer:   s.RunInContainer,
 		GetContainerLogs: s.GetContainerLogs,

@@ -70,6 +70,12 @@ func kubeletIdentity(t *testing.T, ns, sub string, verbs ...string) (string, str
 // loopback, with token as bearer (none if empty).
 func kubeletCall(t *testing.T, method, path, token string) (int, string) {
 	t.Helper()
+	return kubeletCallLimit(t, method, path, token, 64<<10)
+}
+
+// kubeletCallLimit is kubeletCall reading up to limit bytes of the answer.
+func kubeletCallLimit(t *testing.T, method, path, token string, limit int64) (int, string) {
+	t.Helper()
 	ca, err := os.ReadFile(cluster.CACertFile())
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +95,7 @@ func kubeletCall(t *testing.T, method, path, token string) (int, string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
 	return resp.StatusCode, string(b)
 }
 
@@ -143,8 +149,15 @@ func TestKubeletAPIAuthorization(t *testing.T) {
 			forbidden("GET", "/pods", "[pods proxy]"),
 		}},
 		{"stats", []string{"get"}, []call{
-			{"GET", "/stats/summary", 404, ""},
+			{"GET", "/stats/summary", 200, ""},
+			forbidden("GET", "/metrics/resource", "[metrics]"),
 			forbidden("GET", "/pods", "[pods proxy]"),
+		}},
+		{"metrics", []string{"get"}, []call{
+			{"GET", "/metrics", 200, ""},
+			{"GET", "/metrics/resource", 200, ""},
+			forbidden("GET", "/stats/summary", "[stats]"),
+			forbidden("GET", "/healthz", "[healthz proxy]"),
 		}},
 	} {
 		user, token := kubeletIdentity(t, ns, tc.sub, tc.verbs...)

@@ -1,0 +1,313 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/runtime"
+	log "github.com/sirupsen/logrus"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/ptr"
+)
+
+// NodeStats reads the node's own figures (node.Node).
+type NodeStats interface {
+	Stats(ctx context.Context) (*statsv1alpha1.NodeStats, error)
+}
+
+// StatsRuntime is what the summary reads of the container runtime
+// (runtime.Runtime).
+type StatsRuntime interface {
+	ContainerStats(ctx context.Context) (map[string]runtime.ContainerStats, error)
+	RootfsUsage(ctx context.Context, id string) (runtime.DiskUsage, error)
+	PodNetworkStats(uid string) ([]runtime.InterfaceStats, error)
+}
+
+// Volumes finds a pod volume's directory on the host (podspec.Runtime).
+type Volumes interface {
+	VolumeDir(pod *v1.Pod, name string) string
+}
+
+// nodeKey is the node's entry in the CPU sample cache, beside container IDs.
+const nodeKey = "/"
+
+// cpuSample is one reading of a cumulative CPU counter.
+type cpuSample struct {
+	usage uint64
+	at    time.Time
+}
+
+// cpuRates turns cumulative CPU counters into nano-cores as the kubelet's
+// CRI stats provider does: the rate since the previous request's sample,
+// kept per container. No sampler runs between requests: metrics-server
+// reads /metrics/resource (cumulative seconds, it computes rates itself)
+// and a reader of /stats/summary polls anyway, so the rate over its own
+// polling interval is the one it asks for. The first request has none.
+type cpuRates struct {
+	mu   sync.Mutex
+	last map[string]cpuSample
+}
+
+// nanoCores records the sample and returns the rate since the previous one
+// of the same key, or nil when there is none to compare with (first
+// sample, a counter that went back: a new container under the same ID).
+func (c *cpuRates) nanoCores(key string, usage uint64, at time.Time) *uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = map[string]cpuSample{}
+	}
+	prev, ok := c.last[key]
+	if ok && !at.After(prev.at) {
+		// An older or the same sample (concurrent requests): keep the
+		// newer one and give no rate rather than a wrong one.
+		return nil
+	}
+	c.last[key] = cpuSample{usage: usage, at: at}
+	if !ok || usage < prev.usage {
+		return nil
+	}
+	rate := uint64(float64(usage-prev.usage) / at.Sub(prev.at).Seconds())
+	return &rate
+}
+
+// forget drops the samples of keys no longer reported.
+func (c *cpuRates) forget(keep map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.last {
+		if !keep[k] {
+			delete(c.last, k)
+		}
+	}
+}
+
+// serveSummary answers /stats/summary; ?only_cpu_and_memory=true, as the
+// kubelet, leaves out the filesystems and the network.
+func (s *server) serveSummary(w http.ResponseWriter, r *http.Request) {
+	sum, err := s.summary(r.Context(), r.URL.Query().Get("only_cpu_and_memory") != "true")
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "Internal Error: failed to get stats: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(sum)
+}
+
+// summary is the kubelet's stats summary of the node and the pods it runs.
+// full adds filesystems, volumes and the network to CPU and memory.
+func (s *server) summary(ctx context.Context, full bool) (*statsv1alpha1.Summary, error) {
+	nodeStats, err := s.cfg.Node.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !full {
+		nodeStats.Network, nodeStats.Fs, nodeStats.Runtime, nodeStats.Rlimit = nil, nil, nil, nil
+	}
+	seen := map[string]bool{nodeKey: true}
+	if c := nodeStats.CPU; c != nil && c.UsageCoreNanoSeconds != nil {
+		c.UsageNanoCores = s.cpu.nanoCores(nodeKey, *c.UsageCoreNanoSeconds, c.Time.Time)
+	}
+	pods, err := s.cfg.Pods.GetPods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	samples, err := s.cfg.Stats.ContainerStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var imageFs *statsv1alpha1.FsStats
+	if nodeStats.Runtime != nil {
+		imageFs = nodeStats.Runtime.ImageFs
+	}
+	sum := &statsv1alpha1.Summary{Node: *nodeStats, Pods: []statsv1alpha1.PodStats{}}
+	for _, pod := range pods {
+		ps := s.podStats(ctx, pod, samples, seen, imageFs)
+		if len(ps.Containers) == 0 {
+			continue // no sandbox yet or all containers gone: the kubelet leaves such pods out
+		}
+		sum.Pods = append(sum.Pods, ps)
+	}
+	s.cpu.forget(seen)
+	return sum, nil
+}
+
+// podStats are a pod's figures: its live containers' and their sums. Only
+// CPU and memory without imageFs (the filesystem of containers' writable
+// layers), all of them with it.
+func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]runtime.ContainerStats, seen map[string]bool, imageFs *statsv1alpha1.FsStats) statsv1alpha1.PodStats {
+	full := imageFs != nil
+	ps := statsv1alpha1.PodStats{
+		PodRef: statsv1alpha1.PodReference{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID)},
+	}
+	if pod.Status.StartTime != nil {
+		ps.StartTime = *pod.Status.StartTime
+	}
+	limits := memoryLimits(pod)
+	var ephemeral runtime.DiskUsage
+	for _, st := range allStatuses(pod) {
+		id := containerIDOf(&st)
+		sample, ok := samples[id]
+		if id == "" || !ok {
+			continue
+		}
+		seen[id] = true
+		cs := containerStats(st, sample, limits[st.Name])
+		cs.CPU.UsageNanoCores = s.cpu.nanoCores(id, sample.CPUUsageNanos, sample.Time)
+		if full {
+			cs.Rootfs, cs.Logs = s.containerFs(ctx, pod, st, id, imageFs, &ephemeral)
+		}
+		ps.Containers = append(ps.Containers, cs)
+	}
+	ps.CPU, ps.Memory = podSums(ps.Containers)
+	if !full {
+		return ps
+	}
+	now := metav1.Now()
+	if ifaces, err := s.cfg.Stats.PodNetworkStats(string(pod.UID)); err == nil {
+		ps.Network = node.NetworkStats(ifaces, now)
+	}
+	for _, vol := range pod.Spec.Volumes {
+		if !reportedVolume(vol) {
+			continue
+		}
+		dir := s.cfg.Volumes.VolumeDir(pod, vol.Name)
+		u, err := runtime.DirUsage(dir)
+		if err != nil {
+			continue
+		}
+		fs := node.FsStats(dir, now)
+		if fs == nil {
+			continue
+		}
+		fs.UsedBytes, fs.InodesUsed = ptr.To(u.Bytes), ptr.To(u.Inodes)
+		ps.VolumeStats = append(ps.VolumeStats, statsv1alpha1.VolumeStats{Name: vol.Name, FsStats: *fs})
+		if localEphemeral(vol) {
+			ephemeral.Bytes += u.Bytes
+			ephemeral.Inodes += u.Inodes
+		}
+	}
+	if fs := node.FsStats(s.cfg.Runtime.LogDir(pod.Namespace, pod.Name, string(pod.UID)), now); fs != nil {
+		fs.UsedBytes, fs.InodesUsed = ptr.To(ephemeral.Bytes), ptr.To(ephemeral.Inodes)
+		ps.EphemeralStorage = fs
+	}
+	return ps
+}
+
+// containerFs are a container's writable layer and logs; both count in the
+// pod's ephemeral storage.
+func (s *server) containerFs(ctx context.Context, pod *v1.Pod, st v1.ContainerStatus, id string, imageFs *statsv1alpha1.FsStats, ephemeral *runtime.DiskUsage) (rootfs, logs *statsv1alpha1.FsStats) {
+	now := metav1.Now()
+	if u, err := s.cfg.Stats.RootfsUsage(ctx, id); err == nil {
+		fs := *imageFs
+		fs.UsedBytes, fs.InodesUsed = ptr.To(u.Bytes), ptr.To(u.Inodes)
+		rootfs = &fs
+		ephemeral.Bytes += u.Bytes
+		ephemeral.Inodes += u.Inodes
+	} else {
+		log.WithError(err).WithField("container", id).Debug("rootfs usage")
+	}
+	dir := filepath.Join(s.cfg.Runtime.LogDir(pod.Namespace, pod.Name, string(pod.UID)), st.Name)
+	if u, err := runtime.DirUsage(dir); err == nil {
+		if logs = node.FsStats(dir, now); logs != nil {
+			logs.UsedBytes, logs.InodesUsed = ptr.To(u.Bytes), ptr.To(u.Inodes)
+			ephemeral.Bytes += u.Bytes
+			ephemeral.Inodes += u.Inodes
+		}
+	}
+	return rootfs, logs
+}
+
+// containerStats are one container's CPU and memory from its cgroup sample;
+// available memory is what is left below its limit, if it has one.
+func containerStats(st v1.ContainerStatus, sample runtime.ContainerStats, limit uint64) statsv1alpha1.ContainerStats {
+	at := metav1.NewTime(sample.Time)
+	cs := statsv1alpha1.ContainerStats{
+		Name: st.Name,
+		CPU:  &statsv1alpha1.CPUStats{Time: at, UsageCoreNanoSeconds: ptr.To(sample.CPUUsageNanos)},
+		Memory: &statsv1alpha1.MemoryStats{
+			Time: at, UsageBytes: ptr.To(sample.MemoryUsage), WorkingSetBytes: ptr.To(sample.WorkingSet),
+			RSSBytes: ptr.To(sample.RSS), PageFaults: ptr.To(sample.PageFaults), MajorPageFaults: ptr.To(sample.MajorPageFaults),
+		},
+	}
+	if limit > 0 {
+		avail := uint64(0)
+		if limit > sample.WorkingSet {
+			avail = limit - sample.WorkingSet
+		}
+		cs.Memory.AvailableBytes = &avail
+	}
+	if st.State.Running != nil {
+		cs.StartTime = st.State.Running.StartedAt
+	}
+	return cs
+}
+
+// podSums add the containers' CPU and memory up, as the kubelet's CRI
+// stats provider does for a pod without cgroup stats of its own. The pod's
+// nano-cores exist only when every container's do.
+func podSums(cs []statsv1alpha1.ContainerStats) (*statsv1alpha1.CPUStats, *statsv1alpha1.MemoryStats) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	cpu := &statsv1alpha1.CPUStats{UsageCoreNanoSeconds: new(uint64), UsageNanoCores: new(uint64)}
+	mem := &statsv1alpha1.MemoryStats{UsageBytes: new(uint64), WorkingSetBytes: new(uint64), RSSBytes: new(uint64),
+		PageFaults: new(uint64), MajorPageFaults: new(uint64)}
+	for _, c := range cs {
+		if c.CPU.Time.After(cpu.Time.Time) {
+			cpu.Time, mem.Time = c.CPU.Time, c.Memory.Time
+		}
+		*cpu.UsageCoreNanoSeconds += *c.CPU.UsageCoreNanoSeconds
+		if c.CPU.UsageNanoCores == nil || cpu.UsageNanoCores == nil {
+			cpu.UsageNanoCores = nil
+		} else {
+			*cpu.UsageNanoCores += *c.CPU.UsageNanoCores
+		}
+		*mem.UsageBytes += *c.Memory.UsageBytes
+		*mem.WorkingSetBytes += *c.Memory.WorkingSetBytes
+		*mem.RSSBytes += *c.Memory.RSSBytes
+		*mem.PageFaults += *c.Memory.PageFaults
+		*mem.MajorPageFaults += *c.Memory.MajorPageFaults
+	}
+	return cpu, mem
+}
+
+// allStatuses are the statuses of every container of the pod, init and
+// ephemeral ones included: any of them may be running.
+func allStatuses(pod *v1.Pod) []v1.ContainerStatus {
+	out := append([]v1.ContainerStatus{}, pod.Status.InitContainerStatuses...)
+	out = append(out, pod.Status.ContainerStatuses...)
+	return append(out, pod.Status.EphemeralContainerStatuses...)
+}
+
+// memoryLimits are the containers' memory limits in bytes, by name.
+func memoryLimits(pod *v1.Pod) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok && q.Value() > 0 {
+				out[c.Name] = uint64(q.Value())
+			}
+		}
+	}
+	return out
+}
+
+// reportedVolume: the kubelet reports the volumes it made on the node's
+// disk or memory, not host paths or remote ones.
+func reportedVolume(v v1.Volume) bool {
+	return v.EmptyDir != nil || v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
+}
+
+// localEphemeral is the kubelet's IsLocalEphemeralVolume: the volumes that
+// count against the pod's ephemeral storage (memory-backed ones do not).
+func localEphemeral(v v1.Volume) bool {
+	return v.GitRepo != nil || (v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) || v.ConfigMap != nil
+}
