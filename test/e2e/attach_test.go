@@ -141,7 +141,7 @@ func interactivePod(ns, name string, tty, once bool, cmd ...string) *v1.Pod {
 
 // A shell with a terminal: input reaches it over SPDY and over websocket,
 // the terminal takes the client's sizes, and the log holds the terminal's
-// output as stdout lines without carriage returns.
+// output as stdout lines without their closing carriage return.
 func TestAttachTTY(t *testing.T) {
 	skipIfNoCluster(t)
 	ns := cluster.NewNamespace(t)
@@ -162,7 +162,7 @@ func TestAttachTTY(t *testing.T) {
 		t.Fatalf("the shell did not outlive its sessions: %v %v", p.Status.Phase, err)
 	}
 	out, err := cluster.Kubectl(ctxT(t), "-n", ns, "logs", pod.Name)
-	if err != nil || !strings.Contains(out, "\nsize-50-132\n") || strings.Contains(out, "\r") {
+	if err != nil || !strings.Contains(out, "\nsize-50-132\n") || strings.Contains(out, "\r\n") {
 		t.Fatalf("kubectl logs = %q, %v", out, err)
 	}
 	logFile := filepath.Join(node.RootDir(), "logs", ns+"_"+pod.Name+"_"+string(pod.UID), "c", "0.log")
