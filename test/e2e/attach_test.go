@@ -268,3 +268,30 @@ func TestAttachKubectlRun(t *testing.T) {
 	}
 	waitGone(t, ns, "runner")
 }
+
+// The kubelet API's attach, in the short and the uid form, needs
+// nodes/proxy as exec does; a wrong UID finds no pod.
+func TestAttachKubeletAPI(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := cluster.CreatePod(t, interactivePod(ns, "target", false, false, "cat"))
+	waitPhase(t, ns, pod.Name, v1.PodRunning)
+	_, proxy := kubeletIdentity(t, ns, "proxy", "create", "get")
+	_, stats := kubeletIdentity(t, ns, "stats", "create", "get")
+	short := "/attach/" + ns + "/target/c?output=1"
+	withUID := "/attach/" + ns + "/target/" + string(pod.UID) + "/c?output=1"
+	// Without the upgrade headers the streaming server refuses with 400:
+	// the request got past authorization to the attach handler.
+	for _, path := range []string{short, withUID} {
+		if code, body := kubeletCall(t, "POST", path, proxy); code != 400 {
+			t.Errorf("POST %s with nodes/proxy = %d %q", path, code, body)
+		}
+		if code, body := kubeletCall(t, "POST", path, stats); code != 403 {
+			t.Errorf("POST %s with nodes/stats = %d %q", path, code, body)
+		}
+	}
+	wrong := "/attach/" + ns + "/target/00000000-0000-0000-0000-000000000000/c?output=1"
+	if code, body := kubeletCall(t, "POST", wrong, proxy); code != 404 {
+		t.Errorf("POST %s = %d %q", wrong, code, body)
+	}
+}
