@@ -140,14 +140,20 @@ func interactivePod(ns, name string, tty, once bool, cmd ...string) *v1.Pod {
 }
 
 // A shell with a terminal: input reaches it over SPDY and over websocket,
-// the terminal takes the client's sizes, and the log holds the terminal's
+// also after a restart of hostlet, the terminal takes the client's sizes, and the log holds the terminal's
 // output as stdout lines without their closing carriage return.
 func TestAttachTTY(t *testing.T) {
 	skipIfNoCluster(t)
 	ns := cluster.NewNamespace(t)
 	pod := cluster.CreatePod(t, interactivePod(ns, "shell", true, false, "sh"))
 	waitPhase(t, ns, pod.Name, v1.PodRunning)
-	for i, websocket := range []bool{false, true} {
+	// The third session is to a container hostlet adopted after a restart.
+	for i, websocket := range []bool{false, true, false} {
+		if i == 2 {
+			if err := node.Restart(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		s := attach(t, ns, pod.Name, true, websocket)
 		s.send(t, "echo tty-$(tty | cut -c1-8)\n")
 		s.waitOutput(t, "tty-/dev/pts", "")
