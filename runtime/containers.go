@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -95,6 +96,10 @@ type ContainerConfig struct {
 	Hostname               string
 	Security               Security
 	Resources              Resources
+	// Stdin keeps the container's stdin open for attach sessions;
+	// StdinOnce closes it when the first one ends. TTY gives the process a
+	// terminal.
+	Stdin, StdinOnce, TTY bool
 }
 
 func newID() string {
@@ -147,6 +152,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 		labelImageName:     cfg.ImageName,
 		labelImageID:       cfg.Image.ID,
 	}
+	maps.Copy(labels, stdioLabels(cfg))
 	specOpts := specFor(cfg, args, termLog)
 	_, err := r.client.NewContainer(ctx, id,
 		containerd.WithImage(cfg.Image.image),
@@ -184,8 +190,9 @@ func ProcessArgs(command, args []string, img ocispec.ImageConfig) []string {
 	}
 }
 
-// StartContainer starts the container's process with its output going to the
-// log driver, which the shim owns: logs survive a restart of hostlet.
+// StartContainer starts the container's process with its output going to
+// FIFOs that hostlet reads into the log and attached sessions; the shim
+// keeps them, so hostlet attaches again after a restart.
 func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	c, err := r.client.LoadContainer(ctx, id)
 	if err != nil {
@@ -199,12 +206,14 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	task, err := c.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, sink.out, sink.err), cio.WithFIFODir(r.fifoDir(id))))
+	stdio := newStdio(id, labels, sink)
+	task, err := c.NewTask(ctx, cio.NewCreator(append(stdio.streams(), cio.WithFIFODir(r.fifoDir(id)))...))
 	if err != nil {
+		stdio.close()
 		sink.close()
 		return startError(err)
 	}
-	r.followLogs(id, task.IO(), sink)
+	r.followLogs(id, task.IO(), sink, stdio)
 	if err := task.Start(ctx); err != nil {
 		_, _ = task.Delete(ctx, containerd.WithProcessKill)
 		return startError(err)
@@ -516,15 +525,17 @@ func (r *Runtime) ImageStopSignal(ctx context.Context, id string) string {
 
 func (r *Runtime) fifoDir(id string) string { return filepath.Join(r.rootDir, "fifo", id) }
 
-// followLogs copies a task's output into its log until both streams end,
-// then releases the FIFOs.
-func (r *Runtime) followLogs(id string, io cio.IO, sink *logSink) {
+// followLogs copies a task's output into its log and attached sessions
+// until both streams end, then releases the FIFOs.
+func (r *Runtime) followLogs(id string, io cio.IO, sink *logSink, stdio *stdio) {
 	r.sinksMu.Lock()
 	r.sinks[id] = sink
 	r.sinksMu.Unlock()
+	stdio.register()
 	go func() {
 		defer crash.Recover(log.WithField("container", id), nil)
 		io.Wait()
+		stdio.close()
 		sink.close()
 		_ = io.Close()
 		r.sinksMu.Lock()
@@ -562,16 +573,24 @@ func (r *Runtime) ResumeLogs(ctx context.Context) {
 		if err != nil {
 			continue
 		}
+		labels, err := c.Labels(ctx)
+		if err != nil {
+			continue
+		}
 		sink, err := newLogSink(st.LogPath)
 		if err != nil {
 			continue
 		}
-		task, err := c.Task(ctx, cio.NewAttach(cio.WithStreams(nil, sink.out, sink.err)))
+		// The shim holds the stdin FIFO open, so the container's stdin
+		// outlived hostlet and attach sessions can write into it again.
+		stdio := newStdio(st.ID, labels, sink)
+		task, err := c.Task(ctx, cio.NewAttach(stdio.streams()...))
 		if err != nil {
+			stdio.close()
 			sink.close()
 			log.WithError(err).WithField("container", st.ID).Warn("attaching to a running container's output")
 			continue
 		}
-		r.followLogs(st.ID, task.IO(), sink)
+		r.followLogs(st.ID, task.IO(), sink, stdio)
 	}
 }

@@ -85,7 +85,9 @@ func (w *streamWriter) Write(p []byte) (n int, err error) {
 	w.buf = append(w.buf, p...)
 	for {
 		if i := bytes.IndexByte(w.buf, '\n'); i >= 0 && i <= maxLogLine {
-			w.sink.write(w.stream, "F", w.buf[:i])
+			// A terminal ends its lines with "\r\n": the record holds the
+			// line without it, as CRI's log writer keeps it.
+			w.sink.write(w.stream, "F", bytes.TrimSuffix(w.buf[:i], []byte{'\r'}))
 			w.buf = w.buf[i+1:]
 			continue
 		}

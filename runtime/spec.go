@@ -14,8 +14,12 @@ func specFor(cfg ContainerConfig, args []string, termLog string) []oci.SpecOpts 
 	opts := []oci.SpecOpts{
 		oci.WithImageConfig(cfg.Image.image),
 		oci.WithProcessArgs(args...),
-		oci.WithEnv(cfg.Env),
 	}
+	if cfg.TTY {
+		// process.terminal, and TERM=xterm unless the pod sets TERM.
+		opts = append(opts, oci.WithTTY)
+	}
+	opts = append(opts, oci.WithEnv(cfg.Env))
 	if cfg.WorkingDir != "" {
 		opts = append(opts, oci.WithProcessCwd(cfg.WorkingDir))
 	}

@@ -121,6 +121,7 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		Command: expand(c.Command), Args: expand(c.Args), Env: env, WorkingDir: c.WorkingDir,
 		Mounts: mounts, TerminationMessagePath: termPath, Hostname: hostname,
 		Security: sec, Resources: r.containerResources(pod, c),
+		Stdin: c.Stdin, StdinOnce: c.StdinOnce, TTY: c.TTY,
 	})
 	if err != nil {
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())

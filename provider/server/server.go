@@ -68,6 +68,7 @@ type Runtime interface {
 	LogDir(namespace, name, uid string) string
 	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
 	Exec(ctx context.Context, id string, cmd []string, eio runtime.ExecIO) (int, error)
+	Attach(ctx context.Context, id string, eio runtime.ExecIO) error
 	DialPod(ctx context.Context, uid string, port int32) (net.Conn, error)
 }
 
@@ -83,7 +84,7 @@ type server struct {
 }
 
 // Package server is the kubelet's HTTPS API for the pods hostlet runs.
-// Serve runs the kubelet API (logs, exec, pods, healthz), authenticated and
+// Serve runs the kubelet API (logs, exec, attach, pods, healthz), authenticated and
 // authorized as the kubelet's is: client certificates from the client CA or
 // bearer tokens (TokenReview), then a SubjectAccessReview per request.
 func Serve(ctx context.Context, cfg Config) error {
@@ -106,10 +107,11 @@ func Serve(ctx context.Context, cfg Config) error {
 	mux.Handle("GET /metrics/resource", resourceMetrics)
 	mux.Handle("GET /metrics", ownMetrics)
 	api.AttachPodRoutes(api.PodHandlerConfig{
-		RunInContainer:   s.RunInContainer,
-		GetContainerLogs: s.GetContainerLogs,
-		PortForward:      s.PortForward,
-		GetPods:          cfg.Pods.GetPods,
+		RunInContainer:    s.RunInContainer,
+		AttachToContainer: s.AttachToContainer,
+		GetContainerLogs:  s.GetContainerLogs,
+		PortForward:       s.PortForward,
+		GetPods:           cfg.Pods.GetPods,
 		GetPodsFromKubernetes: func(context.Context) ([]*v1.Pod, error) {
 			return cfg.APIPods.List(labels.Everything())
 		},
@@ -137,7 +139,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	handler := withRecovery(withKubeletAuth(auth, cfg.NodeName, withZeroTail(mux)))
+	handler := withRecovery(withKubeletAuth(auth, cfg.NodeName, withZeroTail(s.withStreamRoutes(mux))))
 	srv := &http.Server{Handler: handler, TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -230,42 +232,8 @@ func (s *server) RunInContainer(ctx context.Context, namespace, podName, contain
 	if st.State.Running == nil {
 		return errdefs.InvalidInputf("container %s is not running", container)
 	}
-	eio := runtime.ExecIO{TTY: attach.TTY()}
-	if in := attach.Stdin(); in != nil {
-		eio.Stdin = in
-	}
-	if out := attach.Stdout(); out != nil {
-		eio.Stdout = out
-	}
-	if e := attach.Stderr(); e != nil {
-		eio.Stderr = e
-	}
-	if attach.TTY() {
-		// virtual-kubelet never closes its resize channel: the forwarder
-		// ends with the session.
-		sizes := make(chan runtime.TermSize)
-		done := make(chan struct{})
-		defer close(done)
-		go func() {
-			defer crash.Recover(lifecycle.PodLogger(pod).WithField("container", container), nil)
-			for {
-				select {
-				case s, ok := <-attach.Resize():
-					if !ok {
-						return
-					}
-					select {
-					case sizes <- runtime.TermSize{Width: s.Width, Height: s.Height}:
-					case <-done:
-						return
-					}
-				case <-done:
-					return
-				}
-			}
-		}()
-		eio.Resize = sizes
-	}
+	eio, done := sessionIO(pod, container, attach)
+	defer done()
 	code, err := s.cfg.Runtime.Exec(ctx, containerIDOf(st), cmd, eio)
 	if err != nil {
 		return err
