@@ -17,16 +17,26 @@ import (
 // AttachToContainer serves `kubectl attach` and `kubectl run -it`: the
 // session joins the container's own stdio.
 func (s *server) AttachToContainer(ctx context.Context, namespace, podName, container string, attach api.AttachIO) error {
-	pod, st, err := s.containerRef(namespace, podName, container)
+	id, eio, done, err := s.session(namespace, podName, container, attach)
 	if err != nil {
 		return err
 	}
+	defer done()
+	return s.cfg.Runtime.Attach(ctx, id, eio)
+}
+
+// session finds the running container a streaming session (exec or attach)
+// is for and wires the session's streams for the runtime.
+func (s *server) session(namespace, podName, container string, attach api.AttachIO) (string, runtime.ExecIO, func(), error) {
+	pod, st, err := s.containerRef(namespace, podName, container)
+	if err != nil {
+		return "", runtime.ExecIO{}, nil, err
+	}
 	if st.State.Running == nil {
-		return errdefs.InvalidInputf("container %s is not running", container)
+		return "", runtime.ExecIO{}, nil, errdefs.InvalidInputf("container %s is not running", container)
 	}
 	eio, done := sessionIO(pod, container, attach)
-	defer done()
-	return s.cfg.Runtime.Attach(ctx, containerIDOf(st), eio)
+	return containerIDOf(st), eio, done, nil
 }
 
 // sessionIO turns a streaming session (exec or attach) into the runtime's

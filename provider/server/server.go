@@ -225,16 +225,12 @@ func (s *server) GetContainerLogs(ctx context.Context, namespace, podName, conta
 
 // RunInContainer serves `kubectl exec`.
 func (s *server) RunInContainer(ctx context.Context, namespace, podName, container string, cmd []string, attach api.AttachIO) error {
-	pod, st, err := s.containerRef(namespace, podName, container)
+	id, eio, done, err := s.session(namespace, podName, container, attach)
 	if err != nil {
 		return err
 	}
-	if st.State.Running == nil {
-		return errdefs.InvalidInputf("container %s is not running", container)
-	}
-	eio, done := sessionIO(pod, container, attach)
 	defer done()
-	code, err := s.cfg.Runtime.Exec(ctx, containerIDOf(st), cmd, eio)
+	code, err := s.cfg.Runtime.Exec(ctx, id, cmd, eio)
 	if err != nil {
 		return err
 	}

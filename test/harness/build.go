@@ -57,6 +57,12 @@ var buildMu sync.Mutex
 // BuildComponents runs test/cluster/build.sh (a no-op once its cache is
 // warm) and returns the bin dir it prints on its last stdout line.
 func BuildComponents(ctx context.Context, logf func(string, ...any)) (string, error) {
+	return runBuildScript(ctx, logf, "test/cluster/build.sh")
+}
+
+// runBuildScript runs one of test/cluster's build scripts from the repo
+// root, one at a time, and returns the bin dir it prints last.
+func runBuildScript(ctx context.Context, logf func(string, ...any), script string) (string, error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	root, err := RepoRoot()
@@ -64,20 +70,20 @@ func BuildComponents(ctx context.Context, logf func(string, ...any)) (string, er
 		return "", err
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "cluster", "build.sh"))
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, script))
 	cmd.Dir = root
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("test/cluster/build.sh: %w\n%s", err, stderr.String())
+		return "", fmt.Errorf("%s: %w\n%s", script, err, stderr.String())
 	}
 	if s := strings.TrimSpace(stderr.String()); s != "" && logf != nil {
-		logf("build.sh: %s", s)
+		logf("%s: %s", filepath.Base(script), s)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	bin := strings.TrimSpace(lines[len(lines)-1])
 	if st, err := os.Stat(bin); err != nil || !st.IsDir() {
-		return "", fmt.Errorf("build.sh printed %q, not a directory", bin)
+		return "", fmt.Errorf("%s printed %q, not a directory", script, bin)
 	}
 	return bin, nil
 }

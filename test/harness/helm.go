@@ -12,23 +12,11 @@ import (
 // BuildHelm builds Helm from its pinned module (test/cluster/helm, cached
 // like the other components; a no-op once built) and returns its path.
 func BuildHelm(ctx context.Context, logf func(string, ...any)) (string, error) {
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	root, err := RepoRoot()
+	bin, err := runBuildScript(ctx, logf, "test/cluster/helm/build.sh")
 	if err != nil {
 		return "", err
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "cluster", "helm", "build.sh"))
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("test/cluster/helm/build.sh: %w\n%s", err, stderr.String())
-	}
-	if s := bytes.TrimSpace(stderr.Bytes()); len(s) > 0 && logf != nil {
-		logf("build.sh: %s", s)
-	}
-	lines := bytes.Split(bytes.TrimSpace(stdout.Bytes()), []byte("\n"))
-	helm := filepath.Join(string(bytes.TrimSpace(lines[len(lines)-1])), "helm")
+	helm := filepath.Join(bin, "helm")
 	if _, err := os.Stat(helm); err != nil {
 		return "", err
 	}
