@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 func internalIP(n *v1.Node) string {
@@ -42,23 +43,29 @@ func TestNodeStatusEditReverted(t *testing.T) {
 	extraNode(t, harness.HostletOptions{NodeName: name})
 	ctx := ctxT(t)
 	nodes := cluster.Client().CoreV1().Nodes()
-	n, err := nodes.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := internalIP(n)
-	ready := nodeCondition(n, v1.NodeReady)
-	if ready == nil || ready.Status != v1.ConditionTrue || want == "" {
-		t.Fatalf("node not ready or without InternalIP: %+v", n.Status)
-	}
-	ready.Status, ready.Reason, ready.Message = v1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status."
-	ready.LastTransitionTime = metav1.Now()
-	for i := range n.Status.Addresses {
-		if n.Status.Addresses[i].Type == v1.NodeInternalIP {
-			n.Status.Addresses[i].Address = "10.255.255.1"
+	// The node writes its status too: a conflict means "read it again".
+	var want string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		want = internalIP(n)
+		ready := nodeCondition(n, v1.NodeReady)
+		if ready == nil || ready.Status != v1.ConditionTrue || want == "" {
+			t.Fatalf("node not ready or without InternalIP: %+v", n.Status)
+		}
+		ready.Status, ready.Reason, ready.Message = v1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status."
+		ready.LastTransitionTime = metav1.Now()
+		for i := range n.Status.Addresses {
+			if n.Status.Addresses[i].Type == v1.NodeInternalIP {
+				n.Status.Addresses[i].Address = "10.255.255.1"
+			}
+		}
+		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
