@@ -122,6 +122,7 @@ func run(ctx context.Context, o *options) error {
 		CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.clientCA,
 		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
+		Profiling: o.profiling,
 	}); err != nil {
 		return err
 	}

@@ -48,6 +48,8 @@ type Config struct {
 	APIPods corelisters.PodLister
 	Runtime Runtime
 	Events  Recorder
+	// Profiling serves /debug/pprof/ (hidden flag --profiling).
+	Profiling bool
 }
 
 // Pods finds the pods the node runs (provider.Provider).
@@ -91,6 +93,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	if cfg.Profiling {
+		attachProfiling(mux)
+	}
 	api.AttachPodRoutes(api.PodHandlerConfig{
 		RunInContainer:   s.RunInContainer,
 		GetContainerLogs: s.GetContainerLogs,
