@@ -51,6 +51,7 @@ type options struct {
 	kubeAPIBurst      int
 	verbosity         int
 	testPanicHooks    bool
+	profiling         bool
 }
 
 func (o *options) flags() *pflag.FlagSet {
@@ -96,6 +97,10 @@ func (o *options) flags() *pflag.FlagSet {
 	// Hidden, and refused in the config file, so a node cannot have it by accident.
 	fs.BoolVar(&o.testPanicHooks, "test-panic-hooks", false, "")
 	_ = fs.MarkHidden("test-panic-hooks")
+	// Benches and debugging: Go profiles on the kubelet API (nodes/proxy),
+	// as the kubelet's debugging handlers serve them.
+	fs.BoolVar(&o.profiling, "profiling", false, "")
+	_ = fs.MarkHidden("profiling")
 	return fs
 }
 

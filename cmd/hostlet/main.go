@@ -25,6 +25,7 @@ import (
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 func main() {
@@ -93,7 +94,7 @@ func run(ctx context.Context, o *options) error {
 	spec := podspec.New(podspec.Config{
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
-		Objects: podspec.NewObjects(c.api), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
+		Objects: podspec.NewObjectCache(ctx, c.api, clock.RealClock{}), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
 		Pod: func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
 	})
 	backoff := lifecycle.DefaultBackoff
@@ -126,6 +127,7 @@ func run(ctx context.Context, o *options) error {
 		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
 		Node: nd, Stats: rt, Volumes: spec, Metrics: prov.Metrics(),
+		Profiling: o.profiling,
 	}); err != nil {
 		return err
 	}

@@ -29,7 +29,8 @@ type Config struct {
 	ClusterDomain string
 	ResolvConf    string // the host's, for dnsPolicy Default
 
-	// Objects fetches what pods reference (NewObjects: the API).
+	// Objects fetches what pods reference (NewObjectCache: one watch per
+	// object; NewObjects: a GET per read).
 	Objects Objects
 	// Services, if set, lists Services for service environment variables.
 	Services corelisters.ServiceLister
@@ -41,7 +42,7 @@ type Config struct {
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a
-// pod refers to, one GET each: a node may read only what its pods reference.
+// pod refers to, each by name: a node may read only what its pods reference.
 type Objects interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
 	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)

@@ -35,6 +35,7 @@ func TestRequestAttributes(t *testing.T) {
 		{"GET", "/statusz", "get", []string{"statusz"}},
 		{"GET", "/flagz", "get", []string{"configz"}},
 		{"GET", "/containerLogs/ns/p/c", "get", []string{"proxy"}},
+		{"GET", "/debug/pprof/profile", "get", []string{"proxy"}},
 		{"POST", "/exec/ns/p/c", "create", []string{"proxy"}},
 		{"GET", "/exec/ns/p/c", "get", []string{"proxy"}},
 		{"POST", "/portForward/ns/p", "create", []string{"proxy"}},

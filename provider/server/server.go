@@ -55,6 +55,8 @@ type Config struct {
 	Stats   StatsRuntime
 	Volumes Volumes
 	Metrics []prometheus.Collector
+	// Profiling serves /debug/pprof/ (hidden flag --profiling).
+	Profiling bool
 }
 
 // Pods finds the pods the node runs (provider.Provider).
@@ -106,6 +108,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	mux.HandleFunc("GET /stats/summary", s.serveSummary)
 	mux.Handle("GET /metrics/resource", resourceMetrics)
 	mux.Handle("GET /metrics", ownMetrics)
+	if cfg.Profiling {
+		attachProfiling(mux)
+	}
 	api.AttachPodRoutes(api.PodHandlerConfig{
 		RunInContainer:    s.RunInContainer,
 		AttachToContainer: s.AttachToContainer,

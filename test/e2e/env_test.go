@@ -189,3 +189,53 @@ func TestEnvMissingConfigMapRecovers(t *testing.T) {
 		t.Errorf("K = %q", out)
 	}
 }
+
+// Pods read ConfigMaps from hostlet's watch of them: a pod created after an
+// update sees the new value, and after a deletion an optional reference is
+// skipped (a required one names the missing object).
+func TestEnvFollowsConfigMapChanges(t *testing.T) {
+	skipIfNoCluster(t)
+	ctx := ctxT(t)
+	ns := cluster.NewNamespace(t)
+	cms := cluster.Client().CoreV1().ConfigMaps(ns)
+	cm, err := cms.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"k": "one"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	pod := func(name string, optional *bool) *v1.Pod {
+		p := busybox(ns, name, "env")
+		p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "K", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
+			LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}, Key: "k", Optional: optional}}}}
+		return p
+	}
+	if k := envOf(t, pod("first", nil))["K"]; k != "one" {
+		t.Fatalf("first pod: K = %q, want one", k)
+	}
+	cm.Data["k"] = "two"
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if k := envOf(t, pod("updated", nil))["K"]; k != "two" {
+		t.Fatalf("pod created after the update: K = %q, want two", k)
+	}
+	if err := cms.Delete(ctx, "cfg", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if env := envOf(t, pod("optional", &yes)); env["K"] != "" || env["PATH"] == "" {
+		t.Fatalf("optional reference to a deleted ConfigMap: K = %q (env %v)", env["K"], env)
+	}
+	required := pod("required", nil)
+	required.Spec.Containers[0].Command = []string{"sleep", "3600"}
+	cluster.CreatePod(t, required)
+	p, err := cluster.WaitForPod(ctx, ns, required.Name, time.Minute, func(p *v1.Pod) (bool, error) {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == "CreateContainerConfigError", nil
+	})
+	if err != nil {
+		t.Fatalf("required reference to a deleted ConfigMap: %v", err)
+	}
+	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; msg != `configmap "cfg" not found` {
+		t.Errorf("waiting message %q", msg)
+	}
+}
