@@ -96,6 +96,12 @@ func (r retry) next(cur time.Duration) time.Duration {
 // disk error should cost little.
 var sandboxRetry = retry{initial: time.Second, max: 30 * time.Second}
 
+// NetworkNotReady is the sandbox failure of a pod waiting for the pod
+// network (the kubelet's event reason). The kubelet retries such a pod after
+// 1 s (backOffOnTransientErrorPeriod) every time, not backing off, as the
+// network may be ready any moment; so does hostlet.
+const NetworkNotReady = "NetworkNotReady"
+
 // pullRetry is the kubelet's image pull back-off (ImagePullBackOff):
 // imageBackOffPeriod 10 s doubling to MaxImageBackOff, which hostlet takes
 // from the crash-loop cap (300 s by default, as the kubelet's).

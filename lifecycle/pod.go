@@ -438,6 +438,9 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 			}
 			p.event("", v1.EventTypeWarning, reason, msg)
 			p.sandboxDelay = sandboxRetry.next(p.sandboxDelay)
+			if reason == NetworkNotReady {
+				p.sandboxDelay = sandboxRetry.initial
+			}
 			p.sandboxRetry = now.Add(p.sandboxDelay)
 			return p.sandboxRetry
 		}

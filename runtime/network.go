@@ -7,25 +7,46 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"sync"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
+	log "github.com/sirupsen/logrus"
 )
 
 // loopbackConf brings up lo in every pod namespace, as the kubelet's CNI
 // integration always did, independent of the cluster's network config.
 const loopbackConf = `{"cniVersion":"0.3.1","name":"cni-loopback","type":"loopback"}`
 
-// Network attaches pod network namespaces through CNI. The config is re-read
-// on every use so a fixed or replaced config takes effect without a restart.
+// ErrCNINotInitialized is containerd's CRI status while no pod network is
+// loaded (go-cni's error); the kubelet shows it in the node's Ready message.
+var ErrCNINotInitialized = errors.New("cni plugin not initialized")
+
+// Network attaches pod network namespaces through CNI. The config is loaded
+// when the config directory changes (see Watch) and when the node's pod CIDRs
+// do, as containerd's CRI does, so a config a CNI DaemonSet writes later is
+// picked up without a restart.
 type Network struct {
 	confDir  string
 	binDirs  []string
+	cacheDir string
+	// bridge, if set, names the default network's bridge: used while the
+	// config directory holds no config, once the node has pod CIDRs.
+	bridge   string
 	cni      *libcni.CNIConfig
 	loopback *libcni.NetworkConfigList
+
+	mu       sync.Mutex
+	list     *libcni.NetworkConfigList // nil: no network loaded
+	source   string                    // the file list came from, or "" for the default network
+	podCIDRs []string
+	onChange func()
+	watching bool   // Watch runs: it reloads on changes
+	loadErr  string // the last load's error, logged once
 }
 
 // PodNetworkArgs identify the pod to CNI plugins (CNI_ARGS as the kubelet passes them).
@@ -33,60 +54,139 @@ type PodNetworkArgs struct {
 	Namespace, Name, UID string
 }
 
-func NewNetwork(confDir string, binDirs []string, cacheDir string) (*Network, error) {
+// NewNetwork loads the first config in confDir. bridge, if not empty, turns on
+// the default network over the node's pod CIDRs (SetPodCIDRs) for when confDir
+// holds none.
+func NewNetwork(confDir string, binDirs []string, cacheDir, bridge string) (*Network, error) {
 	lo, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"0.3.1","name":"cni-loopback","plugins":[` + loopbackConf + `]}`))
 	if err != nil {
 		return nil, err
 	}
 	exec := &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}
-	return &Network{
+	n := &Network{
 		confDir:  confDir,
 		binDirs:  binDirs,
+		cacheDir: cacheDir,
+		bridge:   bridge,
 		cni:      libcni.NewCNIConfigWithCacheDir(binDirs, cacheDir, exec),
 		loopback: lo,
-	}, nil
+	}
+	n.reload("start")
+	return n, nil
 }
 
-// config loads the first network config in lexical order, the rule the
-// kubelet's dockershim and containerd's CRI both follow.
-func (n *Network) config() (*libcni.NetworkConfigList, error) {
+// SetPodCIDRs takes the node's spec.podCIDRs (the kubelet's UpdatePodCIDR);
+// the default network, if on, is built from them.
+func (n *Network) SetPodCIDRs(cidrs []string) {
+	n.mu.Lock()
+	same := slices.Equal(n.podCIDRs, cidrs)
+	n.podCIDRs = slices.Clone(cidrs)
+	n.mu.Unlock()
+	if !same {
+		log.WithField("podCIDRs", cidrs).Info("CNI: node pod CIDRs")
+		n.reload("pod CIDRs")
+	}
+}
+
+// reload loads the network config and tells the subscriber when it changed.
+func (n *Network) reload(why string) {
+	list, source, err := n.load()
+	errText := ""
+	if err != nil {
+		errText = err.Error()
+	}
+	n.mu.Lock()
+	changed := !sameList(n.list, list) || n.source != source
+	newErr := errText != n.loadErr
+	n.list, n.source, n.loadErr = list, source, errText
+	notify := n.onChange
+	n.mu.Unlock()
+	entry := log.WithFields(log.Fields{"dir": n.confDir, "trigger": why})
+	switch {
+	case err != nil && newErr:
+		// As containerd: the network is not initialized until a config loads.
+		entry.WithError(err).Warn("CNI: no network config loaded")
+	case changed && list != nil:
+		entry.WithFields(log.Fields{"network": list.Name, "file": source}).Info("CNI: network config loaded")
+	}
+	if changed && notify != nil {
+		notify()
+	}
+}
+
+func sameList(a, b *libcni.NetworkConfigList) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return string(a.Bytes) == string(b.Bytes)
+}
+
+// load reads the first network config in lexical order, the rule the
+// kubelet's dockershim and containerd's CRI both follow; with none, the
+// default network if it is on and the node has pod CIDRs.
+func (n *Network) load() (*libcni.NetworkConfigList, string, error) {
 	files, err := libcni.ConfFiles(n.confDir, []string{".conf", ".conflist", ".json"})
 	if err != nil {
-		return nil, fmt.Errorf("reading CNI config dir %s: %w", n.confDir, err)
+		return nil, "", fmt.Errorf("reading CNI config dir %s: %w", n.confDir, err)
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("no networks found in %s", n.confDir)
+		n.mu.Lock()
+		cidrs := n.podCIDRs
+		n.mu.Unlock()
+		if n.bridge == "" || len(cidrs) == 0 {
+			return nil, "", fmt.Errorf("no network config found in %s", n.confDir)
+		}
+		b, err := BridgeConfList(n.bridge, cidrs, filepath.Join(n.cacheDir, "networks"))
+		if err != nil {
+			return nil, "", err
+		}
+		list, err := libcni.ConfListFromBytes(b)
+		return list, "", err
 	}
 	sort.Strings(files)
-	for _, f := range files {
-		var list *libcni.NetworkConfigList
-		if filepath.Ext(f) == ".conflist" {
-			list, err = libcni.ConfListFromFile(f)
-		} else {
-			var conf *libcni.NetworkConfig
-			if conf, err = libcni.ConfFromFile(f); err == nil {
-				list, err = libcni.ConfListFromConf(conf)
-			}
+	f := files[0]
+	var list *libcni.NetworkConfigList
+	if filepath.Ext(f) == ".conflist" {
+		list, err = libcni.ConfListFromFile(f)
+	} else {
+		var conf *libcni.NetworkConfig
+		if conf, err = libcni.ConfFromFile(f); err == nil {
+			list, err = libcni.ConfListFromConf(conf)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("invalid CNI config %s: %w", f, err)
-		}
-		if len(list.Plugins) == 0 {
-			return nil, fmt.Errorf("CNI config list %s has no plugins", f)
-		}
-		return list, nil
 	}
-	return nil, errors.New("unreachable")
+	if err != nil {
+		return nil, "", fmt.Errorf("invalid CNI config %s: %w", f, err)
+	}
+	if len(list.Plugins) == 0 {
+		return nil, "", fmt.Errorf("CNI config list %s has no plugins", f)
+	}
+	return list, f, nil
+}
+
+// config is the loaded network.
+func (n *Network) config() (*libcni.NetworkConfigList, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.list == nil {
+		return nil, ErrCNINotInitialized
+	}
+	return n.list, nil
 }
 
 // Status reports why pods cannot get a network, or nil when they can: a
-// readable config whose plugins are all installed.
+// loaded config whose plugins are all installed.
 func (n *Network) Status() error {
+	n.mu.Lock()
+	watching := n.watching
+	n.mu.Unlock()
+	if !watching {
+		n.reload("status check")
+	}
 	list, err := n.config()
 	if err != nil {
 		return err
 	}
-	for _, p := range append(list.Plugins, n.loopback.Plugins...) {
+	for _, p := range append(slices.Clone(list.Plugins), n.loopback.Plugins...) {
 		if _, err := invoke.FindInPath(p.Network.Type, n.binDirs); err != nil {
 			return fmt.Errorf("CNI plugin %q of network %q not found in %v", p.Network.Type, list.Name, n.binDirs)
 		}

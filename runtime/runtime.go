@@ -31,6 +31,9 @@ type Config struct {
 	CNIConfDir  string
 	CNIBinDirs  []string
 	CNICacheDir string
+	// CNIDefaultBridge, if set, is the bridge of the default pod network
+	// (host-local over the node's pod CIDRs) used while CNIConfDir is empty.
+	CNIDefaultBridge string
 	// RegistryConfigDir holds containerd-style hosts.toml files per registry.
 	RegistryConfigDir string
 }
@@ -52,7 +55,7 @@ type Runtime struct {
 }
 
 func New(cfg Config) (*Runtime, error) {
-	net, err := NewNetwork(cfg.CNIConfDir, cfg.CNIBinDirs, cfg.CNICacheDir)
+	net, err := NewNetwork(cfg.CNIConfDir, cfg.CNIBinDirs, cfg.CNICacheDir, cfg.CNIDefaultBridge)
 	if err != nil {
 		return nil, err
 	}

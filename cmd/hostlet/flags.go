@@ -31,6 +31,7 @@ type options struct {
 	cniConfDir        string
 	cniBinDirs        []string
 	cniCacheDir       string
+	cniDefaultBridge  string
 	registryConfigDir string
 	address           string
 	port              int32
@@ -70,6 +71,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.cniConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI network configs")
 	fs.StringSliceVar(&o.cniBinDirs, "cni-bin-dir", []string{"/opt/cni/bin", "/usr/lib/cni"}, "CNI plugin directories")
 	fs.StringVar(&o.cniCacheDir, "cni-cache-dir", "/var/lib/cni", "CNI result cache")
+	fs.StringVar(&o.cniDefaultBridge, "cni-default-bridge", "", "bridge of a default pod network (host-local over the Node's spec.podCIDRs, as containerd's CNI conf template) used while --cni-conf-dir holds no config; empty: wait for a config (e.g. a CNI DaemonSet's)")
 	fs.StringVar(&o.registryConfigDir, "registry-config-dir", "", "containerd-style hosts.toml directory per registry")
 	fs.StringVar(&o.address, "address", "0.0.0.0", "IP to serve the kubelet API on")
 	fs.Int32Var(&o.port, "port", 10250, "port of the kubelet API")

@@ -109,6 +109,11 @@ func run(ctx context.Context, o *options) error {
 	go spec.Run(ctx)
 	go prov.Run(ctx)
 	go nd.Run(ctx, o.statusUpdateFreq)
+	go func() {
+		if err := rt.Network().Watch(ctx, nd.UpdateStatus); err != nil {
+			log.WithError(err).Error("CNI config dir no longer watched: changes show at the next status check only")
+		}
+	}()
 	go shutdown.Run(ctx)
 
 	pc, nc, err := newControllers(o, c.api, prov, nd, inf)
@@ -206,6 +211,7 @@ func newRuntime(o *options, nodeIP string) (*runtime.Runtime, error) {
 		Endpoint: o.runtimeEndpoint, Namespace: o.containerdNS, RootDir: o.rootDir,
 		Executable: self, NodeIP: nodeIP,
 		CNIConfDir: o.cniConfDir, CNIBinDirs: o.cniBinDirs, CNICacheDir: o.cniCacheDir,
+		CNIDefaultBridge:  o.cniDefaultBridge,
 		RegistryConfigDir: o.registryConfigDir,
 	})
 }

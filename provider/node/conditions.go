@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -22,8 +23,8 @@ func (n *Node) conditions(ctx context.Context, health error, prev []v1.NodeCondi
 	if health != nil {
 		notReady = append(notReady, "container runtime is down")
 	}
-	if netErr := n.rt.Network().Status(); netErr != nil {
-		notReady = append(notReady, "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: "+netErr.Error())
+	if netErr := n.NetworkErrors(); netErr != nil {
+		notReady = append(notReady, netErr.Error())
 	}
 	if n.ShuttingDown() {
 		notReady = append(notReady, "node is shutting down")
@@ -64,6 +65,21 @@ func (n *Node) conditions(ctx context.Context, health error, prev []v1.NodeCondi
 		n.recordTransition(out[i])
 	}
 	return out
+}
+
+// NetworkErrors is the kubelet's network state (runtimeState.networkErrors):
+// why pods other than host-network ones cannot start, or nil.
+func (n *Node) NetworkErrors() error {
+	return networkNotReady(n.rt.Network().Status())
+}
+
+// networkNotReady words a CNI failure as the kubelet prints containerd's
+// NetworkReady runtime condition.
+func networkNotReady(cniErr error) error {
+	if cniErr == nil {
+		return nil
+	}
+	return fmt.Errorf("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: %v", cniErr)
 }
 
 // recordTransition records the kubelet's event for a condition's new status.

@@ -66,6 +66,8 @@ type Node struct {
 	imageFs      string // containerd's snapshotter root, once known
 	// apiChanged is kicked by every change of the Node in the API.
 	apiChanged chan struct{}
+	// statusNow is kicked by UpdateStatus.
+	statusNow chan struct{}
 }
 
 // Runtime is what the node reads of the container runtime.
@@ -77,7 +79,7 @@ type Runtime interface {
 }
 
 func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
-	n := &Node{cfg: cfg, rt: rt, apiChanged: make(chan struct{}, 1)}
+	n := &Node{cfg: cfg, rt: rt, apiChanged: make(chan struct{}, 1), statusNow: make(chan struct{}, 1)}
 	if cfg.Informer != nil {
 		n.watchAPI(cfg.Informer)
 	}
@@ -176,6 +178,8 @@ func (n *Node) Run(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 			n.refresh(ctx)
+		case <-n.statusNow:
+			n.refresh(ctx)
 		case <-n.apiChanged:
 			n.reconcile(ctx)
 			select {
@@ -212,6 +216,15 @@ func (n *Node) refresh(ctx context.Context) {
 	n.mu.Unlock()
 	if cb != nil {
 		cb(next.DeepCopy())
+	}
+}
+
+// UpdateStatus has the node re-evaluated now rather than at the next
+// interval: a host signal changed (the CNI config, say).
+func (n *Node) UpdateStatus() {
+	select {
+	case n.statusNow <- struct{}{}:
+	default:
 	}
 }
 

@@ -99,11 +99,19 @@ func (n *Node) watchAPI(inf cache.SharedInformer) {
 		}
 	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { kick() },
-		UpdateFunc: func(any, any) { kick() },
+		AddFunc:    func(obj any) { n.podCIDRs(obj); kick() },
+		UpdateFunc: func(_, obj any) { n.podCIDRs(obj); kick() },
 	})
 	if err != nil {
 		log.WithError(err).Warn("node: watching the Node object")
+	}
+}
+
+// podCIDRs hands the runtime the pod CIDRs the controller-manager allocated
+// to the node, as the kubelet passes spec.podCIDRs to its runtime.
+func (n *Node) podCIDRs(obj any) {
+	if node, ok := obj.(*v1.Node); ok && node.Name == n.cfg.Name && len(node.Spec.PodCIDRs) > 0 {
+		n.rt.Network().SetPodCIDRs(node.Spec.PodCIDRs)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostlet/hostlet/runtime"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -157,5 +158,17 @@ func TestReconcilePatchesOnlyOnDifference(t *testing.T) {
 				t.Fatalf("after reconcile the API still differs in %v: %+v", d, got.Status)
 			}
 		})
+	}
+}
+
+// The Ready message for a node without a CNI config is the kubelet's with
+// containerd, word for word.
+func TestNodeNetworkNotReadyMessage(t *testing.T) {
+	const want = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
+	if got := networkNotReady(runtime.ErrCNINotInitialized); got == nil || got.Error() != want {
+		t.Errorf("got %v\nwant %s", got, want)
+	}
+	if networkNotReady(nil) != nil {
+		t.Error("a ready network has a message")
 	}
 }

@@ -189,5 +189,7 @@ func fuzzRuntime(rootDir string) *Runtime {
 // fixedNode is a node whose capacity and allocatable are res.
 type fixedNode struct{ res v1.ResourceList }
 
+func (fixedNode) NetworkErrors() error { return nil }
+
 func (n fixedNode) Allocatable() v1.ResourceList { return n.res }
 func (n fixedNode) Capacity() v1.ResourceList    { return n.res }

@@ -53,6 +53,8 @@ type Objects interface {
 type Node interface {
 	Allocatable() v1.ResourceList
 	Capacity() v1.ResourceList
+	// NetworkErrors says why the pod network is not ready, or nil.
+	NetworkErrors() error
 }
 
 // ContainerRuntime is what the translation uses of containerd (runtime.Runtime).

@@ -35,6 +35,11 @@ var _ lifecycle.Runtime = (*Runtime)(nil)
 func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
 	sb, err := r.rt.Sandbox(string(pod.UID))
 	if err != nil {
+		// While the network is not ready only host-network pods start, as
+		// with the kubelet, whose pod worker retries such a pod soon.
+		if netErr := r.cfg.Node.NetworkErrors(); netErr != nil && !pod.Spec.HostNetwork {
+			return nil, &lifecycle.Failure{Reason: lifecycle.NetworkNotReady, Message: "network is not ready: " + netErr.Error()}
+		}
 		// Volumes first, as the kubelet mounts them before it creates the
 		// sandbox: a pod whose volumes fail holds no network and no IP.
 		// (Volumes never read the pod IP: the downward API offers it to

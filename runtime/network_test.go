@@ -1,0 +1,93 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+const testConf = `{"cniVersion":"1.0.0","name":"from-daemonset","plugins":[{"type":"bridge","bridge":"x0"}]}`
+
+func loaded(n *Network) string {
+	list, err := n.config()
+	if err != nil {
+		return err.Error()
+	}
+	return list.Name
+}
+
+// A node without config is not initialized, the default network appears with
+// the node's pod CIDRs, and a config in the directory wins over it.
+func TestNetworkDefaultBridgeFromPodCIDRs(t *testing.T) {
+	dir := t.TempDir()
+	n, err := NewNetwork(dir, nil, t.TempDir(), "cbr0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.config(); !errors.Is(err, ErrCNINotInitialized) {
+		t.Fatalf("empty dir: %v", err)
+	}
+	n.SetPodCIDRs([]string{"10.244.1.0/24", "fd00:1::/64"})
+	if got := loaded(n); got != defaultNetworkName {
+		t.Fatalf("with pod CIDRs: %s", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "10-ds.conflist"), []byte(testConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.reload("test")
+	if got := loaded(n); got != "from-daemonset" {
+		t.Fatalf("with a config file: %s", got)
+	}
+
+	off, err := NewNetwork(t.TempDir(), nil, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off.SetPodCIDRs([]string{"10.244.1.0/24"})
+	if _, err := off.config(); !errors.Is(err, ErrCNINotInitialized) {
+		t.Fatalf("no default bridge: %v", err)
+	}
+}
+
+// Watch reloads on a file written, changed and removed, telling the
+// subscriber each time, with no poll.
+func TestNetworkWatch(t *testing.T) {
+	dir := t.TempDir()
+	n, err := NewNetwork(dir, nil, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan struct{}, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		done <- n.Watch(ctx, func() { changed <- struct{}{} })
+	}()
+	defer func() { cancel(); <-done }()
+	<-started
+	// Whether the file lands before the watch is in place or after, the
+	// watch's first load or its event loads it, and either tells.
+	f := filepath.Join(dir, "10-ds.conflist")
+	waitFor := func(want string) {
+		t.Helper()
+		for loaded(n) != want {
+			<-changed
+		}
+	}
+	if err := os.WriteFile(f, []byte(testConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("from-daemonset")
+	if err := os.WriteFile(f, []byte(`{"cniVersion":"1.0.0","name":"changed","plugins":[{"type":"bridge"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("changed")
+	if err := os.Remove(f); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ErrCNINotInitialized.Error())
+}
