@@ -317,6 +317,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if p := labels[labelTermLog]; p != "" {
 		_ = os.Remove(p)
 	}
+	removeLogFiles(labels[labelLogPath])
 	return nil
 }
 

@@ -106,7 +106,7 @@ func (r *Runtime) watchExits(ctx context.Context, onExit func(ContainerStatus)) 
 }
 
 // reconcileExits reports every exited container; the consumer ignores exits
-// it already knows, so repeating one is harmless.
+// it already knows, so repeating one (or reporting it late) is harmless.
 func (r *Runtime) reconcileExits(ctx context.Context, onExit func(ContainerStatus)) {
 	cs, err := r.ListContainers(ctx, "")
 	if err != nil {
@@ -116,9 +116,14 @@ func (r *Runtime) reconcileExits(ctx context.Context, onExit func(ContainerStatu
 		if c.State != StateExited {
 			continue
 		}
-		r.finalize(ctx, c.ID)
-		if st, err := r.ContainerStatus(ctx, c.ID); err == nil {
-			onExit(st)
-		}
+		// Off the event loop, as for an exit event: the consumer may read
+		// the container's log (FallbackToLogsOnError).
+		go func(id string) {
+			defer crash.Recover(log.WithField("container", id), nil)
+			r.finalize(ctx, id)
+			if st, err := r.ContainerStatus(ctx, id); err == nil {
+				onExit(st)
+			}
+		}(c.ID)
 	}
 }

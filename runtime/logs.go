@@ -24,8 +24,10 @@ const maxLogLine = 16 * 1024
 // containerd's shim writes the streams into FIFOs that hostlet reads, as
 // containerd's CRI plugin does; after a restart hostlet attaches again.
 type logSink struct {
+	path     string
 	mu       sync.Mutex
 	f        *os.File
+	closed   bool
 	out, err *streamWriter
 	done     chan struct{}
 }
@@ -38,7 +40,7 @@ func newLogSink(path string) (*logSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &logSink{f: f, done: make(chan struct{})}
+	s := &logSink{path: path, f: f, done: make(chan struct{})}
 	s.out = &streamWriter{sink: s, stream: "stdout"}
 	s.err = &streamWriter{sink: s, stream: "stderr"}
 	return s, nil
@@ -51,8 +53,32 @@ func (s *logSink) close() {
 	s.err.flush()
 	s.mu.Lock()
 	_ = s.f.Close()
+	s.closed = true
 	s.mu.Unlock()
 	close(s.done)
+}
+
+// rotate renames the live file to rotated and goes on in a new one. It
+// holds the lock every record is written under, so each record lands whole
+// in exactly one of the two files.
+func (s *logSink) rotate(rotated string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if err := os.Rename(s.path, rotated); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		// Keep writing where readers look.
+		_ = os.Rename(rotated, s.path)
+		return err
+	}
+	_ = s.f.Close()
+	s.f = f
+	return nil
 }
 
 func (s *logSink) write(stream, tag string, content []byte) {
@@ -147,9 +173,11 @@ func parseLogLine(line []byte) (logRecord, bool) {
 	return logRecord{ts: ts, raw: string(fields[0]), stream: string(fields[1]), partial: string(fields[2]) == "P", content: rest}, true
 }
 
-// ReadLog writes a CRI log file to w as `kubectl logs` shows it. With Follow
-// it keeps streaming new output until running reports the container gone
-// and the file is drained, or ctx ends.
+// ReadLog writes a CRI log file to w as `kubectl logs` shows it: the live
+// file only, as the kubelet reads it (rotated files are not read). With
+// Follow it keeps streaming new output, into the new file after a rotation,
+// until running reports the container gone and the file is drained, or ctx
+// ends.
 func ReadLog(ctx context.Context, path string, opts LogOptions, w io.Writer, running func() bool) error {
 	err := readLog(ctx, path, opts, w, running)
 	if errors.Is(err, errLimit) {
@@ -158,12 +186,120 @@ func ReadLog(ctx context.Context, path string, opts LogOptions, w io.Writer, run
 	return err
 }
 
+// LogTail returns the end of a container's log as the kubelet reads it for
+// FallbackToLogsOnError: the last lines lines, of which the last maxBytes
+// bytes. It reads only as much of the file as that needs.
+func LogTail(path string, lines, maxBytes int) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	start, err := tailStart(f, fi.Size(), lines, int64(maxBytes))
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	br := bufio.NewReader(io.NewSectionReader(f, start, fi.Size()-start))
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			if rec, ok := parseLogLine(line[:len(line)-1]); ok {
+				b.Write(rec.content)
+				if !rec.partial {
+					b.WriteByte('\n')
+				}
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	out := b.Bytes()
+	if len(out) > maxBytes {
+		out = out[len(out)-maxBytes:]
+	}
+	return string(out), nil
+}
+
+// tailStart finds where the records of the last n lines begin (a line is
+// its partial records and the full one ending it), reading the file
+// backwards in blocks. With maxContent > 0 it also stops once the records
+// from there hold that much content. An unterminated last record is left
+// to the reader, which completes it while following.
+func tailStart(f io.ReaderAt, size int64, n int, maxContent int64) (int64, error) {
+	const block = 64 * 1024
+	pos := size
+	var buf []byte // the file's bytes [pos, pos+len(buf)) not yet counted
+	ended := false // whether buf ends at the end of a complete record
+	count := 0
+	var content int64
+	for {
+		if !ended {
+			if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+				buf, ended = buf[:i+1], true
+				if n == 0 {
+					return pos + int64(len(buf)), nil
+				}
+			}
+		}
+		for ended && len(buf) > 0 {
+			j := bytes.LastIndexByte(buf[:len(buf)-1], '\n')
+			if j < 0 && pos > 0 {
+				break // the record starts in an earlier block
+			}
+			end := pos + int64(len(buf))
+			rec, ok := parseLogLine(buf[j+1 : len(buf)-1])
+			if ok {
+				if !rec.partial {
+					if count == n {
+						return end, nil
+					}
+					count++
+				}
+				content += int64(len(rec.content))
+				if maxContent > 0 && content >= maxContent && count > 0 {
+					return end - int64(len(buf)-j-1), nil
+				}
+			}
+			buf = buf[:j+1]
+		}
+		if pos == 0 {
+			return 0, nil
+		}
+		read := min(int64(block), pos)
+		pos -= read
+		chunk := make([]byte, read, int(read)+len(buf))
+		if _, err := f.ReadAt(chunk, pos); err != nil && err != io.EOF {
+			return 0, err
+		}
+		buf = append(chunk, buf...)
+	}
+}
+
 func readLog(ctx context.Context, path string, opts LogOptions, w io.Writer, running func() bool) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
+	if opts.Tail >= 0 {
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		start, err := tailStart(f, fi.Size(), opts.Tail, 0)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Seek(start, io.SeekStart); err != nil {
+			return err
+		}
+	}
 	out := newLimitWriter(w, opts.LimitBytes)
 	br := bufio.NewReaderSize(f, 64*1024)
 	var pending []byte // an unterminated last line, completed by a later read
@@ -184,50 +320,8 @@ func readLog(ctx context.Context, path string, opts LogOptions, w io.Writer, run
 		_, err := out.Write(b)
 		return err
 	}
-
-	// The first pass honours --tail: keep the last N full lines.
-	var records []logRecord
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			if rec, ok := parseLogLine(line[:len(line)-1]); ok {
-				if opts.Tail >= 0 {
-					records = append(records, rec)
-				} else if err := emit(rec); err != nil {
-					return err
-				}
-			}
-		} else {
-			pending = line
-		}
-		if err != nil {
-			break
-		}
-	}
-	if opts.Tail >= 0 {
-		records = lastLines(records, opts.Tail)
-		for _, rec := range records {
-			if err := emit(rec); err != nil {
-				return err
-			}
-		}
-	}
-	if !opts.Follow {
-		return nil
-	}
-	watcher, err := fsnotify.NewWatcher()
-	if err != nil {
-		return err
-	}
-	defer watcher.Close()
-	if err := watcher.Add(path); err != nil {
-		return err
-	}
-	// The container's exit is checked at most once a second, only while a
-	// follow is open.
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
+	// drain emits every complete record up to the end of the file.
+	drain := func() error {
 		for {
 			line, err := br.ReadBytes('\n')
 			pending = append(pending, line...)
@@ -240,40 +334,78 @@ func readLog(ctx context.Context, path string, opts LogOptions, w io.Writer, run
 				pending = nil
 			}
 			if err != nil {
-				break
+				return nil
 			}
 		}
+	}
+	if err := drain(); err != nil || !opts.Follow {
+		return err
+	}
+	// The directory is watched, not the file: a rotation renames the file
+	// away and creates a new one under its name.
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer watcher.Close()
+	if err := watcher.Add(filepath.Dir(path)); err != nil {
+		return err
+	}
+	// reopened switches to a new file under path once the old one is
+	// drained (the writer never adds to a file it rotated away).
+	reopened := func() (bool, error) {
+		cur, err1 := f.Stat()
+		now, err2 := os.Stat(path)
+		if err1 != nil || err2 != nil || os.SameFile(cur, now) {
+			return false, nil
+		}
+		if err := drain(); err != nil {
+			return false, err
+		}
+		nf, err := os.Open(path)
+		if err != nil {
+			return false, nil
+		}
+		_ = f.Close()
+		f, pending = nf, nil
+		br.Reset(f)
+		return true, drain()
+	}
+	// The container's exit (and a rotation whose event was lost) is
+	// checked at most once a second, only while a follow is open.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-watcher.Events:
+		case ev := <-watcher.Events:
+			if ev.Name == filepath.Clean(path) && ev.Op.Has(fsnotify.Create) {
+				if _, err := reopened(); err != nil {
+					return err
+				}
+			}
+		case <-watcher.Errors:
+			// An overflow: the tick finds a rotation it hid.
 		case <-tick.C:
 			if !running() {
 				// Drain what was written before the exit, then stop.
-				if _, err := br.Peek(1); err != nil {
-					return nil
+				if err := drain(); err != nil {
+					return err
 				}
+				if again, err := reopened(); err != nil || !again {
+					return err
+				}
+				continue
+			}
+			if _, err := reopened(); err != nil {
+				return err
 			}
 		}
-	}
-}
-
-// lastLines keeps the records of the last n lines, counting a line as its
-// partial records plus the full one that ends it.
-func lastLines(recs []logRecord, n int) []logRecord {
-	if n == 0 {
-		return nil
-	}
-	count := 0
-	for i := len(recs) - 1; i >= 0; i-- {
-		if !recs[i].partial {
-			count++
-			if count > n {
-				return recs[i+1:]
-			}
+		if err := drain(); err != nil {
+			return err
 		}
 	}
-	return recs
 }
 
 var errLimit = errors.New("log limit reached")

@@ -53,6 +53,7 @@ type options struct {
 	verbosity         int
 	testPanicHooks    bool
 	profiling         bool
+	housekeeping
 }
 
 func (o *options) flags() *pflag.FlagSet {
@@ -94,6 +95,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&o.maxRestartPeriod, "max-container-restart-period", 300*time.Second, "longest crash-loop back-off")
 	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server (negative: no limit)")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
+	o.housekeeping.flags(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 2, "log verbosity (0-2 info, 3+ debug)")
 	// Tests only: lets a pod annotation make hostlet panic (testpanic.Annotation).
 	// Hidden, and refused in the config file, so a node cannot have it by accident.

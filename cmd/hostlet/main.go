@@ -66,6 +66,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	rotation, err := o.logRotation()
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return err
 	}
@@ -108,6 +112,7 @@ func run(ctx context.Context, o *options) error {
 	}, nd, prov, events)
 	go spec.Run(ctx)
 	go prov.Run(ctx)
+	go rt.RotateLogs(ctx, rotation)
 	go nd.Run(ctx, o.statusUpdateFreq)
 	go func() {
 		if err := rt.Network().Watch(ctx, nd.UpdateStatus); err != nil {

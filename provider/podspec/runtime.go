@@ -317,16 +317,12 @@ func readLimited(path string, n int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, n))
 }
 
-// logTail is the last 80 lines or 2 KiB of a container's log.
+// logTail is the last 80 lines, at most 2 KiB, of a container's log, read
+// from its end.
 func logTail(path string) string {
-	var b strings.Builder
-	opts := runtime.LogOptions{Tail: maxTerminationLogLines}
-	if err := runtime.ReadLog(context.Background(), path, opts, &b, func() bool { return false }); err != nil {
+	s, err := runtime.LogTail(path, maxTerminationLogLines, maxTerminationLogBytes)
+	if err != nil {
 		return ""
-	}
-	s := b.String()
-	if len(s) > maxTerminationLogBytes {
-		s = s[len(s)-maxTerminationLogBytes:]
 	}
 	return s
 }
