@@ -1,0 +1,105 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
+)
+
+// labelPinned is the label containerd's CRI plugin pins an image with (its
+// sandbox image, or one an operator pinned): CRI reports it as pinned and
+// the kubelet never garbage-collects it.
+const labelPinned = "io.cri-containerd.pinned"
+
+// StoredImage is one image in containerd as image GC sees it: all the
+// names that point to one manifest, as CRI lists one image per ID.
+type StoredImage struct {
+	// ID is the digest the names point to.
+	ID    string
+	Names []string
+	// Size is the content size, as CRI reports it.
+	Size   int64
+	Pinned bool
+	// InUse: a container (running or not) was created from it.
+	InUse bool
+}
+
+// ListImages lists the namespace's images with their sizes, pins and use.
+func (r *Runtime) ListImages(ctx context.Context) ([]StoredImage, error) {
+	imgs, err := r.client.ImageService().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Containers are listed after the images: one created from an image
+	// pulled in between is in use by an image GC will not see yet.
+	cs, err := r.client.ContainerService().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	used := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		used[c.Image] = true
+	}
+	byID := map[string]*StoredImage{}
+	for _, img := range imgs {
+		id := img.Target.Digest.String()
+		s := byID[id]
+		if s == nil {
+			size, err := containerd.NewImage(r.client, img).Size(ctx)
+			if err != nil && !errdefs.IsNotFound(err) {
+				return nil, fmt.Errorf("size of image %s: %w", img.Name, err)
+			}
+			s = &StoredImage{ID: id, Size: size}
+			byID[id] = s
+		}
+		s.Names = append(s.Names, img.Name)
+		s.Pinned = s.Pinned || img.Labels[labelPinned] == "pinned"
+		s.InUse = s.InUse || used[img.Name]
+	}
+	out := make([]StoredImage, 0, len(byID))
+	for _, s := range byID {
+		sort.Strings(s.Names)
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// RemoveImage removes every name of the image with that ID, the last one
+// synchronously so its content and snapshots are gone when it returns.
+// A name moved to another image meanwhile is left alone.
+func (r *Runtime) RemoveImage(ctx context.Context, id string) error {
+	imgs, err := r.client.ImageService().List(ctx, fmt.Sprintf("target.digest==%s", id))
+	if err != nil {
+		return err
+	}
+	for i, img := range imgs {
+		opts := []images.DeleteOpt{images.DeleteTarget(&img.Target)}
+		if i == len(imgs)-1 {
+			opts = append(opts, images.SynchronousDelete())
+		}
+		if err := r.client.ImageService().Delete(ctx, img.Name, opts...); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("removing image %s: %w", img.Name, err)
+		}
+	}
+	return nil
+}
+
+// ImageFsUsage is the capacity and available bytes of the filesystem
+// containerd unpacks images on.
+func (r *Runtime) ImageFsUsage(ctx context.Context) (capacity, available int64, err error) {
+	dir, err := r.ImageFsDir(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Blocks) * st.Bsize, int64(st.Bavail) * st.Bsize, nil
+}
