@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -17,6 +18,13 @@ type housekeeping struct {
 	logMaxFiles        int
 	logMaxWorkers      int
 	logMonitorInterval time.Duration
+
+	imageGCHigh, imageGCLow    int
+	imageMinAge, imageMaxAge   time.Duration
+	maxDeadPerContainer        int
+	maxDead                    int
+	minContainerTTL            time.Duration
+	imageGCPeriod, containerGC time.Duration
 }
 
 func (h *housekeeping) flags(fs *pflag.FlagSet) {
@@ -24,6 +32,28 @@ func (h *housekeeping) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&h.logMaxFiles, "container-log-max-files", 5, "most log files kept per container, the live one included (> 1)")
 	fs.IntVar(&h.logMaxWorkers, "container-log-max-workers", 1, "logs rotated at the same time (>= 1)")
 	fs.DurationVar(&h.logMonitorInterval, "container-log-monitor-interval", 10*time.Second, "how often container logs are checked for rotation (>= 3s)")
+	fs.IntVar(&h.imageGCHigh, "image-gc-high-threshold", 85, "image filesystem usage (percent) at which image GC runs; 100 turns it off unless --image-maximum-gc-age is set")
+	fs.IntVar(&h.imageGCLow, "image-gc-low-threshold", 80, "image filesystem usage (percent) image GC frees space down to")
+	fs.DurationVar(&h.imageMinAge, "image-minimum-gc-age", 2*time.Minute, "youngest an unused image can be to be garbage-collected")
+	fs.DurationVar(&h.imageMaxAge, "image-maximum-gc-age", 0, "an image unused for longer is garbage-collected whatever the space; 0: never")
+	fs.IntVar(&h.maxDeadPerContainer, "maximum-dead-containers-per-container", 1, "dead instances kept per container (the last terminated one is always kept); negative: no limit")
+	fs.IntVar(&h.maxDead, "maximum-dead-containers", -1, "dead containers kept on the node (what pod status needs is always kept); negative: no limit")
+	fs.DurationVar(&h.minContainerTTL, "minimum-container-ttl-duration", 0, "youngest a dead container can be to be garbage-collected")
+	// The kubelet's fixed periods (5 min, 1 min); tests shorten them.
+	fs.DurationVar(&h.imageGCPeriod, "image-gc-period", 5*time.Minute, "")
+	_ = fs.MarkHidden("image-gc-period")
+	fs.DurationVar(&h.containerGC, "container-gc-period", time.Minute, "")
+	_ = fs.MarkHidden("container-gc-period")
+}
+
+// imageGC validates the image GC flags as the kubelet's configuration is.
+func (h *housekeeping) imageGC() (gc.ImagePolicy, error) {
+	p := gc.ImagePolicy{HighThresholdPercent: h.imageGCHigh, LowThresholdPercent: h.imageGCLow, MinAge: h.imageMinAge, MaxAge: h.imageMaxAge}
+	return p, p.Validate()
+}
+
+func (h *housekeeping) containerGCPolicy() gc.ContainerPolicy {
+	return gc.ContainerPolicy{MinAge: h.minContainerTTL, MaxPerPodContainer: h.maxDeadPerContainer, MaxContainers: h.maxDead}
 }
 
 // logRotation validates the log flags as the kubelet's configuration is.

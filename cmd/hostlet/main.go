@@ -16,6 +16,7 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider"
+	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/server"
@@ -70,6 +71,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	imagePolicy, err := o.imageGC()
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return err
 	}
@@ -113,6 +118,8 @@ func run(ctx context.Context, o *options) error {
 	go spec.Run(ctx)
 	go prov.Run(ctx)
 	go rt.RotateLogs(ctx, rotation)
+	go gc.NewImageGC(rt, imagePolicy, clock.RealClock{}, events, nd.Ref()).Run(ctx, o.imageGCPeriod)
+	go gc.NewContainerGC(rt, o.containerGCPolicy(), clock.RealClock{}, events, nd.Ref()).Run(ctx, o.containerGC)
 	go nd.Run(ctx, o.statusUpdateFreq)
 	go func() {
 		if err := rt.Network().Watch(ctx, nd.UpdateStatus); err != nil {

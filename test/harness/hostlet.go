@@ -91,6 +91,9 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--tls-private-key-file", key,
 		"--client-ca-file", c.pki.CACert,
 		"--v", "4",
+		// The images are imported, not pullable: image GC (which a full
+		// disk would start) would break the tests that use them after it.
+		"--image-gc-high-threshold", "100",
 	}, opts.ExtraArgs...)
 	// If the Node does not exist yet, any Ready status is this process's;
 	// otherwise (a name reused in this cluster) wait for a fresh heartbeat.
