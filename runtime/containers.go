@@ -125,7 +125,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 	}
 	// A restarted container with the same attempt (after a crash of hostlet
 	// between create and record) must not append to the old attempt's log.
-	_ = os.Remove(logPath)
+	removeLogFiles(logPath)
 	var termLog string
 	if cfg.TerminationMessagePath != "" {
 		termLog = filepath.Join(s.Dir, "containers", cfg.Name, id[:12]+"-termination-log")

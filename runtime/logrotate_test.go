@@ -380,3 +380,43 @@ func TestRemoveLogFiles(t *testing.T) {
 		t.Fatalf("left %q", got)
 	}
 }
+
+type countingReaderAt struct {
+	r    io.ReaderAt
+	read int64
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.read += int64(n)
+	return n, err
+}
+
+// A line that never ends (partial records only) bounds the read by bytes,
+// not by lines.
+func TestTailStartBoundedByContent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	var recs []string
+	for i := range 5000 {
+		recs = append(recs, fmt.Sprintf("P:%04d%s", i, strings.Repeat("z", 200)))
+	}
+	writeRecords(t, path, recs...)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	c := &countingReaderAt{r: f}
+	start, err := tailStart(c, fi.Size(), 80, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.read > 128*1024 || fi.Size()-start > 4096 {
+		t.Fatalf("read %d bytes of %d to start %d from the end", c.read, fi.Size(), fi.Size()-start)
+	}
+	got, _ := LogTail(path, 80, 2048)
+	if len(got) != 2048 || !strings.HasSuffix(got, "4999"+strings.Repeat("z", 200)) {
+		t.Fatalf("tail %d bytes ending %q", len(got), got[len(got)-10:])
+	}
+}

@@ -262,7 +262,7 @@ func tailStart(f io.ReaderAt, size int64, n int, maxContent int64) (int64, error
 					count++
 				}
 				content += int64(len(rec.content))
-				if maxContent > 0 && content >= maxContent && count > 0 {
+				if maxContent > 0 && content >= maxContent {
 					return end - int64(len(buf)-j-1), nil
 				}
 			}
