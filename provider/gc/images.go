@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -220,6 +221,21 @@ func (g *ImageGC) GarbageCollect(ctx context.Context) error {
 		return errors.New(msg)
 	}
 	return nil
+}
+
+// DeleteUnusedImages removes every image not in use or pinned and older
+// than the minimum age, whatever the thresholds: the kubelet's reclaim of
+// image space under disk pressure, before it evicts pods.
+func (g *ImageGC) DeleteUnusedImages(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.clock.Now()
+	imgs, err := g.evictionOrder(ctx, now)
+	if err != nil {
+		return err
+	}
+	_, err = g.freeSpace(ctx, math.MaxInt64, imgs, now)
+	return err
 }
 
 // freeOld removes the images unused for longer than MaxAge, once hostlet

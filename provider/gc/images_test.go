@@ -219,3 +219,27 @@ func TestImagePolicyValidate(t *testing.T) {
 		t.Error("a high threshold of 100 without a maximum age is not off")
 	}
 }
+
+// The reclaim under disk pressure removes every unused, unpinned image
+// past the minimum age, whatever the thresholds.
+func TestDeleteUnusedImages(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	f := newFakeImages(1000, 0,
+		runtime.StoredImage{ID: "used", Size: 10, InUse: true},
+		runtime.StoredImage{ID: "pinned", Size: 10, Pinned: true},
+		runtime.StoredImage{ID: "a", Size: 10},
+		runtime.StoredImage{ID: "b", Size: 10},
+	)
+	g := NewImageGC(f, ImagePolicy{HighThresholdPercent: 90, LowThresholdPercent: 80, MinAge: time.Minute}, clk, record.NewFakeRecorder(10), node)
+	if err := g.DeleteUnusedImages(context.Background()); err != nil || len(f.removed) != 0 {
+		t.Fatalf("removed %q before the minimum age, %v", f.removed, err)
+	}
+	clk.Step(time.Minute)
+	f.images["c"] = &runtime.StoredImage{ID: "c", Size: 10}
+	if err := g.DeleteUnusedImages(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a", "b"}; !slices.Equal(f.removed, want) {
+		t.Fatalf("removed %q, want %q", f.removed, want)
+	}
+}
