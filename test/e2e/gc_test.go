@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -116,5 +118,61 @@ func TestImageGC(t *testing.T) {
 	}
 	if p, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), pod.Name, metav1.GetOptions{}); err != nil || p.Status.Phase != v1.PodRunning {
 		t.Errorf("the user pod: %v", err)
+	}
+}
+
+// Dead-container GC at its strictest never removes what the pod status
+// needs: after two restarts the previous instance (lastState, --previous)
+// is still there; the one before it is gone with its log.
+func TestContainerGCKeepsPrevious(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-containergc"
+	h := extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: []string{
+		"--maximum-dead-containers-per-container", "0",
+		"--maximum-dead-containers", "0",
+		"--container-gc-period", "1s",
+	}})
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "crasher", "sh", "-c", `n=$(cat /data/n 2>/dev/null || echo 0); echo run $n; echo $((n+1)) > /data/n
+if [ $n -ge 2 ]; then exec sleep 3600; fi
+exit 3`)
+	pod.Spec.NodeName = name
+	pod.Spec.RestartPolicy = v1.RestartPolicyAlways
+	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	pod = cluster.CreatePod(t, pod)
+	if _, err := cluster.WaitForPod(ctxT(t), ns, pod.Name, 2*time.Minute, func(p *v1.Pod) (bool, error) {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].RestartCount == 2 && cs[0].State.Running != nil, nil
+	}); err != nil {
+		t.Fatalf("never on its third run: %v", err)
+	}
+	// Several collections.
+	time.Sleep(4 * time.Second)
+	p, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.ExitCode != 3 {
+		t.Errorf("lastState %+v", p.Status.ContainerStatuses[0].LastTerminationState)
+	}
+	prev, err := cluster.Client().CoreV1().Pods(ns).GetLogs(pod.Name, &v1.PodLogOptions{Previous: true}).DoRaw(ctxT(t))
+	if err != nil || string(prev) != "run 1\n" {
+		t.Errorf("--previous = %q, %v", prev, err)
+	}
+	dir := filepath.Join(h.RootDir(), "logs", ns+"_"+pod.Name+"_"+string(pod.UID), "c")
+	var logs []string
+	if es, err := os.ReadDir(dir); err == nil {
+		for _, e := range es {
+			logs = append(logs, e.Name())
+		}
+	}
+	if want := []string{"1.log", "2.log"}; !slices.Equal(logs, want) {
+		t.Errorf("log files %q, want %q", logs, want)
+	}
+	ctrs, err := cluster.ContainerdClient().Containers(namespaces.WithNamespace(context.Background(), harness.ContainerdNamespace),
+		`labels."io.kubernetes.pod.uid"==`+string(pod.UID))
+	if err != nil || len(ctrs) != 2 {
+		t.Errorf("%d containers of the pod in containerd, want 2 (%v)", len(ctrs), err)
 	}
 }
