@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -142,5 +143,25 @@ func TestEphemeralNotStartedInFinishedPod(t *testing.T) {
 	s.wantCalls()
 	if w := s.ephemeral("dbg").State.Waiting; w == nil {
 		t.Fatalf("ephemeral container of a finished pod: %+v", s.ephemeral("dbg").State)
+	}
+}
+
+// A restarted hostlet adopts ephemeral containers as they are: the one
+// still running is not started again, the one that exited is not re-run.
+func TestEphemeralAdopted(t *testing.T) {
+	pod := restartPolicy(testPod("a"), v1.RestartPolicyAlways)
+	for _, name := range []string{"live", "gone"} {
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, v1.EphemeralContainer{
+			EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: name, Image: "debugger"}})
+	}
+	s := newScenario(t, pod, holding(
+		ContainerInfo{ID: "a1", Name: "a", Running: true, StartedAt: epoch.Add(-time.Minute)},
+		ContainerInfo{ID: "e1", Name: "live", Running: true, StartedAt: epoch.Add(-time.Minute)},
+		ContainerInfo{ID: "e2", Name: "gone", Exited: true, ExitCode: 0, FinishedAt: epoch.Add(-time.Second)},
+	))
+	s.step(DefaultBackoff.Max)
+	s.wantCalls()
+	if s.ephemeral("live").State.Running == nil || s.ephemeral("gone").State.Terminated == nil {
+		t.Fatalf("adopted ephemeral statuses %+v", s.status().EphemeralContainerStatuses)
 	}
 }
