@@ -63,8 +63,9 @@ func waitEphemeral(t *testing.T, ns, pod, name, what string, cond func(*v1.Conta
 // An ephemeral container added through the subresource runs in the pod's
 // sandbox: it mounts the pod's volume, shares the target's PID namespace
 // (sees its process), takes exec and serves logs. One that exits is never
-// restarted, whatever the pod's restart policy; a running one is stopped
-// with the pod and the final status shows it terminated.
+// restarted, whatever the pod's restart policy, nor by a restarted hostlet,
+// which adopts the running one; that is stopped with the pod and the final
+// status shows it terminated.
 func TestEphemeralContainer(t *testing.T) {
 	skipIfNoCluster(t)
 	ns := cluster.NewNamespace(t)
@@ -112,6 +113,24 @@ func TestEphemeralContainer(t *testing.T) {
 	}
 	if out, err := cluster.Kubectl(ctxT(t), "-n", ns, "logs", pod.Name, "-c", "once"); err != nil || out != "once-ran\n" {
 		t.Fatalf("kubectl logs -c once = %q, %v", out, err)
+	}
+
+	// A restarted hostlet adopts both as they are: neither runs again.
+	dbgID := ephemeralStatus(p, "dbg").ContainerID
+	if err := node.Restart(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := execIn(t, ns, pod.Name, "dbg", "cat", "/mnt/f"); got != "from-target\n" {
+		t.Errorf("exec in the adopted ephemeral container: %q", got)
+	}
+	if p, err = cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), pod.Name, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := ephemeralStatus(p, "dbg"); st.ContainerID != dbgID || st.State.Running == nil {
+		t.Fatalf("adopted ephemeral container %+v, was %s", st, dbgID)
+	}
+	if st := ephemeralStatus(p, "once"); st.State.Terminated == nil || st.RestartCount != 0 {
+		t.Fatalf("exited ephemeral container after the restart %+v", st)
 	}
 
 	// Deleted, the pod stops the running ephemeral container: its last
