@@ -457,6 +457,7 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 		}
 	}
 	soonest(deadline)
+	soonest(p.startEphemeral(ctx))
 	spec := &p.pod.Spec
 	if !p.initialized {
 		for i := range spec.InitContainers {

@@ -107,6 +107,7 @@ func (p *Pod) computeStatus() v1.PodStatus {
 	for i := range spec.Containers {
 		statuses = append(statuses, p.containerStatus(&spec.Containers[i], pending, false, false))
 	}
+	ephemeral := p.ephemeralStatuses(pending)
 	phase := Phase(spec, initStatuses, statuses, p.finished, p.initialized)
 	if p.finished && phase != v1.PodSucceeded && phase != v1.PodFailed {
 		// A pod that will run nothing more ends terminal (e.g. deleted
@@ -141,6 +142,7 @@ func (p *Pod) computeStatus() v1.PodStatus {
 	// The kubelet lists container statuses sorted by name.
 	sort.Slice(initStatuses, func(i, j int) bool { return initStatuses[i].Name < initStatuses[j].Name })
 	sort.Slice(statuses, func(i, j int) bool { return statuses[i].Name < statuses[j].Name })
+	sort.Slice(ephemeral, func(i, j int) bool { return ephemeral[i].Name < ephemeral[j].Name })
 
 	old := p.pod.Status
 	var others []v1.PodCondition
@@ -160,15 +162,16 @@ func (p *Pod) computeStatus() v1.PodStatus {
 		prevConds = mergeOwned(s.Status.Conditions, old.Conditions, p.failure)
 	}
 	st := v1.PodStatus{
-		Phase:                 reported,
-		Reason:                reason,
-		Message:               message,
-		Conditions:            MergeConditions(computed, prevConds, metav1.NewTime(p.clock.Now().Truncate(time.Second))),
-		StartTime:             p.startTime.DeepCopy(),
-		QOSClass:              old.QOSClass,
-		InitContainerStatuses: initStatuses,
-		ContainerStatuses:     statuses,
-		ObservedGeneration:    p.pod.Generation,
+		Phase:                      reported,
+		Reason:                     reason,
+		Message:                    message,
+		Conditions:                 MergeConditions(computed, prevConds, metav1.NewTime(p.clock.Now().Truncate(time.Second))),
+		StartTime:                  p.startTime.DeepCopy(),
+		QOSClass:                   old.QOSClass,
+		InitContainerStatuses:      initStatuses,
+		ContainerStatuses:          statuses,
+		EphemeralContainerStatuses: ephemeral,
+		ObservedGeneration:         p.pod.Generation,
 	}
 	if st.StartTime.IsZero() {
 		st.StartTime = nil

@@ -76,8 +76,13 @@ func (p *Pod) stopAll(ctx context.Context, grace time.Duration) {
 	deadline := p.clock.Now().Add(grace)
 	spec := &p.pod.Spec
 	var main, all sync.WaitGroup
+	// Ephemeral containers stop with the main containers.
+	var regular []*v1.Container
 	for i := range spec.Containers {
-		c := &spec.Containers[i]
+		regular = append(regular, &spec.Containers[i])
+	}
+	regular = append(regular, ephemeralContainers(spec)...)
+	for _, c := range regular {
 		if rec := p.containers[c.Name]; rec != nil && rec.cur.Running {
 			main.Add(1)
 			all.Add(1)

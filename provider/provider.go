@@ -175,6 +175,16 @@ func (p *Provider) GetPod(ctx context.Context, namespace, name string) (*v1.Pod,
 	return view(e), nil
 }
 
+// GetPodByUID returns one incarnation of a pod the node runs, with its
+// status, whether or not its name has been reused since.
+func (p *Provider) GetPodByUID(ctx context.Context, uid types.UID) (*v1.Pod, error) {
+	e := p.entry(uid)
+	if e == nil {
+		return nil, errdefs.NotFoundf("pod with UID %s not found", uid)
+	}
+	return view(e), nil
+}
+
 func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*v1.PodStatus, error) {
 	pod, err := p.GetPod(ctx, namespace, name)
 	if err != nil {

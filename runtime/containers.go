@@ -100,6 +100,9 @@ type ContainerConfig struct {
 	// StdinOnce closes it when the first one ends. TTY gives the process a
 	// terminal.
 	Stdin, StdinOnce, TTY bool
+	// PIDNamespace, when set, is the namespace (a path) the container joins
+	// instead of the pod's: an ephemeral container's target's.
+	PIDNamespace string
 }
 
 func newID() string {

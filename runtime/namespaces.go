@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -97,4 +98,18 @@ func isMountPoint(path string) bool {
 func unmountShm(path string) {
 	_ = unix.Unmount(path, unix.MNT_DETACH)
 	_ = os.Remove(path)
+}
+
+// PIDNamespace is the PID namespace of a running container, by path, for an
+// ephemeral container that targets it (CRI's NamespaceMode_TARGET).
+func (r *Runtime) PIDNamespace(ctx context.Context, id string) (string, error) {
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("/proc/%d/ns/pid", task.Pid()), nil
 }

@@ -24,6 +24,9 @@ func specFor(cfg ContainerConfig, args []string, termLog string) []oci.SpecOpts 
 		opts = append(opts, oci.WithProcessCwd(cfg.WorkingDir))
 	}
 	opts = append(opts, namespaceOpts(s, cfg.Hostname)...)
+	if cfg.PIDNamespace != "" {
+		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.PIDNamespace, Path: cfg.PIDNamespace}))
+	}
 	opts = append(opts, securityOpts(cfg.Security, s.UserNSPath != "")...)
 	opts = append(opts, resourceOpts(cfg.Resources)...)
 	// The cgroup filesystem, as CRI mounts it for every container:

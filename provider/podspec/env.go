@@ -246,5 +246,8 @@ func findContainer(pod *v1.Pod, name string) *v1.Container {
 			return &pod.Spec.InitContainers[i]
 		}
 	}
+	if ec := ephemeralContainer(pod, name); ec != nil {
+		return (*v1.Container)(&ec.EphemeralContainerCommon)
+	}
 	return nil
 }

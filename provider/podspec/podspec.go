@@ -74,6 +74,7 @@ type ContainerRuntime interface {
 	RemoveContainer(ctx context.Context, id string) error
 	ListContainers(ctx context.Context, podUID string) ([]runtime.ContainerStatus, error)
 	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
+	PIDNamespace(ctx context.Context, id string) (string, error)
 	LogsDone(id string) <-chan struct{}
 	RemoveLogs(namespace, name, uid string)
 }

@@ -116,6 +116,11 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		}
 		return out
 	}
+	pidNS, err := r.targetPIDNamespace(ctx, pod, c.Name)
+	if err != nil {
+		// The worker records the Failed event.
+		return lifecycle.ContainerInfo{}, err
+	}
 	termPath := c.TerminationMessagePath
 	if termPath == "" {
 		termPath = defaultTerminationLogPath
@@ -126,7 +131,7 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		Command: expand(c.Command), Args: expand(c.Args), Env: env, WorkingDir: c.WorkingDir,
 		Mounts: mounts, TerminationMessagePath: termPath, Hostname: hostname,
 		Security: sec, Resources: r.containerResources(pod, c),
-		Stdin: c.Stdin, StdinOnce: c.StdinOnce, TTY: c.TTY,
+		Stdin: c.Stdin, StdinOnce: c.StdinOnce, TTY: c.TTY, PIDNamespace: pidNS,
 	})
 	if err != nil {
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())

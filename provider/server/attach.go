@@ -12,12 +12,13 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // AttachToContainer serves `kubectl attach` and `kubectl run -it`: the
 // session joins the container's own stdio.
 func (s *server) AttachToContainer(ctx context.Context, namespace, podName, container string, attach api.AttachIO) error {
-	id, eio, done, err := s.session(namespace, podName, container, attach)
+	id, eio, done, err := s.session(ctx, namespace, podName, container, attach)
 	if err != nil {
 		return err
 	}
@@ -27,8 +28,8 @@ func (s *server) AttachToContainer(ctx context.Context, namespace, podName, cont
 
 // session finds the running container a streaming session (exec or attach)
 // is for and wires the session's streams for the runtime.
-func (s *server) session(namespace, podName, container string, attach api.AttachIO) (string, runtime.ExecIO, func(), error) {
-	pod, st, err := s.containerRef(namespace, podName, container)
+func (s *server) session(ctx context.Context, namespace, podName, container string, attach api.AttachIO) (string, runtime.ExecIO, func(), error) {
+	pod, st, err := s.containerRef(ctx, namespace, podName, container)
 	if err != nil {
 		return "", runtime.ExecIO{}, nil, err
 	}
@@ -81,12 +82,18 @@ func sessionIO(pod *v1.Pod, container string, attach api.AttachIO) (runtime.Exec
 	return eio, func() { close(done) }
 }
 
+// podUIDKey carries the pod UID of a uid-form URL to the session, which
+// then uses that incarnation and no other.
+type podUIDKey struct{}
+
 // withStreamRoutes serves the kubelet's uid form of exec and attach
 // (/attach/{namespace}/{pod}/{uid}/{container}), which virtual-kubelet's
 // routes lack: a pod of that name with another UID is not found, as in the
-// kubelet's GetAttach. The protocol's tty flag is left as the client asked:
-// the container's terminal is what its spec said whatever the flag, which
-// only decides whether the client sends sizes and gets a stderr stream.
+// kubelet's GetAttach, and the session runs in the pod of that UID even if
+// the name has been reused since. The protocol's tty flag is left as the
+// client asked: the container's terminal is what its spec said whatever the
+// flag, which only decides whether the client sends sizes and gets a stderr
+// stream.
 func (s *server) withStreamRoutes(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
@@ -94,11 +101,13 @@ func (s *server) withStreamRoutes(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		pod, err := s.cfg.Pods.GetPod(r.Context(), parts[1], parts[2])
-		if err != nil || string(pod.UID) != parts[3] {
+		uid := types.UID(parts[3])
+		pod, err := s.cfg.Pods.GetPodByUID(r.Context(), uid)
+		if err != nil || pod.Namespace != parts[1] || pod.Name != parts[2] {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("pod %s/%s with UID %s not found", parts[1], parts[2], parts[3]))
 			return
 		}
+		r = r.WithContext(context.WithValue(r.Context(), podUIDKey{}, uid))
 		r.URL.Path = "/" + strings.Join([]string{parts[0], parts[1], parts[2], parts[4]}, "/")
 		r.URL.RawPath = ""
 		next.ServeHTTP(w, r)

@@ -27,6 +27,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -62,6 +63,9 @@ type Config struct {
 // Pods finds the pods the node runs (provider.Provider).
 type Pods interface {
 	GetPod(ctx context.Context, namespace, name string) (*v1.Pod, error)
+	// GetPodByUID finds one incarnation of a pod, whatever the newest one of
+	// its name is.
+	GetPodByUID(ctx context.Context, uid types.UID) (*v1.Pod, error)
 	GetPods(ctx context.Context) ([]*v1.Pod, error)
 }
 
@@ -159,13 +163,22 @@ func Serve(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// containerRef finds a container of a pod the node runs.
-func (s *server) containerRef(namespace, podName, container string) (*v1.Pod, *v1.ContainerStatus, error) {
-	pod, err := s.cfg.Pods.GetPod(context.Background(), namespace, podName)
+// containerRef finds a container (regular, init or ephemeral) of a pod the
+// node runs: the incarnation a uid-form URL named (see withStreamRoutes), or
+// the newest of the name.
+func (s *server) containerRef(ctx context.Context, namespace, podName, container string) (*v1.Pod, *v1.ContainerStatus, error) {
+	var pod *v1.Pod
+	var err error
+	if uid, ok := ctx.Value(podUIDKey{}).(types.UID); ok {
+		pod, err = s.cfg.Pods.GetPodByUID(ctx, uid)
+	} else {
+		pod, err = s.cfg.Pods.GetPod(ctx, namespace, podName)
+	}
 	if err != nil {
 		return nil, nil, errdefs.NotFoundf("pod %s/%s not found", namespace, podName)
 	}
-	for _, list := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+	st := pod.Status
+	for _, list := range [][]v1.ContainerStatus{st.ContainerStatuses, st.InitContainerStatuses, st.EphemeralContainerStatuses} {
 		for i := range list {
 			if list[i].Name == container {
 				return pod, &list[i], nil
@@ -181,7 +194,7 @@ func containerIDOf(st *v1.ContainerStatus) string {
 
 // GetContainerLogs serves `kubectl logs`.
 func (s *server) GetContainerLogs(ctx context.Context, namespace, podName, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
-	pod, st, err := s.containerRef(namespace, podName, container)
+	pod, st, err := s.containerRef(ctx, namespace, podName, container)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +243,7 @@ func (s *server) GetContainerLogs(ctx context.Context, namespace, podName, conta
 
 // RunInContainer serves `kubectl exec`.
 func (s *server) RunInContainer(ctx context.Context, namespace, podName, container string, cmd []string, attach api.AttachIO) error {
-	id, eio, done, err := s.session(namespace, podName, container, attach)
+	id, eio, done, err := s.session(ctx, namespace, podName, container, attach)
 	if err != nil {
 		return err
 	}
