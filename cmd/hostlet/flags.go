@@ -54,6 +54,7 @@ type options struct {
 	testPanicHooks    bool
 	profiling         bool
 	housekeeping
+	evictionFlags
 }
 
 func (o *options) flags() *pflag.FlagSet {
@@ -96,6 +97,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server (negative: no limit)")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
 	o.housekeeping.flags(fs)
+	o.evictionFlags.flags(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 2, "log verbosity (0-2 info, 3+ debug)")
 	// Tests only: lets a pod annotation make hostlet panic (testpanic.Annotation).
 	// Hidden, and refused in the config file, so a node cannot have it by accident.

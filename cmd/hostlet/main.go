@@ -16,6 +16,7 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider"
+	"github.com/hostlet/hostlet/provider/eviction"
 	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podspec"
@@ -67,6 +68,11 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	evictionCfg, err := o.evictionConfig(nodeCfg)
+	if err != nil {
+		return err
+	}
+	nodeCfg.EvictionSoft = evictionCfg.Soft
 	rotation, err := o.logRotation()
 	if err != nil {
 		return err
@@ -118,8 +124,12 @@ func run(ctx context.Context, o *options) error {
 	go spec.Run(ctx)
 	go prov.Run(ctx)
 	go rt.RotateLogs(ctx, rotation)
-	go gc.NewImageGC(rt, imagePolicy, clock.RealClock{}, events, nd.Ref()).Run(ctx, o.imageGCPeriod)
-	go gc.NewContainerGC(rt, o.containerGCPolicy(), clock.RealClock{}, events, nd.Ref()).Run(ctx, o.containerGC)
+	imageGC := gc.NewImageGC(rt, imagePolicy, clock.RealClock{}, events, nd.Ref())
+	containerGC := gc.NewContainerGC(rt, o.containerGCPolicy(), clock.RealClock{}, events, nd.Ref())
+	go imageGC.Run(ctx, o.imageGCPeriod)
+	go containerGC.Run(ctx, o.containerGC)
+	go eviction.New(evictionCfg, nd, prov, rt, eviction.DiskReclaim(containerGC.GarbageCollect, imageGC.DeleteUnusedImages),
+		events, nd.Ref(), clock.RealClock{}).Run(ctx, o.evictionInterval)
 	go nd.Run(ctx, o.statusUpdateFreq)
 	go func() {
 		if err := rt.Network().Watch(ctx, nd.UpdateStatus); err != nil {

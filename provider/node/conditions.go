@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -100,29 +99,16 @@ func (n *Node) recordTransition(c v1.NodeCondition) {
 	n.cfg.Events.Eventf(n.Ref(), v1.EventTypeNormal, reason, "Node %s status is now: %s", n.cfg.Name, reason)
 }
 
-// pressure compares the host's signals with the hard eviction thresholds.
-// imagefs is containerd's snapshotter root, looked up once containerd answers.
+// pressure compares the host's signals with the eviction thresholds, soft
+// ones regardless of their grace period, as the kubelet's eviction manager
+// derives its node conditions.
 func (n *Node) pressure(ctx context.Context, runtimeUp bool) map[v1.NodeConditionType]bool {
 	out := map[v1.NodeConditionType]bool{}
-	th := n.cfg.EvictionHard
-	if avail, total, err := memAvailable(); err == nil && th.below(SignalMemoryAvailable, avail, total) {
-		out[v1.NodeMemoryPressure] = true
-	}
-	if fsPressure(th, n.cfg.RootDir, SignalNodeFsAvailable, SignalNodeFsInodesFree) {
-		out[v1.NodeDiskPressure] = true
-	}
-	imageFs := n.imageFsDir(ctx, runtimeUp)
-	if imageFs != "" && fsPressure(th, imageFs, SignalImageFsAvailable, SignalImageFsInodesFree) {
-		out[v1.NodeDiskPressure] = true
-	}
-	// pid.available is the kernel's PID limit less the running processes.
-	maxPID := readInt("/proc/sys/kernel/pid_max")
-	if tm := readInt("/proc/sys/kernel/threads-max"); tm > 0 && tm < maxPID {
-		maxPID = tm
-	}
-	var info unix.Sysinfo_t
-	if maxPID > 0 && unix.Sysinfo(&info) == nil && th.below(SignalPIDAvailable, maxPID-int64(info.Procs), maxPID) {
-		out[v1.NodePIDPressure] = true
+	obs := n.observe(ctx, runtimeUp)
+	for _, ts := range []Thresholds{n.cfg.EvictionHard, n.cfg.EvictionSoft} {
+		for _, t := range ts.Met(obs) {
+			out[signalCondition[t.Signal]] = true
+		}
 	}
 	return out
 }
@@ -139,14 +125,4 @@ func (n *Node) pressureConditions() []v1.NodeConditionType {
 		}
 	}
 	return out
-}
-
-// fsPressure checks a filesystem's free bytes and inodes.
-func fsPressure(th Thresholds, dir, bytesSignal, inodesSignal string) bool {
-	var fs unix.Statfs_t
-	if unix.Statfs(dir, &fs) != nil {
-		return false
-	}
-	return th.below(bytesSignal, int64(fs.Bavail)*fs.Bsize, int64(fs.Blocks)*fs.Bsize) ||
-		(fs.Files > 0 && th.below(inodesSignal, int64(fs.Ffree), int64(fs.Files)))
 }

@@ -36,6 +36,9 @@ type Config struct {
 	MaxPods      int
 	Reserved     v1.ResourceList // system-reserved + kube-reserved
 	EvictionHard Thresholds
+	// EvictionSoft are the soft thresholds: they set pressure conditions at
+	// once, whatever their grace period (the eviction manager waits it out).
+	EvictionSoft Thresholds
 	RootDir      string
 	Port         int32
 	Version      string

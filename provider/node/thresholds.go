@@ -37,8 +37,9 @@ var signalCondition = map[string]v1.NodeConditionType{
 	SignalPIDAvailable:      v1.NodePIDPressure,
 }
 
-// Threshold is one hard eviction threshold: the signal is below it when
-// fewer than Quantity (or Percentage of the total) are available.
+// Threshold is one eviction threshold (--eviction-hard or --eviction-soft):
+// the signal is below it when fewer than Quantity (or Percentage of the
+// total) are available.
 type Threshold struct {
 	Signal     string
 	Quantity   *resource.Quantity
@@ -53,7 +54,8 @@ func (t Threshold) Value(total int64) int64 {
 	return int64(float64(total) * t.Percentage)
 }
 
-// Thresholds are the parsed --eviction-hard settings, keyed by signal.
+// Thresholds are parsed --eviction-hard (or --eviction-soft) settings, keyed
+// by signal.
 type Thresholds map[string]Threshold
 
 // ParseThresholds validates --eviction-hard as the kubelet does: unknown
@@ -101,12 +103,38 @@ func ParseThresholds(statements map[string]string) (Thresholds, error) {
 	return out, nil
 }
 
-// below reports whether available is under the signal's threshold; a
-// signal without a threshold never is.
-func (ts Thresholds) below(signal string, available, total int64) bool {
-	t, ok := ts[signal]
-	return ok && available < t.Value(total)
+// Limit is the threshold against the signal's total as a quantity: its
+// own when given as one (so it prints as configured), else the percentage.
+func (t Threshold) Limit(total int64) *resource.Quantity {
+	if t.Quantity != nil {
+		return t.Quantity
+	}
+	return resource.NewQuantity(t.Value(total), resource.BinarySI)
 }
+
+// Observation is one signal's reading: what is available of its capacity.
+type Observation struct {
+	Available, Capacity int64
+}
+
+// Observations are the readings of every signal the host gives, by signal.
+type Observations map[string]Observation
+
+// Met lists the thresholds the observations cross, ordered by signal; a
+// signal without an observation crosses nothing.
+func (ts Thresholds) Met(obs Observations) []Threshold {
+	var out []Threshold
+	for signal, t := range ts {
+		if o, ok := obs[signal]; ok && o.Available < t.Value(o.Capacity) {
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Signal < out[j].Signal })
+	return out
+}
+
+// Condition is the node condition a signal drives.
+func Condition(signal string) v1.NodeConditionType { return signalCondition[signal] }
 
 // reservation is what a hard threshold takes off allocatable, as the
 // kubelet's node allocatable reservation does (memory and nodefs only).

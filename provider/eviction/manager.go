@@ -1,0 +1,289 @@
+// Package eviction is the kubelet's node-pressure eviction manager: when an
+// eviction threshold is crossed (a soft one for its grace period), it
+// reclaims what the node itself can free and, if that is not enough, ends
+// one pod per round, ranked as the kubelet ranks them.
+package eviction
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/runtime"
+	log "github.com/sirupsen/logrus"
+	v1 "k8s.io/api/core/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+)
+
+const (
+	// Reason is the pod status reason of an evicted pod.
+	Reason = "Evicted"
+	// immediateGrace is the kubelet's grace period under a hard threshold.
+	immediateGrace = time.Second
+	// cleanupTimeout is how long the kubelet waits for an evicted pod to be
+	// stopped before it looks at the node again.
+	cleanupTimeout = 30 * time.Second
+)
+
+// Config are the kubelet's eviction settings.
+type Config struct {
+	Hard, Soft node.Thresholds
+	// SoftGrace is how long each soft threshold must be crossed before
+	// pods are evicted for it (--eviction-soft-grace-period).
+	SoftGrace map[string]time.Duration
+	// MaxPodGrace caps a pod's termination grace period when a soft
+	// threshold evicts it (--eviction-max-pod-grace-period).
+	MaxPodGrace time.Duration
+}
+
+// Signals reads the node's eviction signals (node.Node).
+type Signals interface {
+	Observe(ctx context.Context) node.Observations
+}
+
+// Pods are the node's running pods and the way to end one through its own
+// lifecycle worker (provider.Provider).
+type Pods interface {
+	ActivePods() []*v1.Pod
+	StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{}
+}
+
+// Stats samples the containers' cgroups (runtime.Runtime).
+type Stats interface {
+	ContainerStats(ctx context.Context) (map[string]runtime.ContainerStats, error)
+}
+
+// Reclaim frees node-level resources (unused images, dead containers).
+type Reclaim func(ctx context.Context) error
+
+// Manager is the eviction manager.
+type Manager struct {
+	cfg     Config
+	signals Signals
+	pods    Pods
+	stats   Stats
+	// reclaim lists, by signal, what the node can free before evicting.
+	reclaim map[string][]Reclaim
+	events  record.EventRecorder
+	nodeRef *v1.ObjectReference
+	clock   clock.WithTicker
+
+	// firstMet is when each crossed threshold was first seen crossed,
+	// keyed by signal and hard/soft.
+	firstMet map[thresholdKey]time.Time
+}
+
+type thresholdKey struct {
+	signal string
+	soft   bool
+}
+
+// threshold is a crossed threshold with its grace period.
+type threshold struct {
+	node.Threshold
+	soft  bool
+	grace time.Duration
+}
+
+func New(cfg Config, signals Signals, pods Pods, stats Stats, reclaim map[string][]Reclaim, events record.EventRecorder, nodeRef *v1.ObjectReference, clk clock.WithTicker) *Manager {
+	return &Manager{cfg: cfg, signals: signals, pods: pods, stats: stats, reclaim: reclaim, events: events, nodeRef: nodeRef, clock: clk,
+		firstMet: map[thresholdKey]time.Time{}}
+}
+
+// DiskReclaim is the kubelet's node-level reclaim for the disk signals of a
+// node whose images share its filesystem: dead containers, then unused
+// images.
+func DiskReclaim(containers, images Reclaim) map[string][]Reclaim {
+	both := []Reclaim{containers, images}
+	return map[string][]Reclaim{
+		node.SignalNodeFsAvailable: both, node.SignalNodeFsInodesFree: both,
+		node.SignalImageFsAvailable: both, node.SignalImageFsInodesFree: both,
+	}
+}
+
+// Run synchronizes every interval (the kubelet's housekeeping period),
+// and after an eviction as soon as the evicted pod has stopped.
+func (m *Manager) Run(ctx context.Context, interval time.Duration) {
+	if len(m.cfg.Hard)+len(m.cfg.Soft) == 0 {
+		return
+	}
+	log.Info("eviction manager: starting control loop")
+	for {
+		wait := interval
+		if stopped := m.synchronize(ctx); stopped != nil {
+			m.waitStopped(ctx, stopped)
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.clock.After(wait):
+		}
+	}
+}
+
+// waitStopped waits for an evicted pod to stop, at most cleanupTimeout.
+func (m *Manager) waitStopped(ctx context.Context, stopped <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+	case <-stopped:
+	case <-m.clock.After(cleanupTimeout):
+		log.Info("eviction manager: timed out waiting for the evicted pod to stop")
+	}
+}
+
+// crossed lists the thresholds the observations cross, hard and soft.
+func (m *Manager) crossed(obs node.Observations) []threshold {
+	var out []threshold
+	for _, t := range m.cfg.Hard.Met(obs) {
+		out = append(out, threshold{Threshold: t})
+	}
+	for _, t := range m.cfg.Soft.Met(obs) {
+		out = append(out, threshold{Threshold: t, soft: true, grace: m.cfg.SoftGrace[t.Signal]})
+	}
+	return out
+}
+
+// synchronize is one round of the kubelet's eviction control loop; it
+// returns the stop channel of the pod it evicted, or nil.
+func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
+	obs := m.signals.Observe(ctx)
+	now := m.clock.Now()
+	crossed := m.crossed(obs)
+	first := map[thresholdKey]time.Time{}
+	var due []threshold
+	for _, t := range crossed {
+		k := thresholdKey{t.Signal, t.soft}
+		at, ok := m.firstMet[k]
+		if !ok {
+			at = now
+		}
+		first[k] = at
+		if now.Sub(at) >= t.grace {
+			due = append(due, t)
+		} else {
+			log.WithFields(log.Fields{"signal": t.Signal, "duration": now.Sub(at)}).Debug("eviction manager: eviction criteria not yet met")
+		}
+	}
+	m.firstMet = first
+	if len(due) == 0 {
+		return nil
+	}
+	// Memory first, then the signals the kubelet can reclaim.
+	sort.SliceStable(due, func(i, j int) bool {
+		return due[i].Signal == node.SignalMemoryAvailable && due[j].Signal != node.SignalMemoryAvailable
+	})
+	var t threshold
+	var res v1.ResourceName
+	for _, c := range due {
+		if r, ok := signalResource[c.Signal]; ok {
+			t, res = c, r
+			break
+		}
+	}
+	if res == "" {
+		return nil
+	}
+	log.WithField("resourceName", res).Info("eviction manager: attempting to reclaim")
+	m.event(m.nodeRef, nil, "EvictionThresholdMet", fmt.Sprintf("Attempting to reclaim %s", res))
+	if m.reclaimNodeLevel(ctx, t.Signal, res) {
+		log.WithField("resourceName", res).Info("eviction manager: able to reduce resource pressure without evicting pods.")
+		return nil
+	}
+	log.WithField("resourceName", res).Info("eviction manager: must evict pod(s) to reclaim")
+	var pods []*v1.Pod
+	for _, p := range m.pods.ActivePods() {
+		if p.DeletionTimestamp == nil { // already on its way out
+			pods = append(pods, p)
+		}
+	}
+	if len(pods) == 0 {
+		log.Error("eviction manager: eviction thresholds have been met, but no pods are active to evict")
+		return nil
+	}
+	stats := map[*v1.Pod]usage{}
+	if samples, err := m.stats.ContainerStats(ctx); err != nil {
+		log.WithError(err).Error("eviction manager: failed to get container stats")
+		return nil
+	} else {
+		for _, p := range pods {
+			if u, ok := podUsage(p, samples); ok {
+				stats[p] = u
+			}
+		}
+	}
+	switch t.Signal {
+	case node.SignalMemoryAvailable:
+		rankMemory(pods, stats)
+	case node.SignalPIDAvailable:
+		rankPriority(pods)
+	default:
+		// Disk ranking needs per-pod disk use, which hostlet does not sample
+		// here yet: the node-level reclaim above is all it does.
+		log.WithField("signal", t.Signal).Error("eviction manager: no ranking function for signal")
+		return nil
+	}
+	for _, p := range pods {
+		if stopped := m.evict(p, t, res, stats, obs, due); stopped != nil {
+			return stopped
+		}
+	}
+	log.Info("eviction manager: unable to evict any pods from the node")
+	return nil
+}
+
+// reclaimNodeLevel runs the signal's node-level reclaim and reports whether
+// no threshold is crossed any more.
+func (m *Manager) reclaimNodeLevel(ctx context.Context, signal string, res v1.ResourceName) bool {
+	funcs := m.reclaim[signal]
+	if len(funcs) == 0 {
+		return false
+	}
+	for _, f := range funcs {
+		if err := f(ctx); err != nil {
+			log.WithError(err).WithField("resourceName", res).Info("eviction manager: unexpected error when attempting to reduce resource pressure")
+		}
+	}
+	return len(m.crossed(m.signals.Observe(ctx))) == 0
+}
+
+// evict ends the pod Failed with the kubelet's reason, message and
+// DisruptionTarget condition through its lifecycle worker; a critical pod
+// is spared (nil).
+func (m *Manager) evict(pod *v1.Pod, t threshold, res v1.ResourceName, stats map[*v1.Pod]usage, obs node.Observations, due []threshold) <-chan struct{} {
+	logger := log.WithFields(log.Fields{"pod": cache.MetaObjectToName(pod).String(), "uid": pod.UID})
+	if node.IsCriticalPod(pod) {
+		logger.Error("eviction manager: cannot evict a critical pod")
+		return nil
+	}
+	grace := immediateGrace
+	if t.soft {
+		grace = m.cfg.MaxPodGrace
+		if tgp := pod.Spec.TerminationGracePeriodSeconds; tgp != nil && time.Duration(*tgp)*time.Second < grace {
+			grace = time.Duration(*tgp) * time.Second
+		}
+	}
+	msg, annotations := message(res, pod, stats, due, obs)
+	m.event(pod, annotations, Reason, msg)
+	logger.WithField("message", msg).Info("evicting pod")
+	return m.pods.StopPod(pod.UID, lifecycle.StopRequest{
+		Grace: grace, Reason: Reason, Message: msg,
+		Conditions: []v1.PodCondition{{
+			Type: v1.DisruptionTarget, Status: v1.ConditionTrue, ObservedGeneration: pod.Generation,
+			Reason: v1.PodReasonTerminationByKubelet, Message: msg,
+		}},
+	})
+}
+
+func (m *Manager) event(obj apiruntime.Object, annotations map[string]string, reason, msg string) {
+	if m.events != nil {
+		m.events.AnnotatedEventf(obj, annotations, v1.EventTypeWarning, reason, "%s", msg)
+	}
+}
