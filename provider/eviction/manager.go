@@ -46,6 +46,7 @@ type Config struct {
 // Signals reads the node's eviction signals (node.Node).
 type Signals interface {
 	Observe(ctx context.Context) node.Observations
+	HasDedicatedImageFs(ctx context.Context) (bool, error)
 }
 
 // Pods are the node's running pods and the way to end one through its own
@@ -65,11 +66,13 @@ type Reclaim func(ctx context.Context) error
 
 // Manager is the eviction manager.
 type Manager struct {
-	cfg     Config
-	signals Signals
-	pods    Pods
-	stats   Stats
-	// reclaim lists, by signal, what the node can free before evicting.
+	cfg                  Config
+	signals              Signals
+	pods                 Pods
+	stats                Stats
+	containerGC, imageGC Reclaim
+	// reclaim lists, by signal, what the node can free before evicting;
+	// nil until the image filesystem is known.
 	reclaim map[string][]Reclaim
 	events  record.EventRecorder
 	nodeRef *v1.ObjectReference
@@ -92,20 +95,24 @@ type threshold struct {
 	grace time.Duration
 }
 
-func New(cfg Config, signals Signals, pods Pods, stats Stats, reclaim map[string][]Reclaim, events record.EventRecorder, nodeRef *v1.ObjectReference, clk clock.WithTicker) *Manager {
-	return &Manager{cfg: cfg, signals: signals, pods: pods, stats: stats, reclaim: reclaim, events: events, nodeRef: nodeRef, clock: clk,
-		firstMet: map[thresholdKey]time.Time{}}
+// New makes the manager; containerGC and imageGC are the node-level
+// reclaim of dead containers and unused images.
+func New(cfg Config, signals Signals, pods Pods, stats Stats, containerGC, imageGC Reclaim, events record.EventRecorder, nodeRef *v1.ObjectReference, clk clock.WithTicker) *Manager {
+	return &Manager{cfg: cfg, signals: signals, pods: pods, stats: stats, containerGC: containerGC, imageGC: imageGC,
+		events: events, nodeRef: nodeRef, clock: clk, firstMet: map[thresholdKey]time.Time{}}
 }
 
-// DiskReclaim is the kubelet's node-level reclaim for the disk signals of a
-// node whose images share its filesystem: dead containers, then unused
-// images.
-func DiskReclaim(containers, images Reclaim) map[string][]Reclaim {
+// diskReclaim is the kubelet's node-level reclaim for the disk signals:
+// dead containers, then unused images, under pressure of the filesystem
+// holding them; with a dedicated image filesystem, nodefs pressure
+// reclaims nothing this way.
+func diskReclaim(dedicatedImageFs bool, containers, images Reclaim) map[string][]Reclaim {
 	both := []Reclaim{containers, images}
-	return map[string][]Reclaim{
-		node.SignalNodeFsAvailable: both, node.SignalNodeFsInodesFree: both,
-		node.SignalImageFsAvailable: both, node.SignalImageFsInodesFree: both,
+	out := map[string][]Reclaim{node.SignalImageFsAvailable: both, node.SignalImageFsInodesFree: both}
+	if !dedicatedImageFs {
+		out[node.SignalNodeFsAvailable], out[node.SignalNodeFsInodesFree] = both, both
 	}
+	return out
 }
 
 // Run synchronizes every interval (the kubelet's housekeeping period),
@@ -154,6 +161,14 @@ func (m *Manager) crossed(obs node.Observations) []threshold {
 // synchronize is one round of the kubelet's eviction control loop; it
 // returns the stop channel of the pod it evicted, or nil.
 func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
+	if m.reclaim == nil {
+		dedicated, err := m.signals.HasDedicatedImageFs(ctx)
+		if err != nil {
+			log.WithError(err).Error("eviction manager: failed to get HasDedicatedImageFs")
+			return nil
+		}
+		m.reclaim = diskReclaim(dedicated, m.containerGC, m.imageGC)
+	}
 	obs := m.signals.Observe(ctx)
 	now := m.clock.Now()
 	crossed := m.crossed(obs)

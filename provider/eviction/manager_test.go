@@ -19,9 +19,14 @@ import (
 
 const mi = 1 << 20
 
-type fakeSignals struct{ obs node.Observations }
+type fakeSignals struct {
+	obs       node.Observations
+	dedicated bool
+}
 
 func (f *fakeSignals) Observe(context.Context) node.Observations { return f.obs }
+
+func (f *fakeSignals) HasDedicatedImageFs(context.Context) (bool, error) { return f.dedicated, nil }
 
 type stopCall struct {
 	uid types.UID
@@ -115,7 +120,7 @@ func newTestManager(cfg Config, obs node.Observations, pods []*v1.Pod, samples f
 	fp := &fakePods{pods: pods}
 	rec := record.NewFakeRecorder(20)
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	m := New(cfg, sig, fp, samples, nil, rec, &v1.ObjectReference{Kind: "Node", Name: "n"}, clk)
+	m := New(cfg, sig, fp, samples, nil, nil, rec, &v1.ObjectReference{Kind: "Node", Name: "n"}, clk)
 	return m, sig, fp, rec, clk
 }
 
@@ -203,17 +208,26 @@ func TestDiskReclaimBeforeEviction(t *testing.T) {
 	m, sig, fp, _, _ := newTestManager(Config{Hard: mustThresholds(t, map[string]string{"nodefs.available": "10%"})},
 		obs, []*v1.Pod{pod}, fakeStats{})
 	var calls []string
-	m.reclaim = DiskReclaim(
-		func(context.Context) error { calls = append(calls, "containers"); return nil },
-		func(context.Context) error {
-			calls = append(calls, "images")
-			sig.obs = node.Observations{node.SignalNodeFsAvailable: {Available: 50, Capacity: 100}}
-			return nil
-		})
+	m.containerGC = func(context.Context) error { calls = append(calls, "containers"); return nil }
+	m.imageGC = func(context.Context) error {
+		calls = append(calls, "images")
+		sig.obs = node.Observations{node.SignalNodeFsAvailable: {Available: 50, Capacity: 100}}
+		return nil
+	}
 	if m.synchronize(context.Background()) != nil || len(fp.stops) != 0 {
 		t.Errorf("evicted although reclaim sufficed: %+v", fp.stops)
 	}
 	if len(calls) != 2 || calls[0] != "containers" || calls[1] != "images" {
 		t.Errorf("reclaim calls %v", calls)
+	}
+
+	// Images on a filesystem of their own: nodefs pressure frees none of
+	// them (and, without disk ranking, evicts nothing either).
+	calls = nil
+	m.reclaim, sig.dedicated = nil, true
+	sig.obs = obs
+	m.synchronize(context.Background())
+	if len(calls) != 0 || len(fp.stops) != 0 {
+		t.Errorf("dedicated imagefs: reclaim calls %v, stops %+v", calls, fp.stops)
 	}
 }

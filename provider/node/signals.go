@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,4 +48,22 @@ func fsObserve(obs Observations, dir, bytesSignal, inodesSignal string) {
 	if fs.Files > 0 {
 		obs[inodesSignal] = Observation{Available: int64(fs.Ffree), Capacity: int64(fs.Files)}
 	}
+}
+
+// HasDedicatedImageFs reports whether containerd's images live on another
+// filesystem than the root dir, as the kubelet asks cAdvisor: node-level
+// reclaim then frees images only under imagefs pressure.
+func (n *Node) HasDedicatedImageFs(ctx context.Context) (bool, error) {
+	dir := n.imageFsDir(ctx, true)
+	if dir == "" {
+		return false, fmt.Errorf("image filesystem not known yet")
+	}
+	var root, images unix.Stat_t
+	if err := unix.Stat(n.cfg.RootDir, &root); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(dir, &images); err != nil {
+		return false, err
+	}
+	return root.Dev != images.Dev, nil
 }
