@@ -15,6 +15,7 @@ type evictionFlags struct {
 	evictionSoft      map[string]string
 	evictionSoftGrace map[string]string
 	evictionMaxGrace  int
+	pressurePeriod    time.Duration
 	evictionInterval  time.Duration
 }
 
@@ -22,6 +23,7 @@ func (e *evictionFlags) flags(fs *pflag.FlagSet) {
 	fs.Var(&langleMap{m: &e.evictionSoft}, "eviction-soft", "soft eviction thresholds, e.g. memory.available<1.5Gi; each needs --eviction-soft-grace-period")
 	fs.StringToStringVar(&e.evictionSoftGrace, "eviction-soft-grace-period", nil, "how long each soft threshold must be crossed before a pod is evicted, e.g. memory.available=1m30s")
 	fs.IntVar(&e.evictionMaxGrace, "eviction-max-pod-grace-period", 0, "longest termination grace period (seconds) of a pod evicted for a soft threshold")
+	fs.DurationVar(&e.pressurePeriod, "eviction-pressure-transition-period", 5*time.Minute, "how long a pressure condition stays True after its threshold was last crossed")
 	// The kubelet's housekeeping period; tests shorten it.
 	fs.DurationVar(&e.evictionInterval, "eviction-monitoring-interval", 10*time.Second, "")
 	_ = fs.MarkHidden("eviction-monitoring-interval")

@@ -72,7 +72,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	nodeCfg.EvictionSoft = evictionCfg.Soft
+	nodeCfg.EvictionSoft, nodeCfg.PressureTransitionPeriod = evictionCfg.Soft, o.pressurePeriod
 	rotation, err := o.logRotation()
 	if err != nil {
 		return err

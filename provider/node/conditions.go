@@ -101,13 +101,30 @@ func (n *Node) recordTransition(c v1.NodeCondition) {
 
 // pressure compares the host's signals with the eviction thresholds, soft
 // ones regardless of their grace period, as the kubelet's eviction manager
-// derives its node conditions.
+// derives its node conditions: a condition stays on until it has not been
+// observed for the pressure transition period, so it does not flap.
 func (n *Node) pressure(ctx context.Context, runtimeUp bool) map[v1.NodeConditionType]bool {
 	out := map[v1.NodeConditionType]bool{}
 	obs := n.observe(ctx, runtimeUp)
 	for _, ts := range []Thresholds{n.cfg.EvictionHard, n.cfg.EvictionSoft} {
 		for _, t := range ts.Met(obs) {
 			out[signalCondition[t.Signal]] = true
+		}
+	}
+	now := time.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pressureSeen == nil {
+		n.pressureSeen = map[v1.NodeConditionType]time.Time{}
+	}
+	for c := range out {
+		n.pressureSeen[c] = now
+	}
+	for c, at := range n.pressureSeen {
+		if now.Sub(at) < n.cfg.PressureTransitionPeriod {
+			out[c] = true
+		} else if !out[c] {
+			delete(n.pressureSeen, c)
 		}
 	}
 	return out

@@ -39,9 +39,13 @@ type Config struct {
 	// EvictionSoft are the soft thresholds: they set pressure conditions at
 	// once, whatever their grace period (the eviction manager waits it out).
 	EvictionSoft Thresholds
-	RootDir      string
-	Port         int32
-	Version      string
+	// PressureTransitionPeriod is how long a pressure condition stays on
+	// after its signal was last seen crossed
+	// (--eviction-pressure-transition-period).
+	PressureTransitionPeriod time.Duration
+	RootDir                  string
+	Port                     int32
+	Version                  string
 	// Events receives the node's events (NodeReady, NodeHasDiskPressure, ...).
 	Events record.EventRecorder
 	// Lister, if set, serves the Node as the cluster has it, for admission
@@ -67,6 +71,9 @@ type Node struct {
 	notify       func(*v1.Node)
 	shuttingDown bool
 	imageFs      string // containerd's snapshotter root, once known
+	// pressureSeen is when each pressure condition's signal was last seen
+	// crossed.
+	pressureSeen map[v1.NodeConditionType]time.Time
 	// apiChanged is kicked by every change of the Node in the API.
 	apiChanged chan struct{}
 	// statusNow is kicked by UpdateStatus.

@@ -63,6 +63,7 @@ func TestEvictionMemoryHard(t *testing.T) {
 		"--node-status-update-frequency", "1s",
 		// Slower than the status: MemoryPressure shows before the eviction.
 		"--eviction-monitoring-interval", "3s",
+		"--eviction-pressure-transition-period", "5s",
 	}})
 	ctx := ctxT(t)
 	if _, err := cluster.WaitForNode(ctx, name, time.Minute, conditionIs(v1.NodeMemoryPressure, v1.ConditionFalse, "")); err != nil {
@@ -114,16 +115,25 @@ func TestEvictionMemoryHard(t *testing.T) {
 	if dt == nil || dt.Status != v1.ConditionTrue || dt.Reason != v1.PodReasonTerminationByKubelet || dt.Message != got.Status.Message {
 		t.Errorf("hog: DisruptionTarget %+v", dt)
 	}
+	var freed time.Time // the hog's memory went with its container
 	if cs := got.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil {
 		t.Errorf("hog: container statuses %+v", cs)
+	} else {
+		freed = cs[0].State.Terminated.FinishedAt.Time
 	}
 	if msg := waitEvent(t, ns, hog.Name, "Evicted"); msg != got.Status.Message {
 		t.Errorf("Evicted event %q, want the status message", msg)
 	}
 	t.Logf("evicted: %s", got.Status.Message)
 
-	if _, err := cluster.WaitForNode(ctx, name, time.Minute, conditionIs(v1.NodeMemoryPressure, v1.ConditionFalse, "")); err != nil {
+	n, err := cluster.WaitForNode(ctx, name, time.Minute, conditionIs(v1.NodeMemoryPressure, v1.ConditionFalse, ""))
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Not before the transition period has passed since the pressure was
+	// last seen (times in whole seconds, the status checked every second).
+	if c := nodeCondition(n, v1.NodeMemoryPressure); c.LastTransitionTime.Time.Before(freed.Add(3 * time.Second)) {
+		t.Errorf("MemoryPressure False at %v, within --eviction-pressure-transition-period of the hog's end at %v", c.LastTransitionTime, freed)
 	}
 	g, err := cluster.Client().CoreV1().Pods(ns).Get(ctx, guaranteed.Name, metav1.GetOptions{})
 	if err != nil {

@@ -30,6 +30,7 @@ func TestNodeDiskPressure(t *testing.T) {
 		"--system-reserved", "cpu=100m,memory=50Mi",
 		"--kube-reserved", "memory=50Mi",
 		"--node-status-update-frequency", "1s",
+		"--eviction-pressure-transition-period", "2s",
 	}})
 	// Unmount after the node stopped (cleanups run last-in first-out).
 	t.Cleanup(func() { h.Stop(); _ = unix.Unmount(root, unix.MNT_DETACH) })
