@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,11 +96,12 @@ func TestRankMemory(t *testing.T) {
 	small := testPod("small", 0, 0, 0)
 	important := testPod("important", 0, 0, 1000)
 	unknown := testPod("unknown", 0, 0, 0)
+	unknownImportant := testPod("unknown-important", 0, 0, 10)
 	samples := fakeStats{
 		"guaranteed-c": {WorkingSet: 50 * mi}, "hog-c": {WorkingSet: 500 * mi},
 		"small-c": {WorkingSet: 5 * mi}, "important-c": {WorkingSet: 900 * mi},
 	}
-	pods := []*v1.Pod{guaranteed, important, small, hog, unknown}
+	pods := []*v1.Pod{guaranteed, unknownImportant, important, small, hog, unknown}
 	stats := map[*v1.Pod]usage{}
 	for _, p := range pods {
 		if u, ok := podUsage(p, samples); ok {
@@ -109,8 +111,8 @@ func TestRankMemory(t *testing.T) {
 	rankMemory(pods, stats)
 	// No stats first; then use above requests; then priority; then use
 	// above the request.
-	want := []string{"unknown", "hog", "small", "important", "guaranteed"}
-	if got := names(pods); len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] || got[4] != want[4] {
+	want := []string{"unknown", "unknown-important", "hog", "small", "important", "guaranteed"}
+	if got := names(pods); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("order %v, want %v", got, want)
 	}
 }

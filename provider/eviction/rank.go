@@ -73,14 +73,14 @@ func rankMemory(pods []*v1.Pod, stats map[*v1.Pod]usage) {
 		if a.noStats != b.noStats {
 			return a.noStats
 		}
-		if a.noStats {
-			return false // the kubelet knows nothing more of either
-		}
 		if a.exceeds != b.exceeds {
 			return a.exceeds
 		}
 		if a.priority != b.priority {
 			return a.priority < b.priority
+		}
+		if a.noStats {
+			return false // without stats, priority is all that tells them apart
 		}
 		return a.above > b.above
 	})
