@@ -56,15 +56,41 @@ func hostMemoryAvailable(t *testing.T) int64 {
 // MemoryPressure turns False again.
 func TestEvictionMemoryHard(t *testing.T) {
 	skipIfNoCluster(t)
-	const name = "hostlet-eviction"
 	threshold := hostMemoryAvailable(t) - hogMargin
-	extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: []string{
-		"--eviction-hard", fmt.Sprintf("memory.available<%d", threshold),
+	got := evictMemoryHog(t, "hostlet-eviction", threshold, "--eviction-hard", fmt.Sprintf("memory.available<%d", threshold))
+	if cs := got.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Terminated != nil && cs[0].State.Terminated.ExitCode != 137 {
+		t.Errorf("hog: %+v, want killed at once (grace period 1 s; sh ignores SIGTERM)", cs[0].State.Terminated)
+	}
+}
+
+// The same with a soft threshold: the hog is evicted only once the
+// threshold has been crossed for its grace period.
+func TestEvictionMemorySoft(t *testing.T) {
+	skipIfNoCluster(t)
+	threshold := hostMemoryAvailable(t) - hogMargin
+	got := evictMemoryHog(t, "hostlet-eviction-soft", threshold,
+		"--eviction-soft", fmt.Sprintf("memory.available<%d", threshold),
+		"--eviction-soft-grace-period", "memory.available=6s",
+		"--eviction-max-pod-grace-period", "2")
+	if cs := got.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Terminated != nil {
+		term := cs[0].State.Terminated
+		if ran := term.FinishedAt.Sub(term.StartedAt.Time); ran < 6*time.Second {
+			t.Errorf("hog ran %v, less than the soft grace period", ran)
+		}
+	}
+}
+
+// evictMemoryHog runs a Guaranteed pod and a memory hog on a node of its
+// own with the given eviction flags, checks the hog's eviction and the
+// node's MemoryPressure, and returns the evicted hog.
+func evictMemoryHog(t *testing.T, name string, threshold int64, args ...string) *v1.Pod {
+	t.Helper()
+	extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: append([]string{
 		"--node-status-update-frequency", "1s",
 		// Slower than the status: MemoryPressure shows before the eviction.
 		"--eviction-monitoring-interval", "3s",
 		"--eviction-pressure-transition-period", "5s",
-	}})
+	}, args...)})
 	ctx := ctxT(t)
 	if _, err := cluster.WaitForNode(ctx, name, time.Minute, conditionIs(v1.NodeMemoryPressure, v1.ConditionFalse, "")); err != nil {
 		t.Fatal(err)
@@ -142,4 +168,5 @@ func TestEvictionMemoryHard(t *testing.T) {
 	if g.Status.Phase != v1.PodRunning || g.Status.Reason != "" {
 		t.Errorf("guaranteed pod: phase %s reason %q message %q", g.Status.Phase, g.Status.Reason, g.Status.Message)
 	}
+	return got
 }
