@@ -40,8 +40,9 @@ type Hostlet struct {
 
 // StartHostlet launches hostlet as node opts.NodeName with its own node
 // identity, serving cert, root dir and port, pointed at the cluster's
-// containerd and CNI config, and (unless NoWaitReady) waits for the node to
-// be Ready.
+// containerd and CNI config (in the node's network namespace with
+// Options.NodeNetns), and (unless NoWaitReady) waits for the node to be
+// Ready.
 func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostlet, error) {
 	if opts.Binary == "" {
 		return nil, fmt.Errorf("HostletOptions.Binary is required (see BuildHostlet)")
@@ -77,7 +78,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 	h.args = append([]string{
 		"--kubeconfig", kubeconfig,
 		"--hostname-override", name,
-		"--node-ip", "127.0.0.1",
+		"--node-ip", c.NodeIP(),
 		"--root-dir", root,
 		"--container-runtime-endpoint", "unix://" + c.ContainerdSocket(),
 		"--containerd-namespace", ContainerdNamespace,
@@ -85,7 +86,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--cni-bin-dir", c.CNIBinDir(),
 		"--cni-cache-dir", c.CNICacheDir(),
 		"--registry-config-dir", c.ContainerdHostsDir(),
-		"--address", "127.0.0.1",
+		"--address", c.NodeIP(),
 		"--port", fmt.Sprint(h.port),
 		"--tls-cert-file", cert,
 		"--tls-private-key-file", key,
@@ -115,7 +116,8 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 func (h *Hostlet) start() error {
 	env := append(os.Environ(), "PATH="+h.c.binDir+":"+os.Getenv("PATH"))
 	env = append(env, h.opts.Env...)
-	p, err := startProcess("hostlet-"+h.opts.NodeName, h.LogPath(), env, true, h.opts.Binary, h.args...)
+	bin, args := h.c.net.command(h.opts.Binary, h.args...)
+	p, err := startProcess("hostlet-"+h.opts.NodeName, h.LogPath(), env, true, bin, args...)
 	if err != nil {
 		return err
 	}
@@ -174,7 +176,7 @@ func (h *Hostlet) NodeName() string { return h.opts.NodeName }
 // LogPath is <dir>/logs/hostlet-<name>.log (all restarts append to it).
 func (h *Hostlet) LogPath() string { return h.c.logPath("hostlet-" + h.opts.NodeName) }
 
-// Port is the kubelet API port hostlet serves on 127.0.0.1.
+// Port is the kubelet API port hostlet serves on the cluster's NodeIP.
 func (h *Hostlet) Port() int { return h.port }
 
 // RootDir is hostlet's --root-dir.
