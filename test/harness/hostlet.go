@@ -12,6 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// NodeNetnsLabel ("true") marks the nodes of a cluster with
+// Options.NodeNetns: DaemonSets that edit the node's network (kube-proxy)
+// select them, as they must not run where the node is the host itself.
+const NodeNetnsLabel = "hostlet.local/own-netns"
+
 // HostletOptions says how to run one hostlet node.
 type HostletOptions struct {
 	// Binary is the hostlet executable (see BuildHostlet). Required.
@@ -75,7 +80,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		return nil, err
 	}
 	h := &Hostlet{c: c, opts: opts, port: ports[0]}
-	h.args = append([]string{
+	h.args = []string{
 		"--kubeconfig", kubeconfig,
 		"--hostname-override", name,
 		"--node-ip", c.NodeIP(),
@@ -92,7 +97,12 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--tls-private-key-file", key,
 		"--client-ca-file", c.pki.CACert,
 		"--v", "4",
-	}, opts.ExtraArgs...)
+	}
+	if c.net != nil {
+		// Before ExtraArgs: a --node-labels there replaces this one.
+		h.args = append(h.args, "--node-labels", NodeNetnsLabel+"=true")
+	}
+	h.args = append(h.args, opts.ExtraArgs...)
 	// If the Node does not exist yet, any Ready status is this process's;
 	// otherwise (a name reused in this cluster) wait for a fresh heartbeat.
 	var since time.Time
