@@ -46,37 +46,52 @@ func BuildKubeProxy(ctx context.Context, outDir, kubeProxy string) (Image, error
 	if err != nil {
 		return Image{}, err
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%q\n", formatVersion, KubeProxyRef, sha256Hex(bin), sha256Hex(busybox), iptablesTools)
+	inputs := []string{KubeProxyRef, sha256Hex(bin), sha256Hex(busybox), fmt.Sprintf("%q", iptablesTools)}
 	for _, d := range debs {
-		fmt.Fprintf(h, "%s\n", filepath.Base(d))
+		inputs = append(inputs, filepath.Base(d))
+	}
+	return cachedImage(outDir, KubeProxyRef, inputs, func() (imageSpec, error) {
+		base, err := makeBusyboxLayer(ctx, busybox)
+		if err != nil {
+			return imageSpec{}, err
+		}
+		tools, err := debLayer(ctx, debs)
+		if err != nil {
+			return imageSpec{}, err
+		}
+		proxy, err := buildLayer([]entry{file("usr/local/bin/kube-proxy", 0o755, bin)})
+		if err != nil {
+			return imageSpec{}, err
+		}
+		return imageSpec{ref: KubeProxyRef, layers: []layer{base, tools, proxy}, config: ocispec.ImageConfig{
+			Env:        []string{"PATH=" + defaultPath},
+			Entrypoint: []string{"/usr/local/bin/kube-proxy"},
+		}}, nil
+	})
+}
+
+// cachedImage returns outDir's archive of ref for these inputs, building it
+// with spec on a miss (and removing archives of older inputs).
+func cachedImage(outDir, ref string, inputs []string, spec func() (imageSpec, error)) (Image, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n", formatVersion)
+	for _, in := range inputs {
+		fmt.Fprintf(h, "%s\n", in)
 	}
 	key := hex.EncodeToString(h.Sum(nil))
-	archive := filepath.Join(outDir, fileStem(KubeProxyRef)+"-"+key[:keyLen]+".tar")
-	img := Image{Ref: KubeProxyRef, Archive: archive}
+	archive := filepath.Join(outDir, fileStem(ref)+"-"+key[:keyLen]+".tar")
+	img := Image{Ref: ref, Archive: archive}
 	if _, err := os.Stat(archive); err == nil {
 		return img, nil
 	}
-	base, err := makeBusyboxLayer(ctx, busybox)
+	sp, err := spec()
 	if err != nil {
 		return Image{}, err
 	}
-	tools, err := debLayer(ctx, debs)
-	if err != nil {
-		return Image{}, err
+	if err := writeArchive(archive, sp); err != nil {
+		return Image{}, fmt.Errorf("build %s: %w", ref, err)
 	}
-	proxy, err := buildLayer([]entry{file("usr/local/bin/kube-proxy", 0o755, bin)})
-	if err != nil {
-		return Image{}, err
-	}
-	spec := imageSpec{ref: KubeProxyRef, layers: []layer{base, tools, proxy}, config: ocispec.ImageConfig{
-		Env:        []string{"PATH=" + defaultPath},
-		Entrypoint: []string{"/usr/local/bin/kube-proxy"},
-	}}
-	if err := writeArchive(archive, spec); err != nil {
-		return Image{}, fmt.Errorf("build %s: %w", KubeProxyRef, err)
-	}
-	removeStale(outDir, KubeProxyRef, archive)
+	removeStale(outDir, ref, archive)
 	return img, nil
 }
 
