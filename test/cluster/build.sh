@@ -61,7 +61,8 @@ for comp in "${@:-etcd kube containerd runc}"; do
 		kubelet) MOD=kube build kubelet "" "$kldflags" k8s.io/kubernetes/cmd/kubelet:kubelet ;;
 		# Only for the Service tests, on nodes in their own network namespace.
 		kube-proxy) MOD=kube build kube-proxy "" "$kldflags" k8s.io/kubernetes/cmd/kube-proxy:kube-proxy ;;
-		coredns) build coredns "" "-s -w" github.com/coredns/coredns:coredns ;;
+		# A main of our own with the plugins the tests use (see its main.go).
+		coredns) build coredns "" "-s -w" .:coredns ;;
 		containerd) build containerd "" "-s -w -X github.com/containerd/containerd/v2/version.Version=$ctrver" \
 			github.com/containerd/containerd/v2/cmd/containerd:containerd \
 			github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2:containerd-shim-runc-v2 \
