@@ -82,7 +82,7 @@ func containsAll(s string, subs []string) bool {
 func TestDNSServiceNames(t *testing.T) {
 	skipIfNoCluster(t)
 	const node = "hostlet-dns"
-	c := netnsCluster(t, node, "--cluster-dns", clusterDNS, "--cluster-domain", "cluster.local")
+	c, _ := netnsCluster(t, node, "--cluster-dns", clusterDNS, "--cluster-domain", "cluster.local")
 	deployKubeProxy(t, c)
 	deployCoreDNS(t, c)
 	ns := c.NewNamespace(t)

@@ -24,7 +24,7 @@ import (
 // its containerd) lives in a network namespace with a real address
 // (harness.Options.NodeNetns), imports the test images and starts the
 // node with extra flags. Everything is stopped when the test ends.
-func netnsCluster(t *testing.T, node string, hostletArgs ...string) *harness.Cluster {
+func netnsCluster(t *testing.T, node string, hostletArgs ...string) (*harness.Cluster, *harness.Hostlet) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -42,11 +42,12 @@ func netnsCluster(t *testing.T, node string, hostletArgs ...string) *harness.Clu
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.StartHostlet(ctx, harness.HostletOptions{Binary: hostletBinary(t), NodeName: node, ExtraArgs: hostletArgs}); err != nil {
+	h, err := c.StartHostlet(ctx, harness.HostletOptions{Binary: hostletBinary(t), NodeName: node, ExtraArgs: hostletArgs})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("node %s at %s, API server at %s", node, c.NodeIP(), c.APIServerURL())
-	return c
+	return c, h
 }
 
 // waitPodIn waits for a pod of cluster c to reach phase.
@@ -65,7 +66,7 @@ func waitPodIn(t *testing.T, c *harness.Cluster, ns, name string, phase v1.PodPh
 func TestNodeProxyNodeAddress(t *testing.T) {
 	skipIfNoCluster(t)
 	const name = "hostlet-netns"
-	c := netnsCluster(t, name)
+	c, _ := netnsCluster(t, name)
 	ctx := ctxT(t)
 
 	n, err := c.Client().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -264,11 +265,12 @@ func fetchFrom(t *testing.T, c *harness.Cluster, ns, pod, host, port string) str
 // kube-proxy runs as a DaemonSet pod on a hostlet node (in its own network
 // namespace); a pod on that node reaches a ClusterIP Service backed by
 // pods on it, both backends answer, and its NodePort answers on the node's
-// address.
+// address. kube-proxy keeps running, not restarted, across a restart of
+// hostlet.
 func TestServiceClusterIPAndNodePort(t *testing.T) {
 	skipIfNoCluster(t)
 	const node = "hostlet-svc"
-	c := netnsCluster(t, node)
+	c, h := netnsCluster(t, node)
 	deployKubeProxy(t, c)
 	ns := c.NewNamespace(t)
 	svc := webService(t, c, ns, node, 2, &v1.Service{
@@ -300,5 +302,26 @@ func TestServiceClusterIPAndNodePort(t *testing.T) {
 	// From a pod too, as cluster clients use NodePorts.
 	if got := fetchFrom(t, c, ns, client, c.NodeIP(), nodePort); got != "web-0" && got != "web-1" {
 		t.Errorf("NodePort from a pod: %q", got)
+	}
+
+	proxyPod := func() *v1.Pod {
+		pods, err := c.Client().CoreV1().Pods("kube-system").List(ctxT(t), metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
+		if err != nil || len(pods.Items) != 1 {
+			t.Fatalf("kube-proxy pods: %v %v", pods, err)
+		}
+		return &pods.Items[0]
+	}
+	before := proxyPod()
+	if err := h.Restart(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fetchFrom(t, c, ns, client, svc.Spec.ClusterIP, "80"); got != "web-0" && got != "web-1" {
+		t.Errorf("ClusterIP after a restart of hostlet: %q", got)
+	}
+	after := proxyPod()
+	if after.UID != before.UID || len(after.Status.ContainerStatuses) != 1 || after.Status.ContainerStatuses[0].RestartCount != 0 ||
+		after.Status.ContainerStatuses[0].State.Running == nil ||
+		!after.Status.ContainerStatuses[0].State.Running.StartedAt.Equal(&before.Status.ContainerStatuses[0].State.Running.StartedAt) {
+		t.Errorf("kube-proxy after a restart of hostlet: %s", harness.DescribePodStatus(after))
 	}
 }
