@@ -100,6 +100,8 @@ type ContainerConfig struct {
 	// StdinOnce closes it when the first one ends. TTY gives the process a
 	// terminal.
 	Stdin, StdinOnce, TTY bool
+	// Devices from device plugins.
+	Devices Devices
 }
 
 func newID() string {
@@ -153,7 +155,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 		labelImageID:       cfg.Image.ID,
 	}
 	maps.Copy(labels, stdioLabels(cfg))
-	specOpts := specFor(cfg, args, termLog)
+	specOpts := append(specFor(cfg, args, termLog), r.deviceOpts(cfg.Devices)...)
 	_, err := r.client.NewContainer(ctx, id,
 		containerd.WithImage(cfg.Image.image),
 		containerd.WithNewSnapshot(id, cfg.Image.image, snapshotOpts(s.IDMap)...),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider"
+	"github.com/hostlet/hostlet/provider/devices"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/server"
@@ -82,9 +83,17 @@ func run(ctx context.Context, o *options) error {
 	events, stopEvents := newEventRecorder(c.events, name)
 	defer stopEvents()
 
+	dm, err := devices.New(devices.Config{Dir: filepath.Join(o.rootDir, "device-plugins"), ActivePods: inf.activePods})
+	if err != nil {
+		return err
+	}
 	nodeCfg.Events, nodeCfg.Lister, nodeCfg.Informer, nodeCfg.Client = events, inf.node.Lister(), inf.node.Informer(), c.heartbeat
+	nodeCfg.Devices = dm
 	nd, err := node.New(ctx, nodeCfg, rt)
 	if err != nil {
+		return err
+	}
+	if err := startDevices(ctx, o.rootDir, dm, nd, inf); err != nil {
 		return err
 	}
 	podEvents := provider.NewRecorder(events)
@@ -95,7 +104,8 @@ func run(ctx context.Context, o *options) error {
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
 		Objects: podspec.NewObjectCache(ctx, c.api, clock.RealClock{}), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
-		Pod: func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
+		Pod:     func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
+		Devices: dm,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
@@ -213,5 +223,6 @@ func newRuntime(o *options, nodeIP string) (*runtime.Runtime, error) {
 		CNIConfDir: o.cniConfDir, CNIBinDirs: o.cniBinDirs, CNICacheDir: o.cniCacheDir,
 		CNIDefaultBridge:  o.cniDefaultBridge,
 		RegistryConfigDir: o.registryConfigDir,
+		CDISpecDirs:       o.cdiSpecDirs,
 	})
 }

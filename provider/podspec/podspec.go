@@ -39,6 +39,9 @@ type Config struct {
 	Runtime  ContainerRuntime
 	// Pod returns the newest object of a pod the node runs, or nil.
 	Pod func(uid types.UID) *v1.Pod
+	// Devices, if set, has the device plugins' answers for containers
+	// that hold devices.
+	Devices Devices
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a

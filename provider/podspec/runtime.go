@@ -103,6 +103,13 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return lifecycle.ContainerInfo{}, configError(err)
 	}
+	devEnv, devMounts, devs, err := r.containerDevices(ctx, pod, c)
+	if err != nil {
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return lifecycle.ContainerInfo{}, configError(err)
+	}
+	env = append(devEnv, env...)
+	mounts = append(devMounts, mounts...)
 	sec, err := r.containerSecurity(pod, c, img.Config.User)
 	if err != nil {
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
@@ -126,7 +133,7 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		Command: expand(c.Command), Args: expand(c.Args), Env: env, WorkingDir: c.WorkingDir,
 		Mounts: mounts, TerminationMessagePath: termPath, Hostname: hostname,
 		Security: sec, Resources: r.containerResources(pod, c),
-		Stdin: c.Stdin, StdinOnce: c.StdinOnce, TTY: c.TTY,
+		Stdin: c.Stdin, StdinOnce: c.StdinOnce, TTY: c.TTY, Devices: devs,
 	})
 	if err != nil {
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
