@@ -68,7 +68,9 @@ func (e *endpoint) stop() {
 	if e.cancel != nil {
 		e.cancel()
 	}
-	e.conn.Close()
+	if e.conn != nil {
+		e.conn.Close()
+	}
 }
 
 func (e *endpoint) allocate(ctx context.Context, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
