@@ -110,8 +110,8 @@ sleep 3600 & wait`
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1.PodSpec{
-			NodeSelector:                  map[string]string{v1.LabelHostname: nodeName},
-			Tolerations:                   []v1.Toleration{{Key: devicesTaint, Operator: v1.TolerationOpExists}},
+			NodeSelector: map[string]string{v1.LabelHostname: nodeName},
+			Tolerations:  []v1.Toleration{{Key: devicesTaint, Operator: v1.TolerationOpExists}},
 			Containers: []v1.Container{{
 				Name: "c", Image: images.BusyboxRef, Command: []string{"sh", "-c", script},
 				Resources: v1.ResourceRequirements{Limits: v1.ResourceList{sampleResource: q}},
