@@ -17,6 +17,7 @@ import (
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider"
 	"github.com/hostlet/hostlet/provider/devices"
+	"github.com/hostlet/hostlet/provider/dra"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/server"
@@ -96,6 +97,10 @@ func run(ctx context.Context, o *options) error {
 	if err := startDevices(ctx, o.rootDir, dm, nd, inf); err != nil {
 		return err
 	}
+	claims := dra.New(dra.Config{RegistryDir: filepath.Join(o.rootDir, "plugins_registry"), Client: c.api})
+	if err := claims.Start(ctx); err != nil {
+		return err
+	}
 	podEvents := provider.NewRecorder(events)
 	// The translation reads a pod's newest object from the provider's
 	// registry, whose workers run pods through the translation.
@@ -105,7 +110,7 @@ func run(ctx context.Context, o *options) error {
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
 		Objects: podspec.NewObjectCache(ctx, c.api, clock.RealClock{}), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
 		Pod:     func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
-		Devices: dm,
+		Devices: dm, Claims: claims,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod

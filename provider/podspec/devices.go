@@ -7,6 +7,7 @@ import (
 
 	"github.com/hostlet/hostlet/runtime"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
@@ -16,11 +17,36 @@ type Devices interface {
 	ContainerAllocations(ctx context.Context, pod *v1.Pod, container string) ([]*pluginapi.ContainerAllocateResponse, error)
 }
 
+// Claims is the DRA manager (provider/dra.Manager): claims prepared
+// before the sandbox, their CDI devices for the containers that use them,
+// and unprepared once the pod is gone.
+type Claims interface {
+	Prepare(ctx context.Context, pod *v1.Pod) error
+	ContainerCDI(pod *v1.Pod, c *v1.Container) []string
+	Unprepare(ctx context.Context, uid types.UID)
+}
+
+// prepareClaims has the pod's ResourceClaims prepared, with the kubelet's
+// event when a driver cannot.
+func (r *Runtime) prepareClaims(ctx context.Context, pod *v1.Pod) error {
+	if r.cfg.Claims == nil || len(pod.Spec.ResourceClaims) == 0 {
+		return nil
+	}
+	if err := r.cfg.Claims.Prepare(ctx, pod); err != nil {
+		r.event(pod, "", v1.EventTypeWarning, "FailedPrepareDynamicResources", "Failed to prepare dynamic resources: "+err.Error())
+		return err
+	}
+	return nil
+}
+
 // containerDevices turns the plugins' answers into what the container is
 // created with, as the kubelet's device manager hands them to the runtime:
 // env before the container's own (which wins), mounts, device nodes,
 // annotations and CDI device names.
 func (r *Runtime) containerDevices(ctx context.Context, pod *v1.Pod, c *v1.Container) (env []string, mounts []runtime.Mount, dev runtime.Devices, err error) {
+	if r.cfg.Claims != nil {
+		dev.CDI = r.cfg.Claims.ContainerCDI(pod, c)
+	}
 	if r.cfg.Devices == nil {
 		return nil, nil, dev, nil
 	}

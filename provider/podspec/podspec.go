@@ -42,6 +42,8 @@ type Config struct {
 	// Devices, if set, has the device plugins' answers for containers
 	// that hold devices.
 	Devices Devices
+	// Claims, if set, prepares pods' ResourceClaims (DRA).
+	Claims Claims
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a
@@ -120,6 +122,9 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 	// worker): a panic costs this cleanup, which the orphan sweep retries.
 	defer crash.Recover(l, nil)
 	r.tokens.forget(types.UID(uid))
+	if r.cfg.Claims != nil {
+		r.cfg.Claims.Unprepare(ctx, types.UID(uid))
+	}
 	sts, err := r.rt.ListContainers(ctx, uid)
 	if err != nil {
 		l.WithError(err).Warn("listing containers for cleanup")

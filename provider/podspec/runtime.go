@@ -35,6 +35,9 @@ var _ lifecycle.Runtime = (*Runtime)(nil)
 func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
 	sb, err := r.rt.Sandbox(string(pod.UID))
 	if err != nil {
+		if err := r.prepareClaims(ctx, pod); err != nil {
+			return nil, err
+		}
 		// While the network is not ready only host-network pods start, as
 		// with the kubelet, whose pod worker retries such a pod soon.
 		if netErr := r.cfg.Node.NetworkErrors(); netErr != nil && !pod.Spec.HostNetwork {

@@ -28,30 +28,35 @@ const (
 	devicesTaint    = "hostlet.test/devices"
 )
 
-// sampleDevicePluginImage builds the upstream sample device plugin from the
-// k8s.io/kubernetes module pinned in test/cluster/kube and imports it as a
-// one-binary image.
-func sampleDevicePluginImage(t *testing.T, ctx context.Context) {
+// buildKubeBinary builds a command of the k8s.io/kubernetes module pinned
+// in test/cluster/kube (Go's build cache makes a second build cheap).
+func buildKubeBinary(t *testing.T, ctx context.Context, pkg string) string {
 	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "sample-device-plugin")
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "k8s.io/kubernetes/test/images/sample-device-plugin")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
 	cmd.Dir = filepath.Join(root, "test", "cluster", "kube")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the sample device plugin: %v\n%s", err, out)
+		t.Fatalf("building %s: %v\n%s", pkg, err, out)
 	}
-	t.Logf("sample device plugin built in %s", time.Since(start).Round(time.Millisecond))
-	exe, err := os.ReadFile(bin)
+	t.Logf("%s built in %s", pkg, time.Since(start).Round(time.Millisecond))
+	return bin
+}
+
+// sampleDevicePluginImage builds the upstream sample device plugin and
+// imports it as a one-binary image.
+func sampleDevicePluginImage(t *testing.T, ctx context.Context) {
+	t.Helper()
+	exe, err := os.ReadFile(buildKubeBinary(t, ctx, "k8s.io/kubernetes/test/images/sample-device-plugin"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	archive := filepath.Join(dir, "image.tar")
+	archive := filepath.Join(t.TempDir(), "image.tar")
 	if err := harness.WriteBinaryImage(archive, samplePluginRef, "sample-device-plugin", exe); err != nil {
 		t.Fatal(err)
 	}
