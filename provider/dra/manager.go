@@ -8,6 +8,7 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -228,8 +229,17 @@ func (m *Manager) Unprepare(ctx context.Context, uid types.UID) {
 				log.WithError(err).Warn("dra: unprepare")
 				continue
 			}
-			if _, err := client.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{claimRef(p.claim)}}); err != nil {
-				log.WithError(err).WithField("claim", p.claim.Name).Warn("dra: NodeUnprepareResources")
+			l := log.WithFields(log.Fields{"driver": d, "claim": p.claim.Namespace + "/" + p.claim.Name})
+			resp, err := client.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{claimRef(p.claim)}})
+			if err == nil {
+				if r := resp.Claims[string(p.claim.UID)]; r != nil && r.Error != "" {
+					err = errors.New(r.Error)
+				}
+			}
+			if err != nil {
+				l.WithError(err).Warn("dra: NodeUnprepareResources")
+			} else {
+				l.Info("dra: claim unprepared")
 			}
 			done()
 		}
