@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/hostlet/hostlet/runtime"
+	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -37,6 +38,20 @@ func (r *Runtime) prepareClaims(ctx context.Context, pod *v1.Pod) error {
 		return err
 	}
 	return nil
+}
+
+// reprepareClaims prepares again the claims of a pod whose sandbox exists
+// (adopted after a restart of hostlet, which keeps no record of them):
+// drivers answer NodePrepareResources again with the same devices, which
+// its restarted containers and the unprepare at cleanup need. Its
+// containers run already, so a driver not back yet is only logged.
+func (r *Runtime) reprepareClaims(ctx context.Context, pod *v1.Pod) {
+	if r.cfg.Claims == nil || len(pod.Spec.ResourceClaims) == 0 {
+		return
+	}
+	if err := r.cfg.Claims.Prepare(ctx, pod); err != nil {
+		log.WithError(err).WithFields(log.Fields{"pod": key(pod.Namespace, pod.Name), "uid": pod.UID}).Debug("dra: claims of a running pod not prepared again yet")
+	}
 }
 
 // containerDevices turns the plugins' answers into what the container is

@@ -72,6 +72,7 @@ func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, er
 		}
 		return sb.IPs, nil
 	}
+	r.reprepareClaims(ctx, pod)
 	if err := r.setupVolumes(ctx, pod, sb.IPs); err != nil {
 		return nil, err
 	}
