@@ -16,6 +16,8 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider"
+	"github.com/hostlet/hostlet/provider/devices"
+	"github.com/hostlet/hostlet/provider/dra"
 	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podspec"
@@ -91,9 +93,21 @@ func run(ctx context.Context, o *options) error {
 	events, stopEvents := newEventRecorder(c.events, name)
 	defer stopEvents()
 
+	dm, err := devices.New(devices.Config{Dir: filepath.Join(o.rootDir, "device-plugins"), ActivePods: inf.activePods})
+	if err != nil {
+		return err
+	}
 	nodeCfg.Events, nodeCfg.Lister, nodeCfg.Informer, nodeCfg.Client = events, inf.node.Lister(), inf.node.Informer(), c.heartbeat
+	nodeCfg.Devices = dm
 	nd, err := node.New(ctx, nodeCfg, rt)
 	if err != nil {
+		return err
+	}
+	if err := startDevices(ctx, o.rootDir, dm, nd, inf); err != nil {
+		return err
+	}
+	claims := dra.New(dra.Config{RegistryDir: filepath.Join(o.rootDir, "plugins_registry"), Client: c.api})
+	if err := claims.Start(ctx); err != nil {
 		return err
 	}
 	podEvents := provider.NewRecorder(events)
@@ -104,7 +118,8 @@ func run(ctx context.Context, o *options) error {
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
 		Objects: podspec.NewObjectCache(ctx, c.api, clock.RealClock{}), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
-		Pod: func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
+		Pod:     func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
+		Devices: dm, Claims: claims,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
@@ -225,5 +240,6 @@ func newRuntime(o *options, nodeIP string) (*runtime.Runtime, error) {
 		CNIConfDir: o.cniConfDir, CNIBinDirs: o.cniBinDirs, CNICacheDir: o.cniCacheDir,
 		CNIDefaultBridge:  o.cniDefaultBridge,
 		RegistryConfigDir: o.registryConfigDir,
+		CDISpecDirs:       o.cdiSpecDirs,
 	})
 }
