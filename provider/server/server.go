@@ -85,8 +85,9 @@ type Recorder interface {
 
 // server answers the kubelet API's pod routes.
 type server struct {
-	cfg Config
-	cpu cpuRates
+	cfg   Config
+	cpu   cpuRates
+	usage usageCache
 }
 
 // Package server is the kubelet's HTTPS API for the pods hostlet runs.
