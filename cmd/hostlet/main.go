@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/provider"
 	"github.com/hostlet/hostlet/provider/devices"
 	"github.com/hostlet/hostlet/provider/dra"
@@ -24,6 +25,7 @@ import (
 	"github.com/hostlet/hostlet/provider/server"
 	"github.com/hostlet/hostlet/provider/testpanic"
 	"github.com/hostlet/hostlet/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	log "github.com/sirupsen/logrus"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	v1 "k8s.io/api/core/v1"
@@ -159,7 +161,8 @@ func run(ctx context.Context, o *options) error {
 		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
 		Node: nd, Stats: rt, Volumes: spec, Metrics: prov.Metrics(),
-		Profiling: o.profiling,
+		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
+		Profiling:    o.profiling,
 	}); err != nil {
 		return err
 	}
