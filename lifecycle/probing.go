@@ -81,6 +81,7 @@ func (p *Pod) startProbes(c *v1.Container, rec *container) {
 			Started:  started,
 			Kick:     startedNow,
 			Log:      PodLogger(pod).WithField("container", name),
+			Metric:   probes.MetricLabels{Namespace: pod.Namespace, Pod: pod.Name, PodUID: string(pod.UID), Container: name},
 			Panicked: p.probePanicked(PodLogger(pod).WithField("container", name), event),
 			Set: func(kind probes.Kind, ok bool) {
 				p.mu.Lock()

@@ -41,6 +41,8 @@ type WorkerConfig struct {
 	Panicked func(kind Kind, msg string)
 	// Clock times the periods and the initial delay; nil is the real one.
 	Clock clock.WithTicker
+	// Metric names the container in prober_probe_total.
+	Metric MetricLabels
 }
 
 func seconds(v, def int32) time.Duration {
@@ -67,6 +69,7 @@ func run(ctx context.Context, cfg WorkerConfig) {
 	streak := 0
 	tick := cfg.Clock.NewTicker(period)
 	defer tick.Stop()
+	defer cfg.Metric.forget(cfg.Kind)
 	kick := cfg.Kick
 	for {
 		// The first probe comes a period after the start, as with the
@@ -92,6 +95,7 @@ func run(ctx context.Context, cfg WorkerConfig) {
 		if ctx.Err() != nil {
 			return
 		}
+		cfg.Metric.count(cfg.Kind, r)
 		if r != Success {
 			cfg.Event(cfg.Kind, r, out)
 		}

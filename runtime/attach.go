@@ -217,6 +217,7 @@ func (r *Runtime) Attach(ctx context.Context, id string, eio ExecIO) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer crash.Recover(l, nil)
 			select {
 			case <-closed:
 			case <-ctx.Done():
@@ -236,6 +237,7 @@ func (r *Runtime) Attach(ctx context.Context, id string, eio ExecIO) error {
 	if eio.Stdout == nil && (eio.Stderr == nil || s.tty) && stdinRC != nil {
 		// Input only: the session ends with the client.
 		go func() {
+			defer crash.Recover(l, nil)
 			<-ctx.Done()
 			_ = stdinRC.Close()
 		}()

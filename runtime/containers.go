@@ -103,6 +103,8 @@ type ContainerConfig struct {
 	// PIDNamespace, when set, is the namespace (a path) the container joins
 	// instead of the pod's: an ephemeral container's target's.
 	PIDNamespace string
+	// Devices from device plugins.
+	Devices Devices
 }
 
 func newID() string {
@@ -156,7 +158,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 		labelImageID:       cfg.Image.ID,
 	}
 	maps.Copy(labels, stdioLabels(cfg))
-	specOpts := specFor(cfg, args, termLog)
+	specOpts := append(specFor(cfg, args, termLog), r.deviceOpts(cfg.Devices)...)
 	_, err := r.client.NewContainer(ctx, id,
 		containerd.WithImage(cfg.Image.image),
 		containerd.WithNewSnapshot(id, cfg.Image.image, snapshotOpts(s.IDMap)...),

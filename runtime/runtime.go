@@ -36,6 +36,9 @@ type Config struct {
 	CNIDefaultBridge string
 	// RegistryConfigDir holds containerd-style hosts.toml files per registry.
 	RegistryConfigDir string
+	// CDISpecDirs hold the CDI specs device names resolve against
+	// (DefaultCDISpecDirs when empty).
+	CDISpecDirs []string
 }
 
 // Runtime talks to one containerd.
@@ -52,6 +55,7 @@ type Runtime struct {
 	// usernsOnce checks once whether pods can have user namespaces.
 	usernsOnce sync.Once
 	usernsErr  error
+	cdi        *cdiCache
 }
 
 func New(cfg Config) (*Runtime, error) {
@@ -63,6 +67,10 @@ func New(cfg Config) (*Runtime, error) {
 		if err := os.MkdirAll(filepath.Join(cfg.RootDir, d), 0o750); err != nil {
 			return nil, err
 		}
+	}
+	cdiDirs := cfg.CDISpecDirs
+	if len(cdiDirs) == 0 {
+		cdiDirs = DefaultCDISpecDirs
 	}
 	// containerd's client reconnects by itself; connecting lazily lets hostlet
 	// start (and report the runtime as down) while containerd is not up yet.
@@ -81,6 +89,7 @@ func New(cfg Config) (*Runtime, error) {
 		nodeIP:     cfg.NodeIP,
 		network:    net,
 		registries: cfg.RegistryConfigDir,
+		cdi:        &cdiCache{dirs: cdiDirs},
 	}, nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/hostlet/hostlet/runtime"
 	"os"
 	"sort"
 	"strings"
@@ -33,6 +34,7 @@ type options struct {
 	cniCacheDir       string
 	cniDefaultBridge  string
 	registryConfigDir string
+	cdiSpecDirs       []string
 	address           string
 	port              int32
 	tlsCert, tlsKey   string
@@ -67,7 +69,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "labels to add when registering the node (key=value,...)")
 	fs.StringSliceVar(&o.taints, "register-with-taints", nil, "taints to register the node with (key=value:Effect,...)")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "number of pods this node can run")
-	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/hostlet", "directory for pod state, volumes and logs")
+	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/kubelet", "directory for pod state, volumes, logs and the plugin sockets (the kubelet's, so DaemonSets that mount /var/lib/kubelet/{pods,device-plugins,plugins_registry} work unchanged)")
 	fs.StringVar(&o.runtimeEndpoint, "container-runtime-endpoint", "unix:///run/containerd/containerd.sock", "containerd endpoint")
 	fs.StringVar(&o.containerdNS, "containerd-namespace", "hostlet", "containerd namespace holding hostlet's images and containers")
 	fs.StringVar(&o.cniConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI network configs")
@@ -75,6 +77,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.cniCacheDir, "cni-cache-dir", "/var/lib/cni", "CNI result cache")
 	fs.StringVar(&o.cniDefaultBridge, "cni-default-bridge", "", "bridge of a default pod network (host-local over the Node's spec.podCIDRs, as containerd's CNI conf template) used while --cni-conf-dir holds no config; empty: wait for a config (e.g. a CNI DaemonSet's)")
 	fs.StringVar(&o.registryConfigDir, "registry-config-dir", "", "containerd-style hosts.toml directory per registry")
+	fs.StringSliceVar(&o.cdiSpecDirs, "cdi-spec-dirs", runtime.DefaultCDISpecDirs, "directories of CDI specs that device names from device plugins resolve against (containerd's cdi_spec_dirs)")
 	fs.StringVar(&o.address, "address", "0.0.0.0", "IP to serve the kubelet API on")
 	fs.Int32Var(&o.port, "port", 10250, "port of the kubelet API")
 	fs.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate of the kubelet API")

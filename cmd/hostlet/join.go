@@ -29,7 +29,7 @@ func runJoin(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.NodeName, "node-name", "", "node name (default: the host name)")
 	fs.StringVar(&cfg.Layout.StateDir, "state-dir", "/var/lib/hostlet", "where the node's credentials and config are written")
 	fs.StringVar(&cfg.Layout.UnitDir, "unit-dir", "/etc/systemd/system", "where the systemd unit is written")
-	fs.StringVar(&cfg.RootDir, "root-dir", "/var/lib/hostlet", "hostlet's --root-dir (pods' state)")
+	fs.StringVar(&cfg.RootDir, "root-dir", "/var/lib/kubelet", "hostlet's --root-dir (pods' state and plugin sockets, the kubelet's by default)")
 	fs.StringVar(&cfg.Preflight.RuntimeEndpoint, "container-runtime-endpoint", "unix:///run/containerd/containerd.sock", "containerd endpoint")
 	fs.StringVar(&cfg.Preflight.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI network configs")
 	fs.StringSliceVar(&cfg.Preflight.CNIBinDirs, "cni-bin-dir", []string{"/opt/cni/bin", "/usr/lib/cni"}, "CNI plugin directories")

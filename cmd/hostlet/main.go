@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/provider"
+	"github.com/hostlet/hostlet/provider/devices"
+	"github.com/hostlet/hostlet/provider/dra"
 	"github.com/hostlet/hostlet/provider/eviction"
 	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/provider/node"
@@ -23,6 +26,7 @@ import (
 	"github.com/hostlet/hostlet/provider/server"
 	"github.com/hostlet/hostlet/provider/testpanic"
 	"github.com/hostlet/hostlet/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	log "github.com/sirupsen/logrus"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	v1 "k8s.io/api/core/v1"
@@ -97,9 +101,21 @@ func run(ctx context.Context, o *options) error {
 	events, stopEvents := newEventRecorder(c.events, name)
 	defer stopEvents()
 
+	dm, err := devices.New(devices.Config{Dir: filepath.Join(o.rootDir, "device-plugins"), ActivePods: inf.activePods})
+	if err != nil {
+		return err
+	}
 	nodeCfg.Events, nodeCfg.Lister, nodeCfg.Informer, nodeCfg.Client = events, inf.node.Lister(), inf.node.Informer(), c.heartbeat
+	nodeCfg.Devices = dm
 	nd, err := node.New(ctx, nodeCfg, rt)
 	if err != nil {
+		return err
+	}
+	if err := startDevices(ctx, o.rootDir, dm, nd, inf); err != nil {
+		return err
+	}
+	claims := dra.New(dra.Config{RegistryDir: filepath.Join(o.rootDir, "plugins_registry"), Client: c.api})
+	if err := claims.Start(ctx); err != nil {
 		return err
 	}
 	podEvents := provider.NewRecorder(events)
@@ -110,7 +126,8 @@ func run(ctx context.Context, o *options) error {
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
 		Objects: podspec.NewObjectCache(ctx, c.api, clock.RealClock{}), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
-		Pod: func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
+		Pod:     func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
+		Devices: dm, Claims: claims,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
@@ -154,7 +171,8 @@ func run(ctx context.Context, o *options) error {
 		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
 		Node: nd, Stats: rt, Volumes: spec, Metrics: prov.Metrics(),
-		Profiling: o.profiling,
+		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
+		Profiling:    o.profiling,
 	}); err != nil {
 		return err
 	}
@@ -235,5 +253,6 @@ func newRuntime(o *options, nodeIP string) (*runtime.Runtime, error) {
 		CNIConfDir: o.cniConfDir, CNIBinDirs: o.cniBinDirs, CNICacheDir: o.cniCacheDir,
 		CNIDefaultBridge:  o.cniDefaultBridge,
 		RegistryConfigDir: o.registryConfigDir,
+		CDISpecDirs:       o.cdiSpecDirs,
 	})
 }

@@ -38,6 +38,7 @@ type check struct {
 
 var checks = []check{
 	{"IsPrivilegedUser", checkRoot},
+	{"KubeletNotRunning", checkNoKubelet},
 	{"ContainerRuntime", checkContainerd},
 	{"CNI", checkCNI},
 	{"Cgroups", checkCgroups},
@@ -73,6 +74,19 @@ func Preflight(ctx context.Context, cfg PreflightConfig) error {
 func checkRoot(context.Context, PreflightConfig) (string, error) {
 	if os.Geteuid() != 0 {
 		return "", errors.New("hostlet join must run as root (it writes the node's credentials and runs containers)")
+	}
+	return "", nil
+}
+
+// checkNoKubelet refuses a host a kubelet runs on: hostlet takes the
+// kubelet's place (its root dir, port and plugin sockets by default), and
+// two node agents would fight over the same containers and sockets.
+func checkNoKubelet(context.Context, PreflightConfig) (string, error) {
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, f := range comms {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == "kubelet" {
+			return "", fmt.Errorf("a kubelet runs on this host (pid %s): stop it (systemctl disable --now kubelet) before hostlet takes its place", filepath.Base(filepath.Dir(f)))
+		}
 	}
 	return "", nil
 }

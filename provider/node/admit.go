@@ -22,8 +22,9 @@ const systemCriticalPriority = 2000000000
 
 // Admit decides whether the node runs a newly bound pod, in the order and
 // with the reasons and messages of the kubelet's admit handlers: eviction
-// (pressure), then the general predicates (OS, resources, node affinity,
-// host ports, NoExecute taints), then node shutdown. ok is false with the
+// (pressure), sysctls, device assignment, then the general predicates (OS,
+// resources, node affinity, host ports, NoExecute taints), AppArmor, then
+// node shutdown. ok is false with the
 // kubelet's reason and message.
 func (n *Node) Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok bool) {
 	if reason, msg, ok := admitPressure(pod, n.pressureConditions()); !ok {
@@ -32,16 +33,22 @@ func (n *Node) Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok boo
 	if reason, msg, ok := admitSysctls(pod); !ok {
 		return reason, msg, false
 	}
-	if reason, msg, ok := admitPredicates(pod, n.apiNode(), n.Allocatable(), running); !ok {
-		return reason, msg, false
+	reason, msg, ok = n.admitDevices(pod)
+	if ok {
+		reason, msg, ok = admitPredicates(pod, n.apiNode(), n.allocatableForAdmission(), running)
 	}
-	if reason, msg, ok := admitAppArmor(pod, runtime.AppArmorEnabled()); !ok {
-		return reason, msg, false
+	if ok {
+		reason, msg, ok = admitAppArmor(pod, runtime.AppArmorEnabled())
 	}
-	if n.ShuttingDown() {
-		return "NodeShutdown", "Pod was rejected as the node is shutting down.", false
+	if ok && n.ShuttingDown() {
+		reason, msg, ok = "NodeShutdown", "Pod was rejected as the node is shutting down.", false
 	}
-	return "", "", true
+	if !ok && n.cfg.Devices != nil {
+		// Devices assigned to a pod that is not admitted (some of its
+		// containers' before another's failed) are free again.
+		n.cfg.Devices.Release(pod.UID)
+	}
+	return reason, msg, ok
 }
 
 // apiNode is the Node as the cluster sees it (labels and taints added by

@@ -57,6 +57,9 @@ type Config struct {
 	// Client writes corrections of the Node status (the heartbeat client,
 	// whose timeout bounds each write).
 	Client kubernetes.Interface
+	// Devices, if set, adds the device plugins' resources and assigns
+	// their devices at admission.
+	Devices Devices
 }
 
 // Node is hostlet's node: its object, its conditions from real host signals,
@@ -111,6 +114,8 @@ func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
 	} {
 		labels[k] = v
 	}
+	allocatable := n.allocatableFrom(capacity)
+	n.withDevices(capacity, allocatable)
 	node := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   cfg.Name,
@@ -123,7 +128,7 @@ func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
 		Spec: v1.NodeSpec{Taints: cfg.Taints},
 		Status: v1.NodeStatus{
 			Capacity:        capacity,
-			Allocatable:     n.allocatableFrom(capacity),
+			Allocatable:     allocatable,
 			Addresses:       n.addresses(),
 			DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: cfg.Port}},
 		},
@@ -209,6 +214,7 @@ func (n *Node) refresh(ctx context.Context) {
 	if capacity, err := n.capacity(); err == nil {
 		next.Status.Capacity = capacity
 		next.Status.Allocatable = n.allocatableFrom(capacity)
+		n.withDevices(next.Status.Capacity, next.Status.Allocatable)
 	}
 	// One health check per round: a down containerd costs its timeout once.
 	health := n.rt.Healthy(ctx)

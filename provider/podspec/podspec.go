@@ -39,6 +39,11 @@ type Config struct {
 	Runtime  ContainerRuntime
 	// Pod returns the newest object of a pod the node runs, or nil.
 	Pod func(uid types.UID) *v1.Pod
+	// Devices, if set, has the device plugins' answers for containers
+	// that hold devices.
+	Devices Devices
+	// Claims, if set, prepares pods' ResourceClaims (DRA).
+	Claims Claims
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a
@@ -118,6 +123,9 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 	// worker): a panic costs this cleanup, which the orphan sweep retries.
 	defer crash.Recover(l, nil)
 	r.tokens.forget(types.UID(uid))
+	if r.cfg.Claims != nil {
+		r.cfg.Claims.Unprepare(ctx, types.UID(uid))
+	}
 	sts, err := r.rt.ListContainers(ctx, uid)
 	if err != nil {
 		l.WithError(err).Warn("listing containers for cleanup")

@@ -35,6 +35,9 @@ var _ lifecycle.Runtime = (*Runtime)(nil)
 func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
 	sb, err := r.rt.Sandbox(string(pod.UID))
 	if err != nil {
+		if err := r.prepareClaims(ctx, pod); err != nil {
+			return nil, err
+		}
 		// While the network is not ready only host-network pods start, as
 		// with the kubelet, whose pod worker retries such a pod soon.
 		if netErr := r.cfg.Node.NetworkErrors(); netErr != nil && !pod.Spec.HostNetwork {
@@ -69,6 +72,7 @@ func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, er
 		}
 		return sb.IPs, nil
 	}
+	r.reprepareClaims(ctx, pod)
 	if err := r.setupVolumes(ctx, pod, sb.IPs); err != nil {
 		return nil, err
 	}
@@ -103,6 +107,13 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return lifecycle.ContainerInfo{}, configError(err)
 	}
+	devEnv, devMounts, devs, err := r.containerDevices(ctx, pod, c)
+	if err != nil {
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return lifecycle.ContainerInfo{}, configError(err)
+	}
+	env = append(devEnv, env...)
+	mounts = append(devMounts, mounts...)
 	sec, err := r.containerSecurity(pod, c, img.Config.User)
 	if err != nil {
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
@@ -132,6 +143,7 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		Mounts: mounts, TerminationMessagePath: termPath, Hostname: hostname,
 		Security: sec, Resources: r.containerResources(pod, c),
 		Stdin: c.Stdin, StdinOnce: c.StdinOnce, TTY: c.TTY, PIDNamespace: pidNS,
+		Devices: devs,
 	})
 	if err != nil {
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())

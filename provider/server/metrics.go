@@ -155,3 +155,13 @@ func (s *server) metricsHandlers() (resource, own http.Handler) {
 	}
 	return promhttp.HandlerFor(res, promhttp.HandlerOpts{}), promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
+
+// probeMetricsHandler is /metrics/probes, a registry of its own as the
+// kubelet's.
+func (s *server) probeMetricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	for _, c := range s.cfg.ProbeMetrics {
+		reg.MustRegister(c)
+	}
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}

@@ -56,6 +56,8 @@ type Config struct {
 	Stats   StatsRuntime
 	Volumes Volumes
 	Metrics []prometheus.Collector
+	// ProbeMetrics are served on /metrics/probes.
+	ProbeMetrics []prometheus.Collector
 	// Profiling serves /debug/pprof/ (hidden flag --profiling).
 	Profiling bool
 }
@@ -85,8 +87,9 @@ type Recorder interface {
 
 // server answers the kubelet API's pod routes.
 type server struct {
-	cfg Config
-	cpu cpuRates
+	cfg   Config
+	cpu   cpuRates
+	usage usageCache
 }
 
 // Package server is the kubelet's HTTPS API for the pods hostlet runs.
@@ -112,6 +115,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	mux.HandleFunc("GET /stats/summary", s.serveSummary)
 	mux.Handle("GET /metrics/resource", resourceMetrics)
 	mux.Handle("GET /metrics", ownMetrics)
+	mux.Handle("GET /metrics/probes", s.probeMetricsHandler())
 	if cfg.Profiling {
 		attachProfiling(mux)
 	}

@@ -179,7 +179,7 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 			continue
 		}
 		dir := s.cfg.Volumes.VolumeDir(pod, vol.Name)
-		u, err := runtime.DirUsage(dir)
+		u, err := s.dirUsage(dir)
 		if err != nil {
 			continue
 		}
@@ -205,7 +205,9 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 // pod's ephemeral storage.
 func (s *server) containerFs(ctx context.Context, pod *v1.Pod, st v1.ContainerStatus, id string, imageFs *statsv1alpha1.FsStats, ephemeral *runtime.DiskUsage) (rootfs, logs *statsv1alpha1.FsStats) {
 	now := metav1.Now()
-	if u, err := s.cfg.Stats.RootfsUsage(ctx, id); err == nil {
+	// The measurement may outlive this request: not its context.
+	measure := func() (runtime.DiskUsage, error) { return s.cfg.Stats.RootfsUsage(context.WithoutCancel(ctx), id) }
+	if u, err := s.usage.get("rootfs:"+id, measure); err == nil {
 		fs := *imageFs
 		fs.UsedBytes, fs.InodesUsed = ptr.To(u.Bytes), ptr.To(u.Inodes)
 		rootfs = &fs
@@ -215,7 +217,7 @@ func (s *server) containerFs(ctx context.Context, pod *v1.Pod, st v1.ContainerSt
 		log.WithError(err).WithField("container", id).Debug("rootfs usage")
 	}
 	dir := filepath.Join(s.cfg.Runtime.LogDir(pod.Namespace, pod.Name, string(pod.UID)), st.Name)
-	if u, err := runtime.DirUsage(dir); err == nil {
+	if u, err := s.dirUsage(dir); err == nil {
 		if logs = node.FsStats(dir, now); logs != nil {
 			logs.UsedBytes, logs.InodesUsed = ptr.To(u.Bytes), ptr.To(u.Inodes)
 			ephemeral.Bytes += u.Bytes
@@ -310,4 +312,9 @@ func reportedVolume(v v1.Volume) bool {
 // count against the pod's ephemeral storage (memory-backed ones do not).
 func localEphemeral(v v1.Volume) bool {
 	return v.GitRepo != nil || (v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) || v.ConfigMap != nil
+}
+
+// dirUsage is a directory's usage from the background-measured cache.
+func (s *server) dirUsage(dir string) (runtime.DiskUsage, error) {
+	return s.usage.get("dir:"+dir, func() (runtime.DiskUsage, error) { return runtime.DirUsage(dir) })
 }

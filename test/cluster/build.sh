@@ -4,7 +4,8 @@
 # cache outside the repo keyed by each pin's go.mod/go.sum, so a second run is a
 # no-op. Prints the bin directory on stdout.
 #   usage: build.sh [component...]   (default: etcd kube containerd runc;
-#   kubelet, the upstream yardstick for make bench, only on request)
+#   kubelet, the upstream yardstick for make bench, kube-proxy and coredns, for
+#   the Service and DNS tests, only on request)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HOSTLET_CACHE:-$HOME/.cache/hostlet}
@@ -58,6 +59,10 @@ for comp in "${@:-etcd kube containerd runc}"; do
 		# Same module and version stamp as the control plane; its own stamp so
 		# the tests that never need it don't pay for it.
 		kubelet) MOD=kube build kubelet "" "$kldflags" k8s.io/kubernetes/cmd/kubelet:kubelet ;;
+		# Only for the Service tests, on nodes in their own network namespace.
+		kube-proxy) MOD=kube build kube-proxy "" "$kldflags" k8s.io/kubernetes/cmd/kube-proxy:kube-proxy ;;
+		# A main of our own with the plugins the tests use (see its main.go).
+		coredns) build coredns "" "-s -w" .:coredns ;;
 		containerd) build containerd "" "-s -w -X github.com/containerd/containerd/v2/version.Version=$ctrver" \
 			github.com/containerd/containerd/v2/cmd/containerd:containerd \
 			github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2:containerd-shim-runc-v2 \

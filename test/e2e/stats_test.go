@@ -28,6 +28,10 @@ func TestKubeletStatsAndMetrics(t *testing.T) {
 	pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
 	pod.Spec.Volumes = []v1.Volume{{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}}
 	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
+		PeriodSeconds: 1,
+	}
 	cluster.CreatePod(t, pod)
 	waitPhase(t, ns, "fill", v1.PodRunning)
 	execIn(t, ns, "fill", "c", "sh", "-c", "while [ ! -e /mem/done ]; do sleep 0.2; done")
@@ -124,8 +128,21 @@ func TestKubeletStatsAndMetrics(t *testing.T) {
 		t.Errorf("kubelet_running_containers{running} = %v", v)
 	}
 
+	// Every probe run counted, as the kubelet's /metrics/probes.
+	probeLabels := map[string]string{"probe_type": "Readiness", "result": "successful", "container": "c", "pod": "fill", "namespace": ns}
+	for i := 0; ; i++ {
+		if v, _ := sample(scrape(t, "/metrics/probes", metricsToken), "prober_probe_total", probeLabels); v >= 1 {
+			break
+		}
+		if i == 60 {
+			t.Fatalf("no prober_probe_total%v in /metrics/probes", probeLabels)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
 	// Each path its own subresource.
 	for _, c := range []struct{ path, token string }{
+		{"/metrics/probes", statsToken},
 		{"/stats/summary", metricsToken},
 		{"/metrics/resource", statsToken},
 		{"/metrics", statsToken},

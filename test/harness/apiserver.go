@@ -15,12 +15,13 @@ const serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 func (c *Cluster) startAPIServer() (*process, error) {
 	p := c.pki
 	args := []string{
-		"--bind-address", "127.0.0.1",
+		"--bind-address", c.APIServerIP(),
 		// A loopback advertise address makes the "kubernetes" Endpoints
 		// reconciler complain (loopback IPs are invalid endpoints), but the
 		// default/kubernetes Service itself is still created, which is what
-		// clients and the e2e framework need.
-		"--advertise-address", "127.0.0.1",
+		// clients and the e2e framework need. With NodeNetns it is the veth's
+		// root end, which pods reach through kube-proxy's 10.96.0.1.
+		"--advertise-address", c.APIServerIP(),
 		"--secure-port", fmt.Sprint(c.ports.apiserver),
 		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", c.ports.etcdClient),
 		"--tls-cert-file", p.APIServerCert,

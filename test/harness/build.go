@@ -60,9 +60,10 @@ func BuildComponents(ctx context.Context, logf func(string, ...any)) (string, er
 	return runBuildScript(ctx, logf, "test/cluster/build.sh")
 }
 
-// runBuildScript runs one of test/cluster's build scripts from the repo
-// root, one at a time, and returns the bin dir it prints last.
-func runBuildScript(ctx context.Context, logf func(string, ...any), script string) (string, error) {
+// runBuildScript runs one of test/cluster's build scripts (with args, e.g.
+// the components to build) from the repo root, one at a time, and returns
+// the bin dir it prints last.
+func runBuildScript(ctx context.Context, logf func(string, ...any), script string, args ...string) (string, error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	root, err := RepoRoot()
@@ -70,7 +71,7 @@ func runBuildScript(ctx context.Context, logf func(string, ...any), script strin
 		return "", err
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, script))
+	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, script)}, args...)...)
 	cmd.Dir = root
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
@@ -115,6 +116,21 @@ func BuildHostlet(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("go build ./cmd/hostlet: %w\n%s", err, b)
 	}
 	return out, nil
+}
+
+// BuildComponent builds an on-request component of test/cluster/build.sh
+// ("kube-proxy", "coredns": only the tests that run it pay for its build)
+// and returns the path of its binary, named like the component.
+func BuildComponent(ctx context.Context, logf func(string, ...any), name string) (string, error) {
+	bin, err := runBuildScript(ctx, logf, "test/cluster/build.sh", name)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(bin, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", err
+	}
+	return p, nil
 }
 
 // checkedBinDirs remembers bin dirs that passed checkBinaries.

@@ -25,6 +25,8 @@ type cleanupSpec struct {
 	dir       string
 	temp      bool   // dir was made by the harness: all of it is ours
 	bridge    string // CNI bridge to delete
+	netns     string // the node's network namespace (Options.NodeNetns) to delete
+	veth      string // and its veth pair
 	runc      string // runc binary for shims' containers (empty: from PATH)
 	removeDir bool   // remove the dir's contents (all if temp, else owned entries)
 	spare     map[int]bool
@@ -45,7 +47,8 @@ func (s cleanupSpec) roots() []string {
 // its own processes are stopped (or dead): processes whose command line
 // names a path in the cluster's roots (containerd shims, a crashed cluster's
 // daemons) plus their descendants (the containers), mounts below the roots
-// (overlay rootfs, netns bind mounts, tmpfs volumes), the CNI bridge and,
+// (overlay rootfs, netns bind mounts, tmpfs volumes), the CNI bridge, the
+// node's network namespace and veth pair and,
 // if asked, the files. Processes in spare are left alone.
 func cleanupLeftovers(s cleanupSpec, logf func(string, ...any)) {
 	if s.dir == "" || filepath.Clean(s.dir) == "/" {
@@ -59,6 +62,9 @@ func cleanupLeftovers(s cleanupSpec, logf func(string, ...any)) {
 		}
 	}
 	if err := deleteLink(s.bridge); err != nil {
+		logf("harness: %v", err)
+	}
+	if err := removeNodeNet(s.netns, s.veth); err != nil {
 		logf("harness: %v", err)
 	}
 	if !s.removeDir {

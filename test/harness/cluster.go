@@ -40,6 +40,14 @@ type Options struct {
 	StartTimeout time.Duration
 	// Extra flags appended to each component's command line.
 	APIServerArgs, ControllerManagerArgs, SchedulerArgs []string
+	// NodeNetns runs the cluster's containerd and hostlets in a network
+	// namespace of their own, linked to the root one by a veth pair with
+	// addresses from a /24 of 10.243.0.0/16 the harness picks: nodes get a
+	// real address (NodeIP), which the API server's node proxy accepts and
+	// NodePorts answer on, and whatever edits the node's iptables
+	// (kube-proxy) stays inside it. The API server then binds and
+	// advertises the root end of the pair instead of 127.0.0.1.
+	NodeNetns bool
 }
 
 // Cluster is a running local cluster. Methods are safe for concurrent use.
@@ -48,6 +56,7 @@ type Cluster struct {
 	dir    string
 	binDir string
 	inst   *instance
+	net    *nodeNet // nil unless Options.NodeNetns
 	pki    *pki
 	ports  struct{ etcdClient, etcdPeer, apiserver int }
 
@@ -108,7 +117,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.inst, err = reserve(c.dir, binDir, opts.Dir == "", opts.KeepDir, opts.Logf); err != nil {
+	if c.inst, err = reserve(c.dir, binDir, opts.Dir == "", opts.KeepDir, opts.NodeNetns, opts.Logf); err != nil {
 		if opts.Dir == "" {
 			os.RemoveAll(c.dir)
 		}
@@ -138,7 +147,15 @@ func (c *Cluster) start(ctx context.Context, t0 time.Time) error {
 		return err
 	}
 	var err error
-	if c.pki, err = newPKI(filepath.Join(c.dir, "pki"), net.ParseIP(serviceIP)); err != nil {
+	apiIPs := []net.IP{net.ParseIP(serviceIP)}
+	if c.inst.NodeNetns != "" {
+		c.net = &nodeNet{netns: c.inst.NodeNetns, veth: c.inst.NodeVeth, subnet: c.inst.NodeSubnet}
+		if err := c.net.setup(c.inst.Subnet); err != nil {
+			return fmt.Errorf("node network namespace: %w", err)
+		}
+		apiIPs = append(apiIPs, net.ParseIP(c.net.rootIP()))
+	}
+	if c.pki, err = newPKI(filepath.Join(c.dir, "pki"), apiIPs...); err != nil {
 		return fmt.Errorf("pki: %w", err)
 	}
 	if err := c.writeAdminKubeconfig(); err != nil {
@@ -217,7 +234,8 @@ func (c *Cluster) launch(name, bin string, args ...string) (*process, error) {
 }
 
 func (c *Cluster) cleanupSpec(removeDir bool, spare map[int]bool) cleanupSpec {
-	return cleanupSpec{dir: c.dir, temp: c.inst.Temp, bridge: c.inst.Bridge, runc: c.runc(), removeDir: removeDir, spare: spare}
+	return cleanupSpec{dir: c.dir, temp: c.inst.Temp, bridge: c.inst.Bridge, netns: c.inst.NodeNetns, veth: c.inst.NodeVeth,
+		runc: c.runc(), removeDir: removeDir, spare: spare}
 }
 
 func (c *Cluster) runc() string { return filepath.Join(c.binDir, "runc") }
@@ -287,9 +305,36 @@ func (c *Cluster) LogDir() string { return filepath.Join(c.dir, "logs") }
 // BinDir is where the component binaries (kubectl, ctr, ...) are.
 func (c *Cluster) BinDir() string { return c.binDir }
 
-// APIServerURL is https://127.0.0.1:<port>.
+// APIServerURL is https://<APIServerIP>:<port>.
 func (c *Cluster) APIServerURL() string {
-	return fmt.Sprintf("https://127.0.0.1:%d", c.ports.apiserver)
+	return fmt.Sprintf("https://%s:%d", c.APIServerIP(), c.ports.apiserver)
+}
+
+// APIServerIP is the address the API server binds and advertises:
+// 127.0.0.1, or with NodeNetns the root end of the node's veth pair.
+func (c *Cluster) APIServerIP() string {
+	if c.net != nil {
+		return c.net.rootIP()
+	}
+	return "127.0.0.1"
+}
+
+// NodeIP is the address hostlet nodes register and serve on: 127.0.0.1, or
+// with NodeNetns the node's end of the veth pair.
+func (c *Cluster) NodeIP() string {
+	if c.net != nil {
+		return c.net.nodeIP()
+	}
+	return "127.0.0.1"
+}
+
+// NodeNetnsPath is the node's network namespace (for nsenter --net), empty
+// without NodeNetns.
+func (c *Cluster) NodeNetnsPath() string {
+	if c.net != nil {
+		return c.net.path()
+	}
+	return ""
 }
 
 // CACertFile is the cluster CA (PEM); it signs every cert the harness makes.

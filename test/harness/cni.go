@@ -19,7 +19,7 @@ import (
 const cniBinDir = "/usr/lib/cni"
 
 // podCIDRBase is carved into one /24 per cluster.
-const podCIDRBase = "10.244.0.0/16"
+const podCIDRBase = "10.244"
 
 // CNIConfDir holds the cluster's conflist (pass as hostlet --cni-conf-dir).
 func (c *Cluster) CNIConfDir() string { return filepath.Join(c.dir, "cni", "net.d") }
@@ -77,11 +77,11 @@ func newBridgeName() string {
 	return "hl" + hex.EncodeToString(b[:])
 }
 
-// pickSubnet chooses a /24 of 10.244.0.0/16 that no host route or interface
+// pickSubnet chooses a /24 of <base>.0.0/16 that no host route or interface
 // address overlaps and no live harness instance holds (taken). Called under
 // the instance registry lock so concurrent Starts cannot pick the same one
 // before either bridge exists.
-func pickSubnet(taken map[string]bool) (string, error) {
+func pickSubnet(base string, taken map[string]bool) (string, error) {
 	used, err := hostNets()
 	if err != nil {
 		return "", err
@@ -90,14 +90,14 @@ func pickSubnet(taken map[string]bool) (string, error) {
 	_, _ = rand.Read(r[:])
 	for i := 0; i < 256; i++ {
 		third := (int(r[0]) + i) % 256
-		cidr := fmt.Sprintf("10.244.%d.0/24", third)
+		cidr := fmt.Sprintf("%s.%d.0/24", base, third)
 		_, n, _ := net.ParseCIDR(cidr)
 		if taken[cidr] || overlapsAny(n, used) {
 			continue
 		}
 		return cidr, nil
 	}
-	return "", fmt.Errorf("no free /24 left in %s", podCIDRBase)
+	return "", fmt.Errorf("no free /24 left in %s.0.0/16", base)
 }
 
 func overlapsAny(n *net.IPNet, nets []*net.IPNet) bool {

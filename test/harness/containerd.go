@@ -156,7 +156,8 @@ func (c *Cluster) AllowInsecureRegistry(hostPort string) error {
 
 // startContainerd writes the private config and starts the daemon. Its
 // PATH has the bin dir first so it finds our containerd-shim-runc-v2, and
-// the shim our runc. containerd dies with us (Pdeathsig); the shims it
+// the shim our runc. With NodeNetns it runs in the node's network namespace
+// (so do its shims and host-network containers). containerd dies with us (Pdeathsig); the shims it
 // spawns deliberately do not (they setsid), Stop and stale-instance cleanup
 // deal with them.
 func (c *Cluster) startContainerd() (*process, error) {
@@ -164,7 +165,8 @@ func (c *Cluster) startContainerd() (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.launch("containerd", filepath.Join(c.binDir, "containerd"), "--config", cfgPath)
+	bin, args := c.net.command(filepath.Join(c.binDir, "containerd"), "--config", cfgPath)
+	return c.launch("containerd", bin, args...)
 }
 
 // waitContainerd waits until the daemon answers on its socket and keeps a

@@ -12,6 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// NodeNetnsLabel ("true") marks the nodes of a cluster with
+// Options.NodeNetns: DaemonSets that edit the node's network (kube-proxy)
+// select them, as they must not run where the node is the host itself.
+const NodeNetnsLabel = "hostlet.local/own-netns"
+
 // HostletOptions says how to run one hostlet node.
 type HostletOptions struct {
 	// Binary is the hostlet executable (see BuildHostlet). Required.
@@ -40,8 +45,9 @@ type Hostlet struct {
 
 // StartHostlet launches hostlet as node opts.NodeName with its own node
 // identity, serving cert, root dir and port, pointed at the cluster's
-// containerd and CNI config, and (unless NoWaitReady) waits for the node to
-// be Ready.
+// containerd and CNI config (in the node's network namespace with
+// Options.NodeNetns), and (unless NoWaitReady) waits for the node to be
+// Ready.
 func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostlet, error) {
 	if opts.Binary == "" {
 		return nil, fmt.Errorf("HostletOptions.Binary is required (see BuildHostlet)")
@@ -74,10 +80,10 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		return nil, err
 	}
 	h := &Hostlet{c: c, opts: opts, port: ports[0]}
-	h.args = append([]string{
+	h.args = []string{
 		"--kubeconfig", kubeconfig,
 		"--hostname-override", name,
-		"--node-ip", "127.0.0.1",
+		"--node-ip", c.NodeIP(),
 		"--root-dir", root,
 		"--container-runtime-endpoint", "unix://" + c.ContainerdSocket(),
 		"--containerd-namespace", ContainerdNamespace,
@@ -85,7 +91,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--cni-bin-dir", c.CNIBinDir(),
 		"--cni-cache-dir", c.CNICacheDir(),
 		"--registry-config-dir", c.ContainerdHostsDir(),
-		"--address", "127.0.0.1",
+		"--address", c.NodeIP(),
 		"--port", fmt.Sprint(h.port),
 		"--tls-cert-file", cert,
 		"--tls-private-key-file", key,
@@ -94,7 +100,12 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		// The images are imported, not pullable: image GC (which a full
 		// disk would start) would break the tests that use them after it.
 		"--image-gc-high-threshold", "100",
-	}, opts.ExtraArgs...)
+	}
+	if c.net != nil {
+		// Before ExtraArgs: a --node-labels there replaces this one.
+		h.args = append(h.args, "--node-labels", NodeNetnsLabel+"=true")
+	}
+	h.args = append(h.args, opts.ExtraArgs...)
 	// If the Node does not exist yet, any Ready status is this process's;
 	// otherwise (a name reused in this cluster) wait for a fresh heartbeat.
 	var since time.Time
@@ -118,7 +129,8 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 func (h *Hostlet) start() error {
 	env := append(os.Environ(), "PATH="+h.c.binDir+":"+os.Getenv("PATH"))
 	env = append(env, h.opts.Env...)
-	p, err := startProcess("hostlet-"+h.opts.NodeName, h.LogPath(), env, true, h.opts.Binary, h.args...)
+	bin, args := h.c.net.command(h.opts.Binary, h.args...)
+	p, err := startProcess("hostlet-"+h.opts.NodeName, h.LogPath(), env, true, bin, args...)
 	if err != nil {
 		return err
 	}
@@ -177,7 +189,7 @@ func (h *Hostlet) NodeName() string { return h.opts.NodeName }
 // LogPath is <dir>/logs/hostlet-<name>.log (all restarts append to it).
 func (h *Hostlet) LogPath() string { return h.c.logPath("hostlet-" + h.opts.NodeName) }
 
-// Port is the kubelet API port hostlet serves on 127.0.0.1.
+// Port is the kubelet API port hostlet serves on the cluster's NodeIP.
 func (h *Hostlet) Port() int { return h.port }
 
 // RootDir is hostlet's --root-dir.

@@ -29,6 +29,10 @@ type instance struct {
 	Bridge  string `json:"bridge"`
 	Subnet  string `json:"subnet"`
 	BinDir  string `json:"binDir"`
+	// The node's own network namespace (Options.NodeNetns), if any.
+	NodeNetns  string `json:"nodeNetns,omitempty"`
+	NodeVeth   string `json:"nodeVeth,omitempty"`
+	NodeSubnet string `json:"nodeSubnet,omitempty"`
 }
 
 func (in *instance) path() string { return filepath.Join(registryDir, in.ID+".json") }
@@ -81,7 +85,7 @@ func (in *instance) save() error {
 
 // reserve reaps dead instances, checks that dir is not used by a live one,
 // picks a free subnet and bridge name and records the new instance.
-func reserve(dir, binDir string, temp, keepDir bool, logf func(string, ...any)) (*instance, error) {
+func reserve(dir, binDir string, temp, keepDir, nodeNetns bool, logf func(string, ...any)) (*instance, error) {
 	self, _, err := procStat(os.Getpid())
 	if err != nil {
 		return nil, err
@@ -97,21 +101,33 @@ func reserve(dir, binDir string, temp, keepDir bool, logf func(string, ...any)) 
 				}
 				taken[old.Subnet] = true
 				taken[old.Bridge] = true
+				taken[old.NodeSubnet] = true
+				taken[old.NodeVeth] = true
 				continue
 			}
 			logf("harness: cleaning up leftovers of dead cluster %s (pid %d, dir %s)", old.ID, old.PID, old.Dir)
-			cleanupLeftovers(cleanupSpec{dir: old.Dir, temp: old.Temp, bridge: old.Bridge,
-				runc: filepath.Join(old.BinDir, "runc"), removeDir: !old.KeepDir}, logf)
+			cleanupLeftovers(cleanupSpec{dir: old.Dir, temp: old.Temp, bridge: old.Bridge, netns: old.NodeNetns,
+				veth: old.NodeVeth, runc: filepath.Join(old.BinDir, "runc"), removeDir: !old.KeepDir}, logf)
 			os.Remove(old.path())
 		}
 		for taken[in.Bridge] {
 			in.Bridge = newBridgeName()
 		}
-		s, err := pickSubnet(taken)
+		s, err := pickSubnet(podCIDRBase, taken)
 		if err != nil {
 			return err
 		}
 		in.Subnet = s
+		if nodeNetns {
+			in.NodeNetns = "hlnode-" + in.ID
+			for in.NodeVeth = newBridgeName(); taken[in.NodeVeth] || in.NodeVeth == in.Bridge; {
+				in.NodeVeth = newBridgeName()
+			}
+			taken[s] = true
+			if in.NodeSubnet, err = pickSubnet(nodeNetBase, taken); err != nil {
+				return err
+			}
+		}
 		return in.save()
 	})
 	if err != nil {

@@ -47,7 +47,7 @@ func (c *Cluster) NodeKubeconfig(nodeName string) (string, error) {
 
 // KubeletServingCert writes (once per node) the node's HTTPS serving cert,
 // signed by the cluster CA (which the apiserver trusts for logs/exec), with
-// SANs 127.0.0.1 and nodeName.
+// SANs NodeIP and nodeName.
 func (c *Cluster) KubeletServingCert(nodeName string) (certFile, keyFile string, err error) {
 	dir := c.nodeDir(nodeName)
 	certFile, keyFile = filepath.Join(dir, "kubelet.crt"), filepath.Join(dir, "kubelet.key")
@@ -59,7 +59,7 @@ func (c *Cluster) KubeletServingCert(nodeName string) (certFile, keyFile string,
 	}
 	cert, key, err := c.pki.issue(certSpec{
 		cn: "system:node:" + nodeName, orgs: []string{"system:nodes"}, server: true,
-		ips: []net.IP{net.ParseIP("127.0.0.1")}, dns: []string{nodeName},
+		ips: []net.IP{net.ParseIP(c.NodeIP())}, dns: []string{nodeName},
 	})
 	if err != nil {
 		return "", "", err

@@ -44,8 +44,9 @@ type certSpec struct {
 }
 
 // newPKI creates the CA, the apiserver's serving and kubelet-client certs,
-// the admin cert and the service-account key pair under dir.
-func newPKI(dir string, serviceIP net.IP) (*pki, error) {
+// the admin cert and the service-account key pair under dir. The apiserver's
+// cert is valid for 127.0.0.1 and ips.
+func newPKI(dir string, ips ...net.IP) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -80,7 +81,7 @@ func newPKI(dir string, serviceIP net.IP) (*pki, error) {
 	if p.APIServerCert, p.APIServerKey, err = p.issueFiles("apiserver", certSpec{
 		cn:     "kube-apiserver",
 		server: true,
-		ips:    []net.IP{net.ParseIP("127.0.0.1"), serviceIP},
+		ips:    append([]net.IP{net.ParseIP("127.0.0.1")}, ips...),
 		dns: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
 	}); err != nil {
