@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
@@ -79,7 +80,13 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 		known[uid] = true
 	}
 	p.mu.Unlock()
+	logs := filepath.Join(p.cfg.RootDir, "logs") + string(filepath.Separator)
 	for _, c := range containers {
+		// Another hostlet sharing the containerd namespace (nodes on one
+		// host, as in the e2e tests) owns containers logging elsewhere.
+		if !strings.HasPrefix(c.LogPath, logs) {
+			continue
+		}
 		if uid := types.UID(c.PodUID); !known[uid] {
 			orphans[uid] = ref{}
 		}

@@ -209,9 +209,34 @@ func (n *Network) runtimeConf(id, netnsPath string, a PodNetworkArgs) *libcni.Ru
 	}
 }
 
-// Attach runs CNI ADD for lo and the pod network and returns the pod's IPs.
-func (n *Network) Attach(ctx context.Context, id, netnsPath string, a PodNetworkArgs) ([]net.IP, error) {
+// Conf is the loaded network's config list, as a sandbox records it: DEL
+// must get the config ADD had (the CNI spec's rule), whatever the config
+// directory holds by then, or host-local keeps the pod's address forever.
+func (n *Network) Conf() ([]byte, error) {
 	list, err := n.config()
+	if err != nil {
+		return nil, err
+	}
+	return list.Bytes, nil
+}
+
+// listFor parses a recorded config; with none (a sandbox made before
+// configs were recorded), the loaded one.
+func (n *Network) listFor(conf []byte) (*libcni.NetworkConfigList, error) {
+	if len(conf) == 0 {
+		return n.config()
+	}
+	list, err := libcni.ConfListFromBytes(conf)
+	if err != nil {
+		return nil, fmt.Errorf("recorded CNI config: %w", err)
+	}
+	return list, nil
+}
+
+// Attach runs CNI ADD for lo and the pod network given by conf (see Conf)
+// and returns the pod's IPs.
+func (n *Network) Attach(ctx context.Context, conf []byte, id, netnsPath string, a PodNetworkArgs) ([]net.IP, error) {
+	list, err := n.listFor(conf)
 	if err != nil {
 		return nil, err
 	}
@@ -246,10 +271,11 @@ func (n *Network) Attach(ctx context.Context, id, netnsPath string, a PodNetwork
 	return ips, nil
 }
 
-// Detach runs CNI DEL, releasing the pod's IP allocation. It is safe to repeat
-// and works on a namespace that is already gone (plugins must tolerate that).
-func (n *Network) Detach(ctx context.Context, id, netnsPath string, a PodNetworkArgs) error {
-	list, err := n.config()
+// Detach runs CNI DEL with the config the pod was attached with, releasing
+// its IP allocation. It is safe to repeat and works on a namespace that is
+// already gone (plugins must tolerate that).
+func (n *Network) Detach(ctx context.Context, conf []byte, id, netnsPath string, a PodNetworkArgs) error {
+	list, err := n.listFor(conf)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -90,4 +91,59 @@ func TestNetworkWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(ErrCNINotInitialized.Error())
+}
+
+// A pod is torn down with the config it was attached with, not whatever the
+// directory holds by then; a sandbox that recorded none gets the loaded one.
+func TestNetworkTeardownUsesRecordedConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "10-a.conflist"), []byte(testConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewNetwork(dir, nil, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded, err := n.Conf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The state file keeps it as JSON and gives it back.
+	s := &Sandbox{Dir: t.TempDir(), NetworkConf: recorded}
+	if err := s.save(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(s.stateFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Sandbox
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+
+	other := `{"cniVersion":"1.0.0","name":"other","plugins":[{"type":"bridge","bridge":"x1"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "05-b.conflist"), []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.reload("test")
+	if got := loaded(n); got != "other" {
+		t.Fatalf("loaded %s", got)
+	}
+	if list, err := n.listFor(back.NetworkConf); err != nil || list.Name != "from-daemonset" {
+		t.Fatalf("teardown config %v, %v", list, err)
+	}
+	if list, err := n.listFor(nil); err != nil || list.Name != "other" {
+		t.Fatalf("nothing recorded: %v, %v", list, err)
+	}
+	// With no config left at all, the recorded one still tears the pod down.
+	for _, f := range []string{"05-b.conflist", "10-a.conflist"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.reload("test")
+	if list, err := n.listFor(back.NetworkConf); err != nil || list.Name != "from-daemonset" {
+		t.Fatalf("config dir empty: %v, %v", list, err)
+	}
 }

@@ -59,7 +59,10 @@ type Sandbox struct {
 	// namespaces; IDMap is its mapping.
 	UserNSPath string `json:"userns,omitempty"`
 	IDMap      *IDMap `json:"idmap,omitempty"`
-	Dir        string `json:"-"`
+	// NetworkConf is the CNI config list the pod was attached with: its
+	// teardown uses it even after the config directory changed.
+	NetworkConf json.RawMessage `json:"networkConf,omitempty"`
+	Dir         string          `json:"-"`
 }
 
 func (s *Sandbox) HostsPath() string      { return filepath.Join(s.Dir, "etc-hosts") }
@@ -119,6 +122,11 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 	if cfg.HostNetwork {
 		s.IPs = []string{r.nodeIP}
 	} else {
+		conf, err := r.network.Conf()
+		if err != nil {
+			return nil, err
+		}
+		s.NetworkConf = conf
 		if cfg.UserNS != nil {
 			if err := r.pinUserNS(s, cfg); err != nil {
 				_ = r.RemoveSandbox(ctx, cfg.UID)
@@ -131,11 +139,12 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 			}
 			s.NetNSPath = ns.GetPath()
 		}
-		// Persist before CNI ADD so a crash in between still lets cleanup run DEL.
+		// Persist before CNI ADD so a crash in between still lets cleanup run
+		// DEL, with this config.
 		if err := s.save(); err != nil {
 			return nil, err
 		}
-		ips, err := r.network.Attach(ctx, cfg.UID, s.NetNSPath, s.args())
+		ips, err := r.network.Attach(ctx, conf, cfg.UID, s.NetNSPath, s.args())
 		if err != nil {
 			_ = r.RemoveSandbox(ctx, cfg.UID)
 			return nil, err
@@ -232,7 +241,7 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, uid string) error {
 	}
 	stopPause(s.PausePID, dir)
 	if s.NetNSPath != "" {
-		if err := r.network.Detach(ctx, uid, s.NetNSPath, s.args()); err != nil {
+		if err := r.network.Detach(ctx, s.NetworkConf, uid, s.NetNSPath, s.args()); err != nil {
 			log.WithError(err).WithField("pod", s.Namespace+"/"+s.Name).Warn("CNI DEL failed")
 		}
 		if err := netns.LoadNetNS(s.NetNSPath).Remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {

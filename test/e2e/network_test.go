@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
+	stdnet "net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +82,98 @@ func TestNetworkCNIFromCluster(t *testing.T) {
 	}
 	if _, err := cluster.WaitForNode(ctx, name, time.Minute, conditionIs(v1.NodeReady, v1.ConditionFalse, cniNotReady)); err != nil {
 		t.Fatalf("NotReady after the config was deleted: %v", err)
+	}
+}
+
+// A pod is torn down with the CNI config it was set up with: after the
+// config dir switched to another network, and after it was emptied, deleting
+// a pod releases its address in its own network's host-local store.
+func TestNetworkCNIConfigChangeReleasesIPs(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-cni-switch"
+	confDir := t.TempDir()
+	// Two networks on the cluster's bridge, each with its own store and a
+	// slice of the subnet the other nodes' pods are unlikely to reach.
+	conflist := func(net string, from, to byte, dataDir string) []byte {
+		_, sub, err := stdnet.ParseCIDR(cluster.PodSubnet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip := func(last byte) string { a := sub.IP.To4(); return stdnet.IPv4(a[0], a[1], a[2], last).String() }
+		b, err := json.Marshal(map[string]any{
+			"cniVersion": "1.0.0", "name": net,
+			"plugins": []any{map[string]any{
+				"type": "bridge", "bridge": cluster.BridgeName(), "isGateway": true,
+				"ipam": map[string]any{
+					"type":    "host-local",
+					"ranges":  [][]map[string]string{{{"subnet": cluster.PodSubnet(), "rangeStart": ip(from), "rangeEnd": ip(to)}}},
+					"dataDir": dataDir,
+				},
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	storeA, storeB := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(confDir, "20-a.conflist"), conflist("net-a", 230, 239, storeA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: []string{"--cni-conf-dir", confDir}})
+	ns := cluster.NewNamespace(t)
+	grace := int64(1)
+	run := func(pod string) (string, string) {
+		p := busybox(ns, pod, "sleep", "3600")
+		p.Spec.NodeName = name
+		cluster.CreatePod(t, p)
+		ip := waitPhase(t, ns, pod, v1.PodRunning).Status.PodIP
+		return ip, pod
+	}
+	held := func(store, net, ip string) bool {
+		_, err := os.Stat(filepath.Join(store, net, ip))
+		return err == nil
+	}
+
+	ipA, podA := run("on-a")
+	if !held(storeA, "net-a", ipA) {
+		t.Fatalf("%s not allocated in net-a's store %s", ipA, storeA)
+	}
+	// The DaemonSet's new config wins (lexically first).
+	if err := os.WriteFile(filepath.Join(confDir, "10-b.conflist"), conflist("net-b", 240, 249, storeB), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, time.Minute, "net-b to be loaded", func() bool {
+		b, _ := os.ReadFile(h.LogPath())
+		return strings.Contains(string(b), "network=net-b")
+	})
+	ipB, podB := run("on-b")
+	if !held(storeB, "net-b", ipB) {
+		t.Fatalf("%s not allocated in net-b's store", ipB)
+	}
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), podA, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, ns, podA)
+	if held(storeA, "net-a", ipA) {
+		t.Errorf("%s of the deleted pod is still held in net-a's store", ipA)
+	}
+
+	// The config taken away altogether: the node is NotReady, yet deleting
+	// the pod still releases its address.
+	for _, f := range []string{"10-b.conflist", "20-a.conflist"} {
+		if err := os.Remove(filepath.Join(confDir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cluster.WaitForNode(ctxT(t), name, time.Minute, conditionIs(v1.NodeReady, v1.ConditionFalse, cniNotReady)); err != nil {
+		t.Fatalf("NotReady after the config was deleted: %v", err)
+	}
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), podB, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, ns, podB)
+	if held(storeB, "net-b", ipB) {
+		t.Errorf("%s of the deleted pod is still held in net-b's store", ipB)
 	}
 }
