@@ -8,6 +8,7 @@ package devices
 import (
 	"context"
 	"fmt"
+	"github.com/hostlet/hostlet/crash"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -124,8 +125,11 @@ func (m *Manager) connect(e *endpoint) {
 		old.stop()
 	}
 	go func() {
+		// A plugin's answers must not take the node down: a panic ends
+		// this endpoint as a disconnect would.
+		defer m.disconnected(e)
+		defer crash.Recover(log.WithField("resource", e.resource), nil)
 		e.run(ctx, func(devs []*pluginapi.Device) { m.update(e, devs) })
-		m.disconnected(e)
 	}()
 }
 

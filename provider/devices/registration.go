@@ -3,6 +3,7 @@ package devices
 import (
 	"context"
 	"fmt"
+	"github.com/hostlet/hostlet/crash"
 	"net"
 	"os"
 	"path/filepath"
@@ -36,7 +37,7 @@ func (m *Manager) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.UnaryInterceptor(crash.UnaryServerInterceptor(log.WithField("server", "device plugin registration"))))
 	pluginapi.RegisterRegistrationServer(srv, &registration{m: m})
 	go func() {
 		<-ctx.Done()

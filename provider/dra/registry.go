@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"fmt"
+	"github.com/hostlet/hostlet/crash"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,6 +70,9 @@ func (m *Manager) watch(ctx context.Context) error {
 
 // register runs the plugin registration handshake with one socket.
 func (m *Manager) register(ctx context.Context, socket string) {
+	// The handshake is with a driver pod: its answers must not take the
+	// node down.
+	defer crash.Recover(log.WithField("socket", socket), nil)
 	if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		return
 	}

@@ -9,6 +9,7 @@ package podresources
 import (
 	"context"
 	"fmt"
+	"github.com/hostlet/hostlet/crash"
 	"net"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.UnaryInterceptor(crash.UnaryServerInterceptor(log.WithField("server", "pod resources"))))
 	api.RegisterPodResourcesListerServer(srv, &server{cfg: cfg})
 	go func() {
 		<-ctx.Done()
