@@ -23,6 +23,7 @@ type usageCache struct {
 	clock   clock.Clock
 	mu      sync.Mutex
 	entries map[string]*usageEntry
+	swept   time.Time // the last forget
 }
 
 type usageEntry struct {
@@ -47,7 +48,9 @@ func (c *usageCache) get(key string, measure func() (runtime.DiskUsage, error)) 
 	if c.entries == nil {
 		c.entries = map[string]*usageEntry{}
 	}
-	c.forget(now)
+	if now.Sub(c.swept) >= usagePeriod {
+		c.forget(now)
+	}
 	e, ok := c.entries[key]
 	if !ok {
 		c.mu.Unlock()
@@ -73,8 +76,10 @@ func (c *usageCache) refresh(key string, e *usageEntry, measure func() (runtime.
 	e.usage, e.err, e.measured, e.measuring = u, err, c.now(), false
 }
 
-// forget drops entries not asked for in two periods; c.mu is held.
+// forget drops entries not asked for in two periods, once a period (not
+// on every ask: a scrape asks once per volume and container); c.mu is held.
 func (c *usageCache) forget(now time.Time) {
+	c.swept = now
 	for k, e := range c.entries {
 		if !e.measuring && now.Sub(e.asked) > 2*usagePeriod {
 			delete(c.entries, k)
