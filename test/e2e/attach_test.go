@@ -246,28 +246,9 @@ func TestAttachStdinOnce(t *testing.T) {
 func TestAttachKubectlRun(t *testing.T) {
 	skipIfNoCluster(t)
 	ns := cluster.NewNamespace(t)
-	kubectl := filepath.Join(cluster.BinDir(), "kubectl") + " --kubeconfig " + cluster.KubeconfigPath()
 	overrides := `{"spec":{"nodeName":"` + nodeName + `"}}`
-	cmdline := kubectl + " -n " + ns + " run runner -it --rm --restart=Never --image=hostlet.local/busybox:1.35 --overrides='" + overrides + "' -- sh"
-	cmd := exec.CommandContext(ctxT(t), "script", "-qec", cmdline, "/dev/null")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Type until the shell answers: kubectl attaches once the pod runs.
-	pollUntil(t, 2*time.Minute, "the shell in kubectl run -it to answer", func() bool {
-		if strings.Contains(out.String(), "ran-41") {
-			return true
-		}
-		_, _ = io.WriteString(stdin, "echo ran-$((40+1))\n")
-		time.Sleep(time.Second)
-		return strings.Contains(out.String(), "ran-41")
-	})
+	cmd, stdin, out := kubectlTTY(t, "-n "+ns+" run runner -it --rm --restart=Never --image=hostlet.local/busybox:1.35 --overrides='"+overrides+"' -- sh")
+	waitShell(t, stdin, out, "kubectl run -it", "ran")
 	_, _ = io.WriteString(stdin, "exit 0\n")
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("kubectl run -it: %v (%q)", err, out.String())
@@ -300,4 +281,38 @@ func TestAttachKubeletAPI(t *testing.T) {
 	if code, body := kubeletCall(t, "POST", wrong, proxy); code != 404 {
 		t.Errorf("POST %s = %d %q", wrong, code, body)
 	}
+}
+
+// kubectlTTY starts kubectl with args (shell words) under script(1), so it
+// has a terminal as a user's would; out collects what the terminal shows.
+func kubectlTTY(t *testing.T, args string) (*exec.Cmd, io.Writer, *syncBuffer) {
+	t.Helper()
+	kubectl := filepath.Join(cluster.BinDir(), "kubectl") + " --kubeconfig " + cluster.KubeconfigPath()
+	cmd := exec.CommandContext(ctxT(t), "script", "-qec", kubectl+" "+args, "/dev/null")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, out
+}
+
+// waitShell types until the shell behind a kubectlTTY session answers
+// (kubectl attaches only once the container runs): it echoes tag-$((40+1))
+// and waits for the expanded tag-41, which only the shell can print.
+func waitShell(t *testing.T, stdin io.Writer, out *syncBuffer, what, tag string) {
+	t.Helper()
+	want := tag + "-41"
+	pollUntil(t, 2*time.Minute, "the shell in "+what+" to answer", func() bool {
+		if strings.Contains(out.String(), want) {
+			return true
+		}
+		_, _ = io.WriteString(stdin, "echo "+tag+"-$((40+1))\n")
+		time.Sleep(time.Second)
+		return strings.Contains(out.String(), want)
+	})
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,19 +22,8 @@ func deployCoreDNS(t *testing.T, c *harness.Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	bin, err := harness.BuildComponent(ctx, t.Logf, "coredns")
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := images.BuildCoreDNS(ctx, filepath.Join(imageCache(), "images"), bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ImportImage(ctx, img.Archive); err != nil {
-		t.Fatal(err)
-	}
-	applyTemplate(t, c, "testdata/coredns.yaml", map[string]string{
-		"DOMAIN": "cluster.local", "IMAGE": img.Ref, "DNS_IP": clusterDNS,
+	deployComponent(ctx, t, c, "coredns", images.BuildCoreDNS, "testdata/coredns.yaml", map[string]string{
+		"DOMAIN": "cluster.local", "DNS_IP": clusterDNS,
 	})
 	if _, err := c.Kubectl(ctx, "rollout", "status", "-n", "kube-system", "deployment/coredns", "--timeout=3m"); err != nil {
 		pods, _ := c.Kubectl(ctx, "get", "pods", "-n", "kube-system", "-o", "wide")

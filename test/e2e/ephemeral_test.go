@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"io"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -169,27 +167,8 @@ func TestEphemeralKubectlDebug(t *testing.T) {
 	ns := cluster.NewNamespace(t)
 	pod := cluster.CreatePod(t, debugTarget(ns, "target"))
 	waitReady(t, ns, pod.Name)
-	kubectl := filepath.Join(cluster.BinDir(), "kubectl") + " --kubeconfig " + cluster.KubeconfigPath()
-	cmdline := kubectl + " -n " + ns + " debug -it target --image=" + images.BusyboxRef + " --target=c --container=debugger -- sh"
-	cmd := exec.CommandContext(ctxT(t), "script", "-qec", cmdline, "/dev/null")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Type until the shell answers: kubectl attaches once the container runs.
-	pollUntil(t, 2*time.Minute, "the shell in kubectl debug -it to answer", func() bool {
-		if strings.Contains(out.String(), "debug-42") {
-			return true
-		}
-		_, _ = io.WriteString(stdin, "echo debug-$((40+2))\n")
-		time.Sleep(time.Second)
-		return strings.Contains(out.String(), "debug-42")
-	})
+	cmd, stdin, out := kubectlTTY(t, "-n "+ns+" debug -it target --image="+images.BusyboxRef+" --target=c --container=debugger -- sh")
+	waitShell(t, stdin, out, "kubectl debug -it", "debug")
 	_, _ = io.WriteString(stdin, "ps -o args | grep -c '^sleep 360[1]'\n")
 	pollUntil(t, time.Minute, "ps in the debug shell", func() bool { return strings.Contains(out.String(), "\n1\r\n") })
 	_, _ = io.WriteString(stdin, "exit 0\n")

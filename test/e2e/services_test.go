@@ -128,24 +128,12 @@ func deployKubeProxy(t *testing.T, c *harness.Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	bin, err := harness.BuildComponent(ctx, t.Logf, "kube-proxy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := images.BuildKubeProxy(ctx, filepath.Join(imageCache(), "images"), bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ImportImage(ctx, img.Archive); err != nil {
-		t.Fatal(err)
-	}
-	applyTemplate(t, c, "testdata/kube-proxy.yaml", map[string]string{
-		"APISERVER": c.APIServerURL(), "CLUSTER_CIDR": c.PodSubnet(), "IMAGE": img.Ref,
-		"NODE_LABEL": harness.NodeNetnsLabel,
+	deployComponent(ctx, t, c, "kube-proxy", images.BuildKubeProxy, "testdata/kube-proxy.yaml", map[string]string{
+		"APISERVER": c.APIServerURL(), "CLUSTER_CIDR": c.PodSubnet(), "NODE_LABEL": harness.NodeNetnsLabel,
 	})
 	url := "http://" + net.JoinHostPort(c.NodeIP(), "10256") + "/healthz"
 	var last string
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		code, body, err := httpGet(ctx, url)
 		last = fmt.Sprintf("%d %s %v", code, body, err)
 		return code == http.StatusOK, nil
@@ -155,6 +143,27 @@ func deployKubeProxy(t *testing.T, c *harness.Cluster) {
 		logs, _ := c.Kubectl(ctx, "logs", "-n", "kube-system", "ds/kube-proxy", "--tail", "40")
 		t.Fatalf("kube-proxy healthz (%s): %v\n%s\n%s", last, err, pods, logs)
 	}
+}
+
+// deployComponent builds a test/cluster component (build.sh <name>) and its
+// image with build, imports it into c's containerd and applies manifest
+// with vars and the image's reference as IMAGE.
+func deployComponent(ctx context.Context, t *testing.T, c *harness.Cluster, name string,
+	build func(ctx context.Context, outDir, bin string) (images.Image, error), manifest string, vars map[string]string) {
+	t.Helper()
+	bin, err := harness.BuildComponent(ctx, t.Logf, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := build(ctx, filepath.Join(imageCache(), "images"), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ImportImage(ctx, img.Archive); err != nil {
+		t.Fatal(err)
+	}
+	vars["IMAGE"] = img.Ref
+	applyTemplate(t, c, manifest, vars)
 }
 
 // imageCache is $HOSTLET_CACHE or ~/.cache/hostlet, as build.sh has it.
