@@ -176,7 +176,15 @@ func TestHostletLifecycle(t *testing.T) {
 	if _, err := c.WaitForPod(ctx, ns, pod.Name, time.Minute, PodRunning); err != nil {
 		t.Fatalf("%v\nhostlet log tail:\n%s", err, tail(h.LogPath(), 30))
 	}
-	out, err := c.Kubectl(ctx, "logs", "-n", ns, pod.Name)
+	// Running is reported when the process starts; its first line reaches
+	// the log file through the shim's FIFO a moment later (as on a kubelet).
+	var out string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, err = c.Kubectl(ctx, "logs", "-n", ns, pod.Name)
+		if (err == nil && out == "harness\n") || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || out != "harness\n" {
 		t.Errorf("kubectl logs: %q %v", out, err)
 	}
