@@ -11,12 +11,17 @@ import (
 // directory under dataDir).
 const defaultNetworkName = "hostlet-pod-network"
 
+// portmapPlugin is the chained plugin that serves the pods' hostPorts (the
+// portMappings capability), as in containerd's default config.
+var portmapPlugin = map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}}
+
 // BridgeConfList is the default pod network over the node's pod CIDRs: a
 // bridge with host-local addresses, one range per CIDR (dual-stack with one
 // of each family), as containerd's CNI conf template renders it when the
-// kubelet hands it the node's podCIDRs. The bridge is the pods' gateway;
-// ipMasq stays off: how pod traffic leaves the cluster (NAT or routes) is
-// the cluster's choice, and hostlet leaves the host's firewall alone.
+// kubelet hands it the node's podCIDRs, portmap included for hostPorts. The
+// bridge is the pods' gateway; ipMasq stays off: how pod traffic leaves the
+// cluster (NAT or routes) is the cluster's choice. portmap writes iptables
+// rules only for pods with hostPorts.
 func BridgeConfList(bridge string, podCIDRs []string, dataDir string) ([]byte, error) {
 	if len(podCIDRs) == 0 || len(podCIDRs) > 2 {
 		return nil, fmt.Errorf("want one or two pod CIDRs, got %v", podCIDRs)
@@ -56,6 +61,6 @@ func BridgeConfList(bridge string, podCIDRs []string, dataDir string) ([]byte, e
 				"routes":  routes,
 				"dataDir": dataDir,
 			},
-		}},
+		}, portmapPlugin},
 	})
 }

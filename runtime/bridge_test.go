@@ -39,8 +39,8 @@ func TestBridgeConfList(t *testing.T) {
 			if err != nil {
 				t.Fatalf("not a valid conflist: %v\n%s", err, b)
 			}
-			if len(list.Plugins) != 1 {
-				t.Fatalf("plugins %d, want the bridge only", len(list.Plugins))
+			if len(list.Plugins) != 2 || list.Plugins[1].Network.Type != "portmap" || !list.Plugins[1].Network.Capabilities["portMappings"] {
+				t.Fatalf("plugins %d, want the bridge and portmap with portMappings\n%s", len(list.Plugins), b)
 			}
 			var p plugin
 			if err := json.Unmarshal(list.Plugins[0].Bytes, &p); err != nil {

@@ -49,9 +49,22 @@ type Network struct {
 	loadErr  string // the last load's error, logged once
 }
 
-// PodNetworkArgs identify the pod to CNI plugins (CNI_ARGS as the kubelet passes them).
+// PodNetworkArgs identify the pod to CNI plugins (CNI_ARGS as the kubelet
+// passes them) and carry its host ports.
 type PodNetworkArgs struct {
 	Namespace, Name, UID string
+	// PortMappings go to plugins with the portMappings capability (portmap)
+	// on ADD and DEL, as containerd's CRI passes them.
+	PortMappings []PortMapping
+}
+
+// PortMapping is one hostPort of the pod, in the CNI portMappings
+// capability's shape.
+type PortMapping struct {
+	HostPort      int32  `json:"hostPort"`
+	ContainerPort int32  `json:"containerPort"`
+	Protocol      string `json:"protocol"` // tcp, udp or sctp (lower case, as CNI wants)
+	HostIP        string `json:"hostIP,omitempty"`
 }
 
 // NewNetwork loads the first config in confDir. bridge, if not empty, turns on
@@ -195,10 +208,16 @@ func (n *Network) Status() error {
 }
 
 func (n *Network) runtimeConf(id, netnsPath string, a PodNetworkArgs) *libcni.RuntimeConf {
+	var caps map[string]any
+	if len(a.PortMappings) > 0 {
+		// libcni hands it only to plugins that declare the capability.
+		caps = map[string]any{"portMappings": a.PortMappings}
+	}
 	return &libcni.RuntimeConf{
-		ContainerID: id,
-		NetNS:       netnsPath,
-		IfName:      "eth0",
+		CapabilityArgs: caps,
+		ContainerID:    id,
+		NetNS:          netnsPath,
+		IfName:         "eth0",
 		Args: [][2]string{
 			{"IgnoreUnknown", "1"},
 			{"K8S_POD_NAMESPACE", a.Namespace},

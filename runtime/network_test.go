@@ -147,3 +147,22 @@ func TestNetworkTeardownUsesRecordedConfig(t *testing.T) {
 		t.Fatalf("config dir empty: %v, %v", list, err)
 	}
 }
+
+// Host ports go to CNI as the portMappings capability (libcni gives it to
+// the plugins that declare it), on ADD and DEL alike; a pod without any
+// sends none.
+func TestRuntimeConfPortMappings(t *testing.T) {
+	n := &Network{}
+	pm := []PortMapping{{HostPort: 30080, ContainerPort: 8080, Protocol: "tcp", HostIP: "10.0.0.1"}}
+	rt := n.runtimeConf("id", "/ns", PodNetworkArgs{PortMappings: pm})
+	b, err := json.Marshal(rt.CapabilityArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"portMappings":[{"hostPort":30080,"containerPort":8080,"protocol":"tcp","hostIP":"10.0.0.1"}]}`; string(b) != want {
+		t.Errorf("capability args %s, want %s", b, want)
+	}
+	if rt := n.runtimeConf("id", "/ns", PodNetworkArgs{}); rt.CapabilityArgs != nil {
+		t.Errorf("no host ports: %v", rt.CapabilityArgs)
+	}
+}

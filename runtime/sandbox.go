@@ -32,6 +32,9 @@ type SandboxConfig struct {
 	// UserNS, when set, gives the pod its own user namespace with this
 	// mapping (hostUsers: false).
 	UserNS *IDMap
+	// PortMappings are the pod's hostPorts, served by the network's portmap
+	// plugin (none for a host-network pod: its ports are the host's).
+	PortMappings []PortMapping
 }
 
 type HostAlias struct {
@@ -62,7 +65,10 @@ type Sandbox struct {
 	// NetworkConf is the CNI config list the pod was attached with: its
 	// teardown uses it even after the config directory changed.
 	NetworkConf json.RawMessage `json:"networkConf,omitempty"`
-	Dir         string          `json:"-"`
+	// PortMappings are the ones ADD had: DEL removes their rules with
+	// them, also after a restart of hostlet.
+	PortMappings []PortMapping `json:"portMappings,omitempty"`
+	Dir          string        `json:"-"`
 }
 
 func (s *Sandbox) HostsPath() string      { return filepath.Join(s.Dir, "etc-hosts") }
@@ -126,7 +132,7 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 		if err != nil {
 			return nil, err
 		}
-		s.NetworkConf = conf
+		s.NetworkConf, s.PortMappings = conf, cfg.PortMappings
 		if cfg.UserNS != nil {
 			if err := r.pinUserNS(s, cfg); err != nil {
 				_ = r.RemoveSandbox(ctx, cfg.UID)
@@ -210,7 +216,7 @@ func (r *Runtime) pinSandboxNamespaces(s *Sandbox, cfg SandboxConfig) error {
 }
 
 func (s *Sandbox) args() PodNetworkArgs {
-	return PodNetworkArgs{Namespace: s.Namespace, Name: s.Name, UID: s.UID}
+	return PodNetworkArgs{Namespace: s.Namespace, Name: s.Name, UID: s.UID, PortMappings: s.PortMappings}
 }
 
 func (s *Sandbox) save() error {

@@ -59,7 +59,8 @@ func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, er
 			HostNetwork: pod.Spec.HostNetwork, HostIPC: pod.Spec.HostIPC, HostPID: pod.Spec.HostPID,
 			ShareProcessNamespace: pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace,
 			Hostname:              hostname, FQDN: fqdn,
-			ResolvConf: r.resolvConf(pod),
+			ResolvConf:   r.resolvConf(pod),
+			PortMappings: portMappings(pod),
 		}
 		for _, a := range pod.Spec.HostAliases {
 			cfg.HostAliases = append(cfg.HostAliases, runtime.HostAlias{IP: a.IP, Hostnames: a.Hostnames})

@@ -39,30 +39,32 @@ func (c *Cluster) PodSubnet() string { return c.inst.Subnet }
 
 // writeCNIConfig writes a bridge + host-local conflist. Loopback is the
 // node's job. ipMasq stays off: pods only talk to loopback and each other,
-// and we never touch the host's iptables.
+// and we never touch the host's iptables. A node in its own network
+// namespace (Options.NodeNetns) also gets portmap for hostPorts: its
+// iptables rules stay in that namespace.
 func (c *Cluster) writeCNIConfig() error {
 	for _, d := range []string{c.CNIConfDir(), c.CNICacheDir(), filepath.Join(c.dir, "cni", "ipam")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	conf := map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       "hostlet",
-		"plugins": []any{map[string]any{
-			"type":        "bridge",
-			"bridge":      c.inst.Bridge,
-			"isGateway":   true,
-			"ipMasq":      false,
-			"hairpinMode": true,
-			"ipam": map[string]any{
-				"type":    "host-local",
-				"ranges":  [][]map[string]string{{{"subnet": c.inst.Subnet}}},
-				"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
-				"dataDir": filepath.Join(c.dir, "cni", "ipam"),
-			},
-		}},
+	plugins := []any{map[string]any{
+		"type":        "bridge",
+		"bridge":      c.inst.Bridge,
+		"isGateway":   true,
+		"ipMasq":      false,
+		"hairpinMode": true,
+		"ipam": map[string]any{
+			"type":    "host-local",
+			"ranges":  [][]map[string]string{{{"subnet": c.inst.Subnet}}},
+			"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
+			"dataDir": filepath.Join(c.dir, "cni", "ipam"),
+		},
+	}}
+	if c.net != nil {
+		plugins = append(plugins, map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}})
 	}
+	conf := map[string]any{"cniVersion": "1.0.0", "name": "hostlet", "plugins": plugins}
 	b, err := json.MarshalIndent(conf, "", "  ")
 	if err != nil {
 		return err
