@@ -27,7 +27,10 @@ import (
 type Config struct {
 	NodeIPs []string
 	RootDir string
-	Backoff lifecycle.Backoff
+	// PodLogsDir holds the pods' log directories (--pod-logs-dir); the
+	// sweep finds leftovers there too.
+	PodLogsDir string
+	Backoff    lifecycle.Backoff
 	// Client writes pod statuses and removes finished pods.
 	Client     kubernetes.Interface
 	Containers Containers

@@ -74,17 +74,40 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 		return
 	}
 	dirs, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods"))
+	// Pods' log directories, "<namespace>_<name>_<uid>": under
+	// --pod-logs-dir, or under the root dir for pods a hostlet of before
+	// that flag started.
+	logDirs := []string{filepath.Join(p.cfg.RootDir, "logs")}
+	if p.cfg.PodLogsDir != "" {
+		logDirs = append(logDirs, p.cfg.PodLogsDir)
+	}
+	podLogs := map[types.UID]string{}
+	for _, d := range logDirs {
+		es, _ := os.ReadDir(d)
+		for _, e := range es {
+			if i := strings.LastIndexByte(e.Name(), '_'); i > 0 && strings.Count(e.Name(), "_") == 2 {
+				podLogs[types.UID(e.Name()[i+1:])] = e.Name()
+			}
+		}
+	}
 	known := inAPI
 	p.mu.Lock()
 	for uid := range p.pods {
 		known[uid] = true
 	}
 	p.mu.Unlock()
-	logs := filepath.Join(p.cfg.RootDir, "logs") + string(filepath.Separator)
+	ours := func(logPath string) bool {
+		for _, d := range logDirs {
+			if strings.HasPrefix(logPath, d+string(filepath.Separator)) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, c := range containers {
 		// Another hostlet sharing the containerd namespace (nodes on one
 		// host, as in the e2e tests) owns containers logging elsewhere.
-		if !strings.HasPrefix(c.LogPath, logs) {
+		if !ours(c.LogPath) {
 			continue
 		}
 		if uid := types.UID(c.PodUID); !known[uid] {
@@ -96,12 +119,18 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 			orphans[uid] = ref{}
 		}
 	}
+	// A log directory alone is a leftover too, as the kubelet's container
+	// GC removes the log directories of pods it no longer has.
+	for uid := range podLogs {
+		if !known[uid] {
+			orphans[uid] = ref{}
+		}
+	}
 	for uid := range orphans {
 		// The log directory carries the namespace and name.
-		matches, _ := filepath.Glob(filepath.Join(p.cfg.RootDir, "logs", "*_"+string(uid)))
 		ns, name := "", ""
-		if len(matches) == 1 {
-			ns, name = splitLogDir(filepath.Base(matches[0]), string(uid))
+		if d, ok := podLogs[uid]; ok {
+			ns, name = splitLogDir(d, string(uid))
 		}
 		log.WithFields(log.Fields{"uid": uid, "pod": key(ns, name)}).Info("removing leftovers of a pod that no longer exists")
 		p.cleanupHost(string(uid), ns, name)

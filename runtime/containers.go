@@ -124,7 +124,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 	if len(args) == 0 {
 		return "", ErrNoCommand
 	}
-	logPath := filepath.Join(r.LogDir(s.Namespace, s.Name, s.UID), cfg.Name, strconv.Itoa(cfg.Attempt)+".log")
+	logPath := r.containerLogPath(s.Namespace, s.Name, s.UID, cfg.Name, cfg.Attempt)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o750); err != nil {
 		return "", err
 	}
@@ -223,6 +223,7 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		_, _ = task.Delete(ctx, containerd.WithProcessKill)
 		return startError(err)
 	}
+	r.linkLog(labels, id)
 	// The process runs: from here on nothing may fail the start, or the
 	// caller would start a second copy. The start time is retried, then
 	// left to the status (a missing one reads as the creation time).
@@ -314,6 +315,9 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		}
 	}
 	labels, _ := c.Labels(ctx)
+	// The symlink first, as the kubelet: a crash after the delete would
+	// leave it dangling until the pod is cleaned up.
+	r.unlinkLog(labels, id)
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return err
 	}

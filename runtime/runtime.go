@@ -3,6 +3,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -20,8 +21,12 @@ type Config struct {
 	Endpoint string
 	// Namespace in containerd holding hostlet's images and containers.
 	Namespace string
-	// RootDir holds pod dirs, network namespaces and logs.
+	// RootDir holds pod dirs and network namespaces.
 	RootDir string
+	// PodLogsDir holds the pods' log directories (DefaultPodLogsDir when
+	// empty), ContainerLogsDir the containers' symlinks to their logs
+	// (DefaultContainerLogsDir when empty).
+	PodLogsDir, ContainerLogsDir string
 	// Executable is hostlet's own binary, run as the PID 1 of pods that
 	// share their process namespace.
 	Executable string
@@ -43,15 +48,16 @@ type Config struct {
 
 // Runtime talks to one containerd.
 type Runtime struct {
-	client     *containerd.Client
-	ns         string
-	rootDir    string
-	executable string
-	sinksMu    sync.Mutex
-	sinks      map[string]*logSink
-	nodeIP     string
-	network    *Network
-	registries string
+	client                       *containerd.Client
+	ns                           string
+	rootDir                      string
+	podLogsDir, containerLogsDir string
+	executable                   string
+	sinksMu                      sync.Mutex
+	sinks                        map[string]*logSink
+	nodeIP                       string
+	network                      *Network
+	registries                   string
 	// usernsOnce checks once whether pods can have user namespaces.
 	usernsOnce sync.Once
 	usernsErr  error
@@ -63,8 +69,15 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"pods", "netns", "logs", "fifo"} {
+	for _, d := range []string{"pods", "netns", "fifo"} {
 		if err := os.MkdirAll(filepath.Join(cfg.RootDir, d), 0o750); err != nil {
+			return nil, err
+		}
+	}
+	podLogs, containerLogs := cmp.Or(cfg.PodLogsDir, DefaultPodLogsDir), cmp.Or(cfg.ContainerLogsDir, DefaultContainerLogsDir)
+	for _, d := range []string{podLogs, containerLogs} {
+		// Readable by the log collectors' DaemonSets, as the kubelet's.
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}
@@ -81,15 +94,17 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("containerd client: %w", err)
 	}
 	return &Runtime{
-		client:     client,
-		ns:         cfg.Namespace,
-		rootDir:    cfg.RootDir,
-		sinks:      map[string]*logSink{},
-		executable: cfg.Executable,
-		nodeIP:     cfg.NodeIP,
-		network:    net,
-		registries: cfg.RegistryConfigDir,
-		cdi:        &cdiCache{dirs: cdiDirs},
+		client:           client,
+		ns:               cfg.Namespace,
+		rootDir:          cfg.RootDir,
+		podLogsDir:       podLogs,
+		containerLogsDir: containerLogs,
+		sinks:            map[string]*logSink{},
+		executable:       cfg.Executable,
+		nodeIP:           cfg.NodeIP,
+		network:          net,
+		registries:       cfg.RegistryConfigDir,
+		cdi:              &cdiCache{dirs: cdiDirs},
 	}, nil
 }
 
@@ -121,13 +136,4 @@ func (r *Runtime) Healthy(ctx context.Context) error {
 		return fmt.Errorf("containerd is not serving")
 	}
 	return nil
-}
-
-func (r *Runtime) LogDir(namespace, name, uid string) string {
-	return filepath.Join(r.rootDir, "logs", namespace+"_"+name+"_"+uid)
-}
-
-// RemoveLogs deletes a pod's log directory once nothing serves it any more.
-func (r *Runtime) RemoveLogs(namespace, name, uid string) {
-	_ = os.RemoveAll(r.LogDir(namespace, name, uid))
 }

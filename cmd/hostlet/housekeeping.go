@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
+	"unicode"
 
 	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/runtime"
@@ -18,6 +20,8 @@ type housekeeping struct {
 	logMaxFiles        int
 	logMaxWorkers      int
 	logMonitorInterval time.Duration
+	podLogsDir         string
+	containerLogsDir   string
 
 	imageGCHigh, imageGCLow    int
 	imageMinAge, imageMaxAge   time.Duration
@@ -32,6 +36,10 @@ func (h *housekeeping) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&h.logMaxFiles, "container-log-max-files", 5, "most log files kept per container, the live one included (> 1)")
 	fs.IntVar(&h.logMaxWorkers, "container-log-max-workers", 1, "logs rotated at the same time (>= 1)")
 	fs.DurationVar(&h.logMonitorInterval, "container-log-monitor-interval", 10*time.Second, "how often container logs are checked for rotation (>= 3s)")
+	fs.StringVar(&h.podLogsDir, "pod-logs-dir", runtime.DefaultPodLogsDir, "directory of the pods' container logs, <namespace>_<name>_<uid>/<container>/<restartCount>.log (the kubelet's podLogsDir, where log collectors look)")
+	// The kubelet hardcodes it; tests move it.
+	fs.StringVar(&h.containerLogsDir, "container-logs-dir", runtime.DefaultContainerLogsDir, "")
+	_ = fs.MarkHidden("container-logs-dir")
 	fs.IntVar(&h.imageGCHigh, "image-gc-high-threshold", 85, "image filesystem usage (percent) at which image GC runs; 100 turns it off unless --image-maximum-gc-age is set")
 	fs.IntVar(&h.imageGCLow, "image-gc-low-threshold", 80, "image filesystem usage (percent) image GC frees space down to")
 	fs.DurationVar(&h.imageMinAge, "image-minimum-gc-age", 2*time.Minute, "youngest an unused image can be to be garbage-collected")
@@ -66,6 +74,11 @@ func (h *housekeeping) logRotation() (runtime.LogRotation, error) {
 	if !ok {
 		return runtime.LogRotation{}, fmt.Errorf("--container-log-max-size %q: invalid max log size", h.logMaxSize)
 	}
+	for _, d := range []string{h.podLogsDir, h.containerLogsDir} {
+		if err := logDirValid(d); err != nil {
+			return runtime.LogRotation{}, err
+		}
+	}
 	switch {
 	case h.logMaxFiles <= 1:
 		return runtime.LogRotation{}, fmt.Errorf("--container-log-max-files must be greater than 1")
@@ -75,4 +88,21 @@ func (h *housekeeping) logRotation() (runtime.LogRotation, error) {
 		return runtime.LogRotation{}, fmt.Errorf("--container-log-monitor-interval must be a positive time duration greater than or equal to 3s")
 	}
 	return runtime.LogRotation{MaxSize: size, MaxFiles: h.logMaxFiles, Workers: h.logMaxWorkers, Interval: h.logMonitorInterval}, nil
+}
+
+// logDirValid is the kubelet's check of podLogsDir: an absolute, clean,
+// ASCII path.
+func logDirValid(d string) error {
+	switch {
+	case !filepath.IsAbs(d):
+		return fmt.Errorf("invalid configuration: pod logs path %q must be absolute path", d)
+	case filepath.Clean(d) != d:
+		return fmt.Errorf("invalid configuration: pod logs path %q must be normalized", d)
+	}
+	for _, c := range d {
+		if c > unicode.MaxASCII {
+			return fmt.Errorf("invalid configuration: pod logs path %q must contain ASCII characters only", d)
+		}
+	}
+	return nil
 }

@@ -15,6 +15,9 @@ func TestHousekeepingFlags(t *testing.T) {
 	if err != nil || r.MaxSize != 10<<20 || r.MaxFiles != 5 || r.Workers != 1 || r.Interval != 10*time.Second {
 		t.Fatalf("log rotation defaults %+v, %v", r, err)
 	}
+	if o.podLogsDir != "/var/log/pods" || o.containerLogsDir != "/var/log/containers" {
+		t.Fatalf("log dirs %q %q", o.podLogsDir, o.containerLogsDir)
+	}
 	p, err := o.imageGC()
 	if err != nil || p.HighThresholdPercent != 85 || p.LowThresholdPercent != 80 || p.MinAge != 2*time.Minute || p.MaxAge != 0 {
 		t.Fatalf("image GC defaults %+v, %v", p, err)
@@ -27,6 +30,9 @@ func TestHousekeepingFlags(t *testing.T) {
 		{"--container-log-max-files", "1"},
 		{"--container-log-max-workers", "0"},
 		{"--container-log-monitor-interval", "2s"},
+		{"--pod-logs-dir", "var/log/pods"},
+		{"--pod-logs-dir", "/var/log/pods/"},
+		{"--container-logs-dir", "/var/log/../containers"},
 	} {
 		o = options{}
 		if err := o.parse(args); err != nil {

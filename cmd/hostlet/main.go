@@ -132,7 +132,7 @@ func run(ctx context.Context, o *options) error {
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
 	prov = provider.New(ctx, provider.Config{
-		NodeIPs: []string{nodeIP}, RootDir: o.rootDir, Backoff: backoff,
+		NodeIPs: []string{nodeIP}, RootDir: o.rootDir, PodLogsDir: o.podLogsDir, Backoff: backoff,
 		Client: c.api, Containers: rt, Host: spec, Events: podEvents, Node: nd,
 	})
 	shutdown := node.NewShutdownManager(node.ShutdownConfig{
@@ -254,5 +254,7 @@ func newRuntime(o *options, nodeIP string) (*runtime.Runtime, error) {
 		CNIDefaultBridge:  o.cniDefaultBridge,
 		RegistryConfigDir: o.registryConfigDir,
 		CDISpecDirs:       o.cdiSpecDirs,
+		PodLogsDir:        o.podLogsDir,
+		ContainerLogsDir:  o.containerLogsDir,
 	})
 }

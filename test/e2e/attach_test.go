@@ -171,7 +171,7 @@ func TestAttachTTY(t *testing.T) {
 	if err != nil || !strings.Contains(out, "\nsize-50-132\n") || strings.Contains(out, "\r\n") {
 		t.Fatalf("kubectl logs = %q, %v", out, err)
 	}
-	logFile := filepath.Join(node.RootDir(), "logs", ns+"_"+pod.Name+"_"+string(pod.UID), "c", "0.log")
+	logFile := filepath.Join(node.PodLogsDir(), ns+"_"+pod.Name+"_"+string(pod.UID), "c", "0.log")
 	b, err := os.ReadFile(logFile)
 	if err != nil || bytes.Contains(b, []byte(" stderr ")) || !bytes.Contains(b, []byte(" stdout F size-50-132\n")) {
 		t.Fatalf("CRI log %s = %q, %v", logFile, b, err)

@@ -160,7 +160,7 @@ exit 3`)
 	if err != nil || string(prev) != "run 1\n" {
 		t.Errorf("--previous = %q, %v", prev, err)
 	}
-	dir := filepath.Join(h.RootDir(), "logs", ns+"_"+pod.Name+"_"+string(pod.UID), "c")
+	dir := filepath.Join(h.PodLogsDir(), ns+"_"+pod.Name+"_"+string(pod.UID), "c")
 	var logs []string
 	if es, err := os.ReadDir(dir); err == nil {
 		for _, e := range es {

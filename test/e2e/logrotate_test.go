@@ -95,7 +95,7 @@ exit 1`)
 	// The files of the first run: the live one, the newest rotated one as
 	// is, the older compressed, max-files in all; together they are the
 	// end of the output, in order.
-	dir := filepath.Join(h.RootDir(), "logs", ns+"_"+pod.Name+"_"+string(p.UID), "c")
+	dir := filepath.Join(h.PodLogsDir(), ns+"_"+pod.Name+"_"+string(p.UID), "c")
 	names, err := filepath.Glob(filepath.Join(dir, "0.log.*"))
 	if err != nil {
 		t.Fatal(err)

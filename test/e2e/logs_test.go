@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // kubectlIn runs kubectl with stdin.
@@ -123,4 +125,62 @@ func TestExecInteractive(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 {
 		t.Errorf("exec -it exit: %v (%q)", err, text)
 	}
+}
+
+// Logs sit where log collectors look on a kubelet node: each run of a
+// container in <pod-logs-dir>/<namespace>_<name>_<uid>/<container>/
+// <restartCount>.log, and per container instance a symlink
+// <container-logs-dir>/<pod>_<namespace>_<container>-<id>.log to its
+// file. Deleting the pod removes them all.
+func TestLogsWhereCollectorsLook(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "logged", "sh", "-c", `n=$(cat /data/n 2>/dev/null || echo 0); echo run $n; echo $((n+1)) > /data/n
+if [ $n -ge 1 ]; then exec sleep 3600; fi
+exit 1`)
+	pod.Spec.RestartPolicy = v1.RestartPolicyAlways
+	pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	cluster.CreatePod(t, pod)
+	p, err := cluster.WaitForPod(ctxT(t), ns, pod.Name, 2*time.Minute, func(p *v1.Pod) (bool, error) {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].RestartCount == 1 && cs[0].State.Running != nil && cs[0].LastTerminationState.Terminated != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("never on its second run: %v", err)
+	}
+	st := p.Status.ContainerStatuses[0]
+	dir := filepath.Join(node.PodLogsDir(), ns+"_"+pod.Name+"_"+string(p.UID), "c")
+	runs := map[string]string{ // container ID: its log file
+		strings.TrimPrefix(st.LastTerminationState.Terminated.ContainerID, "containerd://"): filepath.Join(dir, "0.log"),
+		strings.TrimPrefix(st.ContainerID, "containerd://"):                                 filepath.Join(dir, "1.log"),
+	}
+	var links []string
+	for id, file := range runs {
+		link := filepath.Join(node.ContainerLogsDir(), pod.Name+"_"+ns+"_c-"+id+".log")
+		links = append(links, link)
+		if target, err := os.Readlink(link); err != nil || target != file {
+			t.Errorf("symlink %s -> %q (%v), want %s", link, target, err, file)
+		}
+		// The line may still be on its way through the shim's FIFO.
+		want := "run " + strings.TrimSuffix(filepath.Base(file), ".log")
+		pollUntil(t, 30*time.Second, want+" in "+link, func() bool {
+			b, _ := os.ReadFile(link)
+			return strings.Contains(string(b), " stdout F "+want+"\n")
+		})
+	}
+
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, ns, pod.Name)
+	pollUntil(t, time.Minute, "the pod's logs and symlinks to be removed", func() bool {
+		for _, f := range append(links, filepath.Dir(dir)) {
+			if _, err := os.Lstat(f); err == nil {
+				return false
+			}
+		}
+		return true
+	})
 }

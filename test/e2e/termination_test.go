@@ -229,8 +229,9 @@ func TestNoLeftoversAfterCycles(t *testing.T) {
 				left = append(left, "snapshot "+m.container)
 			}
 		}
-		logs, _ := filepath.Glob(filepath.Join(root, "logs", ns+"_*"))
-		left = append(left, logs...)
+		logs, _ := filepath.Glob(filepath.Join(node.PodLogsDir(), ns+"_*"))
+		links, _ := filepath.Glob(filepath.Join(node.ContainerLogsDir(), "*_"+ns+"_*"))
+		left = append(append(left, logs...), links...)
 		allocs, _ := filepath.Glob(filepath.Join(ipamDir, "*", "*"))
 		for _, a := range allocs {
 			b, _ := os.ReadFile(a)
@@ -315,10 +316,17 @@ func TestOrphanSweepAfterCrash(t *testing.T) {
 	if err := node.Restart(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, time.Minute, "the orphan's container and pod directory to be removed", func() bool {
+	logDir := filepath.Join(node.PodLogsDir(), ns+"_orphan_"+string(p.UID))
+	link := filepath.Join(node.ContainerLogsDir(), "orphan_"+ns+"_c-"+id+".log")
+	if _, err := os.Lstat(link); err != nil {
+		t.Fatalf("no log symlink of the running container: %v", err)
+	}
+	pollUntil(t, time.Minute, "the orphan's container, pod directory and logs to be removed", func() bool {
 		_, err := cluster.ContainerdClient().LoadContainer(ctxT(t), id)
 		_, dirErr := os.Stat(filepath.Join(node.RootDir(), "pods", string(p.UID)))
-		return err != nil && dirErr != nil
+		_, logErr := os.Stat(logDir)
+		_, linkErr := os.Lstat(link)
+		return err != nil && dirErr != nil && logErr != nil && linkErr != nil
 	})
 }
 

@@ -85,6 +85,8 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--hostname-override", name,
 		"--node-ip", c.NodeIP(),
 		"--root-dir", root,
+		"--pod-logs-dir", h.PodLogsDir(),
+		"--container-logs-dir", h.ContainerLogsDir(),
 		"--container-runtime-endpoint", "unix://" + c.ContainerdSocket(),
 		"--containerd-namespace", ContainerdNamespace,
 		"--cni-conf-dir", c.CNIConfDir(),
@@ -194,6 +196,15 @@ func (h *Hostlet) Port() int { return h.port }
 
 // RootDir is hostlet's --root-dir.
 func (h *Hostlet) RootDir() string { return filepath.Join(h.c.dir, "hostlet", h.opts.NodeName) }
+
+// PodLogsDir is the node's /var/log/pods (--pod-logs-dir), its own: a
+// node's sweep removes the log directories of pods it does not know.
+func (h *Hostlet) PodLogsDir() string { return filepath.Join(h.RootDir()+".var-log", "pods") }
+
+// ContainerLogsDir is the node's /var/log/containers (--container-logs-dir).
+func (h *Hostlet) ContainerLogsDir() string {
+	return filepath.Join(h.RootDir()+".var-log", "containers")
+}
 
 // Args is the full command line hostlet was started with (without argv[0]).
 func (h *Hostlet) Args() []string { return append([]string(nil), h.args...) }
