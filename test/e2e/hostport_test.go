@@ -12,7 +12,9 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/hostlet/hostlet/test/harness"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -21,15 +23,69 @@ import (
 // itself and from another pod; also after a restart of hostlet. Deleting
 // the pod (after that restart: DEL with the mappings the sandbox recorded)
 // closes the port and leaves no iptables rule naming the pod's IP. The
-// node has its own network namespace, so the rules stay in it.
+// node has its own network namespace, so the rules stay in it. A second
+// node in that namespace, on hostlet's default bridge network, serves a
+// hostPort the same way.
 func TestHostPort(t *testing.T) {
 	skipIfNoCluster(t)
 	const node = "hostlet-hostport"
-	const hostPort = 31808
 	c, h := netnsCluster(t, node)
 	ns := c.NewNamespace(t)
-	p := testapp(ns, "web")
+
+	t.Run("conflist", func(t *testing.T) {
+		const hostPort = 31808
+		pod, addr := hostPortPod(t, c, ns, node, "web", hostPort)
+		client := clientPod(t, c, ns, node)
+		if got := fetchFrom(t, c, ns, client, c.NodeIP(), fmt.Sprint(hostPort)); got != "web" {
+			t.Errorf("from a pod, %s answered %q", addr, got)
+		}
+		if err := h.Restart(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		if body := answers(t, func() (string, error) { return getOver(ctxT(t), addr, "") }); body != "web" {
+			t.Errorf("after a restart of hostlet, %s answered %q", addr, body)
+		}
+		deleteHostPortPod(t, c, pod, addr)
+	})
+
+	t.Run("default bridge", func(t *testing.T) {
+		// An empty config dir and the node's pod CIDR, set as the
+		// controller-manager would: the default network, with portmap.
+		const node2, hostPort, podCIDR = "hostlet-hostport-bridge", 31809, "10.245.7.0/24"
+		h2, err := c.StartHostlet(ctxT(t), harness.HostletOptions{Binary: hostletBinary(t), NodeName: node2, NoWaitReady: true,
+			ExtraArgs: []string{"--cni-conf-dir", t.TempDir(), "--cni-default-bridge", "p" + c.BridgeName()[2:]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h2.Stop)
+		patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, podCIDR, podCIDR)
+		err = wait.PollUntilContextTimeout(ctxT(t), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := c.Client().CoreV1().Nodes().Patch(ctx, node2, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+			return err == nil, nil // the node registers first
+		})
+		if err != nil {
+			t.Fatalf("setting the pod CIDR of %s: %v", node2, err)
+		}
+		if err := c.WaitNodeReady(ctxT(t), node2); err != nil {
+			t.Fatal(err)
+		}
+		pod, addr := hostPortPod(t, c, ns, node2, "web2", hostPort)
+		if _, n, _ := net.ParseCIDR(podCIDR); !n.Contains(net.ParseIP(pod.Status.PodIP)) {
+			t.Errorf("pod IP %s not from the node's pod CIDR %s", pod.Status.PodIP, podCIDR)
+		}
+		deleteHostPortPod(t, c, pod, addr)
+	})
+}
+
+// hostPortPod runs a testapp pod on node with hostPort for its port 8080,
+// checks that the node's address answers on it from outside the node (the
+// root namespace, over the node's veth) and from inside it (OUTPUT's
+// rules, not PREROUTING's), and that iptables rules name its IP.
+func hostPortPod(t *testing.T, c *harness.Cluster, ns, node, name string, hostPort int32) (*v1.Pod, string) {
+	t.Helper()
+	p := testapp(ns, name)
 	p.Spec.NodeName = node
+	p.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
 	p.Spec.Containers[0].Ports[0].HostPort = hostPort
 	c.CreatePod(t, p)
 	pod, err := c.WaitForPod(ctxT(t), ns, p.Name, 2*time.Minute, harness.PodReady)
@@ -37,46 +93,35 @@ func TestHostPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := net.JoinHostPort(c.NodeIP(), fmt.Sprint(hostPort))
-
-	// From outside the node (the root namespace, over the node's veth) and
-	// from inside it (OUTPUT's rules, not PREROUTING's).
-	outside := func() (string, error) { return getOver(ctxT(t), addr, "") }
-	inside := func() (string, error) { return getOver(ctxT(t), addr, c.NodeNetnsPath()) }
-	for what, get := range map[string]func() (string, error){"outside": outside, "inside": inside} {
-		if body := answers(t, get); body != "web" {
-			t.Errorf("%s the node, %s answered %q, want the pod's name", what, addr, body)
+	for _, netns := range []string{"", c.NodeNetnsPath()} {
+		if body := answers(t, func() (string, error) { return getOver(ctxT(t), addr, netns) }); body != name {
+			t.Errorf("from netns %q, %s answered %q, want the pod's name", netns, addr, body)
 		}
-	}
-	client := clientPod(t, c, ns, node)
-	if got := fetchFrom(t, c, ns, client, c.NodeIP(), fmt.Sprint(hostPort)); got != "web" {
-		t.Errorf("from a pod, %s answered %q", addr, got)
 	}
 	if rules := rulesFor(t, c, pod.Status.PodIP); len(rules) == 0 {
 		t.Fatalf("no iptables rule names the pod's IP %s while it runs", pod.Status.PodIP)
 	}
+	return pod, addr
+}
 
-	if err := h.Restart(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	if body := answers(t, outside); body != "web" {
-		t.Errorf("after a restart of hostlet, %s answered %q", addr, body)
-	}
-
-	grace := int64(1)
-	if err := c.Client().CoreV1().Pods(ns).Delete(ctxT(t), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+// deleteHostPortPod deletes the pod and checks that its rules go and its
+// host port no longer answers, from outside the node or inside it.
+func deleteHostPortPod(t *testing.T, c *harness.Cluster, pod *v1.Pod, addr string) {
+	t.Helper()
+	if err := c.Client().CoreV1().Pods(pod.Namespace).Delete(ctxT(t), pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var rules []string
-	err = wait.PollUntilContextTimeout(ctxT(t), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctxT(t), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		rules = rulesFor(t, c, pod.Status.PodIP)
 		return len(rules) == 0, nil
 	})
 	if err != nil {
 		t.Fatalf("iptables rules naming %s left after the pod was deleted:\n%s", pod.Status.PodIP, strings.Join(rules, "\n"))
 	}
-	for what, get := range map[string]func() (string, error){"outside": outside, "inside": inside} {
-		if body, err := get(); err == nil {
-			t.Errorf("%s the node, %s still answers after the pod was deleted: %q", what, addr, body)
+	for _, netns := range []string{"", c.NodeNetnsPath()} {
+		if body, err := getOver(ctxT(t), addr, netns); err == nil {
+			t.Errorf("from netns %q, %s still answers after the pod was deleted: %q", netns, addr, body)
 		}
 	}
 }
