@@ -48,20 +48,23 @@ type Config struct {
 
 // Runtime talks to one containerd.
 type Runtime struct {
-	client                       *containerd.Client
-	ns                           string
-	rootDir                      string
-	podLogsDir, containerLogsDir string
-	executable                   string
-	sinksMu                      sync.Mutex
-	sinks                        map[string]*logSink
-	nodeIP                       string
-	network                      *Network
-	registries                   string
+	client     *containerd.Client
+	ns         string
+	rootDir    string
+	executable string
+	sinksMu    sync.Mutex
+	sinks      map[string]*logSink
+	nodeIP     string
+	network    *Network
+	registries string
 	// usernsOnce checks once whether pods can have user namespaces.
 	usernsOnce sync.Once
 	usernsErr  error
 	cdi        *cdiCache
+
+	// podLogsDir and containerLogsDir are where container logs and their
+	// symlinks go (logpaths.go).
+	podLogsDir, containerLogsDir string
 }
 
 func New(cfg Config) (*Runtime, error) {
@@ -94,17 +97,17 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("containerd client: %w", err)
 	}
 	return &Runtime{
-		client:           client,
-		ns:               cfg.Namespace,
-		rootDir:          cfg.RootDir,
-		podLogsDir:       podLogs,
-		containerLogsDir: containerLogs,
-		sinks:            map[string]*logSink{},
-		executable:       cfg.Executable,
-		nodeIP:           cfg.NodeIP,
-		network:          net,
-		registries:       cfg.RegistryConfigDir,
-		cdi:              &cdiCache{dirs: cdiDirs},
+		client:     client,
+		ns:         cfg.Namespace,
+		rootDir:    cfg.RootDir,
+		sinks:      map[string]*logSink{},
+		executable: cfg.Executable,
+		nodeIP:     cfg.NodeIP,
+		network:    net,
+		registries: cfg.RegistryConfigDir,
+		cdi:        &cdiCache{dirs: cdiDirs},
+
+		podLogsDir: podLogs, containerLogsDir: containerLogs,
 	}, nil
 }
 
