@@ -83,9 +83,12 @@ type Provider struct {
 	pods   map[types.UID]*podEntry
 	byName map[string]types.UID
 	gone   map[types.UID]time.Time
-	// resizes are the pods whose resize waits for room (resize.go).
-	resizes []types.UID
-	notify  func(*v1.Pod)
+	// resizes are the pods whose resize waits for room; resizesReady is
+	// set once every pod of the node is known again (resize.go).
+	resizes      []types.UID
+	resizesReady bool
+	podsSynced   func() bool
+	notify       func(*v1.Pod)
 	// lister is the node's pod informer cache: the API's view of which
 	// incarnation of a name is current.
 	lister corelisters.PodLister
@@ -259,6 +262,7 @@ func (p *Provider) StopPod(uid types.UID, req lifecycle.StopRequest) <-chan stru
 func (p *Provider) WatchPods(informer cache.SharedIndexInformer) error {
 	p.mu.Lock()
 	p.lister = corelisters.NewPodLister(informer.GetIndexer())
+	p.podsSynced = informer.HasSynced
 	p.mu.Unlock()
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {

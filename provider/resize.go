@@ -9,6 +9,7 @@ import (
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 )
@@ -84,6 +85,9 @@ func (p *Provider) pushResize(uid types.UID) {
 func (p *Provider) retryResizes() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.resizes) == 0 || !p.allPodsKnown() {
+		return
+	}
 	var queue []*podEntry
 	for _, uid := range p.resizes {
 		if e := p.pods[uid]; e != nil {
@@ -166,17 +170,55 @@ func (p *Provider) handleResize(e *podEntry) bool {
 	return false
 }
 
+// allPodsKnown reports that every pod of the node the API has (not
+// finished or being deleted) has been admitted again since hostlet
+// started, as the kubelet waits for its sources before it decides a
+// resize: one admitted earlier would take room that a pod still to be
+// re-admitted holds. Called with mu.
+func (p *Provider) allPodsKnown() bool {
+	if p.resizesReady {
+		return true
+	}
+	if p.lister == nil || p.podsSynced == nil || !p.podsSynced() {
+		return false
+	}
+	pods, err := p.lister.List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	for _, pod := range pods {
+		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed || pod.DeletionTimestamp != nil {
+			continue
+		}
+		if _, ok := p.pods[pod.UID]; !ok {
+			if _, gone := p.gone[pod.UID]; !gone {
+				return false
+			}
+		}
+	}
+	p.resizesReady = true
+	return true
+}
+
 // retryResizesPeriodically gives deferred resizes their periodic chance
-// until ctx ends.
+// until ctx ends; until all pods are known again, every second.
 func (p *Provider) retryResizesPeriodically(ctx context.Context) {
-	t := time.NewTicker(resizeRetryPeriod)
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	ready := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			p.retryResizes()
+			p.mu.Lock()
+			now := p.allPodsKnown()
+			p.mu.Unlock()
+			if now && !ready {
+				ready = true
+				t.Reset(resizeRetryPeriod)
+			}
 		}
 	}
 }

@@ -237,6 +237,13 @@ func TestInPlaceResize(t *testing.T) {
 	}
 	p = waitFor(t, ns, pod.Name, 2*time.Minute, "the deferred resize admitted once the other pod left", resizedTo("c", whole))
 
+	// The kubelet's events, with what was asked for at which generation.
+	for _, ev := range []string{"ResizeStarted: Pod resize started: {", "ResizeCompleted: Pod resize completed: {",
+		`ResizeInfeasible: Pod resize Infeasible: {"containers":[{"name":"c","resources":{"limits":{"cpu":"1k"`,
+		"ResizeDeferred: Pod resize Deferred: {", "Killing: Container r resize requires restart"} {
+		expectEvent(t, ns, pod.Name, ev)
+	}
+
 	// A restarted hostlet keeps the allocation and restarts nothing.
 	if err := node.Restart(ctxT(t)); err != nil {
 		t.Fatal(err)
