@@ -181,25 +181,20 @@ func (p *Pod) resizeCondition(t v1.PodConditionType, old *v1.PodCondition, reaso
 	return c
 }
 
-// resizable lists the containers a resize applies to: the main ones and
-// the sidecars.
+// resizable lists the containers a resize applies to: the sidecars and
+// the main ones.
 func (p *Pod) resizable() []*v1.Container {
+	spec := &p.pod.Spec
 	var out []*v1.Container
-	for _, c := range p.allContainers() {
-		if !p.isInit(c) || IsSidecar(c) {
-			out = append(out, c)
+	for i := range spec.InitContainers {
+		if IsSidecar(&spec.InitContainers[i]) {
+			out = append(out, &spec.InitContainers[i])
 		}
+	}
+	for i := range spec.Containers {
+		out = append(out, &spec.Containers[i])
 	}
 	return out
-}
-
-func (p *Pod) isInit(c *v1.Container) bool {
-	for i := range p.pod.Spec.InitContainers {
-		if &p.pod.Spec.InitContainers[i] == c {
-			return true
-		}
-	}
-	return false
 }
 
 // actualResources is what a running container was configured with: known
@@ -342,7 +337,7 @@ func (p *Pod) resizeConditions() []v1.PodCondition {
 // the allocated ones, with what a running container is configured with
 // where the runtime reports it.
 func (p *Pod) statusResources(c *v1.Container, rec *container, st *v1.ContainerStatus) {
-	st.AllocatedResources = c.Resources.Requests
+	st.AllocatedResources = c.Resources.Requests.DeepCopy()
 	res := c.Resources.DeepCopy()
 	st.Resources = res
 	if !rec.cur.Running || rec.actualFor != rec.cur.ID || rec.actual == nil {
