@@ -41,6 +41,13 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res R
 		lr.CPU.Period = &res.CPUPeriod
 	}
 	if res.MemoryLimit > 0 {
+		// A memory+swap limit (cgroup v1) moves with the memory limit,
+		// keeping the swap it allows: the kernel refuses a memory limit
+		// above it.
+		if m := lr.Memory; m.Swap != nil && m.Limit != nil && *m.Swap > 0 && *m.Limit > 0 {
+			swap := res.MemoryLimit + (*m.Swap - *m.Limit)
+			m.Swap = &swap
+		}
 		lr.Memory.Limit = &res.MemoryLimit
 	}
 	if err := r.storeSpec(ctx, id, spec); err != nil {
