@@ -34,6 +34,12 @@ func (r *panicRuntime) Container(_ context.Context, id string) (ContainerInfo, e
 func (r *panicRuntime) RecordBackoff(context.Context, string, time.Duration, time.Duration) error {
 	return nil
 }
+func (r *panicRuntime) ResizeContainer(context.Context, *v1.Pod, *v1.Container, string) error {
+	return nil
+}
+func (r *panicRuntime) ContainerResources(_ context.Context, _ *v1.Pod, c *v1.Container, _ string) (v1.ResourceRequirements, error) {
+	return c.Resources, nil
+}
 func (r *panicRuntime) Exec(context.Context, string, []string, time.Duration) ([]byte, int, error) {
 	return nil, 0, nil
 }

@@ -59,6 +59,9 @@ type container struct {
 	// rerun: an init container that completed in an earlier sandbox and
 	// runs again in the new one.
 	rerun bool
+	// actual is the resources instance actualFor runs with (see resize.go).
+	actual    *v1.ResourceRequirements
+	actualFor string
 }
 
 // Pod runs one pod: it owns that pod's state in a single goroutine; other
@@ -86,11 +89,17 @@ type Pod struct {
 	// probeResults and startedIDs are written by probe workers.
 	probeResults []probeResult
 	startedIDs   map[string]bool
+	// alloc and the resize conditions are the node's admission of the
+	// pod's resources (resize.go).
+	alloc                           Allocation
+	resizePending, resizeInProgress *v1.PodCondition
 
 	// Owned by the worker goroutine.
-	ctx          context.Context
-	stopping     bool
-	pod          *v1.Pod
+	ctx      context.Context
+	stopping bool
+	// pod is the spec as it runs (desired, with the allocated resources);
+	// desired is the object as the API has it.
+	pod, desired *v1.Pod
 	containers   map[string]*container
 	podIPs       []string
 	sandboxOK    bool
@@ -207,7 +216,8 @@ func (p *Pod) Run(ctx context.Context) {
 	p.ctx = ctx
 	defer p.stopProbes()
 	p.mu.Lock()
-	p.pod = p.latest
+	p.desired = p.latest
+	p.pod, _ = p.alloc.Apply(p.latest)
 	p.mu.Unlock()
 	p.adopt(ctx)
 	timer := p.clock.NewTimer(0)
@@ -219,6 +229,7 @@ func (p *Pod) Run(ctx context.Context) {
 			return
 		}
 		next := p.syncOnce(ctx)
+		p.resizeProgress()
 		p.publish()
 		if p.failure != nil && !p.stopDone {
 			p.stopDone = true
@@ -271,7 +282,10 @@ func (p *Pod) syncOnce(ctx context.Context) time.Time {
 // drain applies the mailbox; it returns false once termination is requested.
 func (p *Pod) drain() bool {
 	p.mu.Lock()
-	p.pod = p.latest
+	// The pod runs with what the node allocated, not a resize it has not
+	// admitted.
+	p.desired = p.latest
+	p.pod, _ = p.alloc.Apply(p.latest)
 	exits := p.exits
 	p.exits = nil
 	terminating := p.terminating
@@ -457,6 +471,7 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 		}
 	}
 	soonest(deadline)
+	soonest(p.resize(ctx))
 	soonest(p.startEphemeral(ctx))
 	spec := &p.pod.Spec
 	if !p.initialized {
@@ -600,6 +615,7 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		rec.prev = &prev
 	}
 	rec.cur, rec.waiting, rec.retryAt, rec.failures, rec.probeKilled, rec.rerun = info, nil, time.Time{}, 0, false, false
+	rec.actual, rec.actualFor = c.Resources.DeepCopy(), info.ID
 	if failure != nil {
 		p.logger().WithFields(log.Fields{"container": c.Name, "attempt": attempt, "reason": failure.Reason, "message": failure.Message}).Info("container failed to start")
 	} else {
@@ -623,7 +639,9 @@ func (p *Pod) publish() {
 		p.mu.Unlock()
 		return
 	}
-	out := p.pod.DeepCopy()
+	// The pod as the API has it, with its status: a resize not admitted
+	// yet is not shown as undone.
+	out := p.desired.DeepCopy()
 	out.Status = st
 	p.status = out
 	p.mu.Unlock()

@@ -73,6 +73,11 @@ type Runtime interface {
 	// RecordBackoff keeps a container's crash-loop back-off with it, so a
 	// restarted hostlet continues the same schedule.
 	RecordBackoff(ctx context.Context, id string, applied, next time.Duration) error
+	// ResizeContainer configures running container id with c's CPU and
+	// memory live; ContainerResources is what it runs with (a container
+	// adopted after a restart of hostlet).
+	ResizeContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) error
+	ContainerResources(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) (v1.ResourceRequirements, error)
 	// Exec runs a command in a running container (probes and hooks); it
 	// returns probes.ErrExecTimeout when timeout (if not zero) passes.
 	Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error)

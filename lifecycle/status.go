@@ -49,6 +49,7 @@ func (p *Pod) containerStatus(c *v1.Container, pending string, sidecar, init boo
 		return st
 	}
 	cur := rec.cur
+	p.statusResources(c, rec, &st)
 	st.ContainerID = containerID(cur.ID)
 	st.RestartCount = int32(cur.Attempt)
 	if cur.ImageID != "" {
@@ -165,7 +166,7 @@ func (p *Pod) computeStatus() v1.PodStatus {
 		Phase:                      reported,
 		Reason:                     reason,
 		Message:                    message,
-		Conditions:                 MergeConditions(computed, prevConds, metav1.NewTime(p.clock.Now().Truncate(time.Second))),
+		Conditions:                 append(p.resizeConditions(), MergeConditions(computed, prevConds, metav1.NewTime(p.clock.Now().Truncate(time.Second)))...),
 		StartTime:                  p.startTime.DeepCopy(),
 		QOSClass:                   old.QOSClass,
 		InitContainerStatuses:      initStatuses,

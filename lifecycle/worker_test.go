@@ -35,6 +35,10 @@ type fakeRuntime struct {
 	// sandbox setups, fail with that error until cleared.
 	failStart   map[string]error
 	failSandbox error
+	// resources are the containers' resources as resized; failResize
+	// makes resizes fail.
+	resources  map[string]v1.ResourceRequirements
+	failResize error
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -138,6 +142,33 @@ func (f *fakeRuntime) RecordBackoff(ctx context.Context, id string, applied, nex
 		f.containers[id] = info
 	}
 	return nil
+}
+
+// ResizeContainer records "resize c cpu=.. mem=.." with the container's
+// new limits, or fails with failResize.
+func (f *fakeRuntime) ResizeContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failResize != nil {
+		return f.failResize
+	}
+	f.calls = append(f.calls, fmt.Sprintf("resize %s cpu=%s mem=%s", c.Name, c.Resources.Limits.Cpu(), c.Resources.Limits.Memory()))
+	if f.resources == nil {
+		f.resources = map[string]v1.ResourceRequirements{}
+	}
+	f.resources[id] = *c.Resources.DeepCopy()
+	return nil
+}
+
+// ContainerResources is what a container was last resized to, else its
+// spec's (it was created with them).
+func (f *fakeRuntime) ContainerResources(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) (v1.ResourceRequirements, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.resources[id]; ok {
+		return r, nil
+	}
+	return c.Resources, nil
 }
 
 func (f *fakeRuntime) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error) {

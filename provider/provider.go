@@ -54,11 +54,18 @@ type Host interface {
 	ContainerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecycle.ContainerInfo
 	PodUpdated(old, pod *v1.Pod)
 	Cleanup(ctx context.Context, uid, namespace, name string)
+	// SaveAllocation and LoadAllocation keep what the node admitted for a
+	// pod's containers across restarts of hostlet.
+	SaveAllocation(uid types.UID, a lifecycle.Allocation) error
+	LoadAllocation(uid types.UID) (lifecycle.Allocation, bool)
 }
 
 // Node admits pods (node.Node).
 type Node interface {
 	Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok bool)
+	// AdmitResize decides a running pod's resize (reason Infeasible or
+	// Deferred when it does not fit).
+	AdmitResize(pod *v1.Pod, others []*v1.Pod) (reason, msg string, ok bool)
 }
 
 // Provider implements virtual-kubelet's PodLifecycleHandler and PodNotifier.
@@ -79,7 +86,12 @@ type Provider struct {
 	pods   map[types.UID]*podEntry
 	byName map[string]types.UID
 	gone   map[types.UID]time.Time
-	notify func(*v1.Pod)
+	// resizes are the pods whose resize waits for room; resizesReady is
+	// set once every pod of the node is known again (resize.go).
+	resizes      []types.UID
+	resizesReady bool
+	podsSynced   func() bool
+	notify       func(*v1.Pod)
 	// lister is the node's pod informer cache: the API's view of which
 	// incarnation of a name is current.
 	lister corelisters.PodLister
@@ -97,6 +109,7 @@ func New(ctx context.Context, cfg Config) *Provider {
 // Run listens for container exits until ctx ends.
 func (p *Provider) Run(ctx context.Context) {
 	p.rt.ResumeLogs(ctx)
+	go p.retryResizesPeriodically(ctx)
 	p.rt.WatchExits(ctx, func(st runtime.ContainerStatus) {
 		if e := p.entry(types.UID(st.PodUID)); e != nil {
 			e.worker.Exited(p.host.ContainerInfo(p.Pod(types.UID(st.PodUID)), st))
@@ -119,6 +132,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) (err error) {
 		p.reject(ctx, pod, a.rejected.Reason, a.rejected.Message)
 	case a.started != nil:
 		go a.started.Supervise(a.ctx)
+		p.retryResizes()
 	}
 	return nil
 }
@@ -133,6 +147,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) (err error) {
 	}
 	p.host.PodUpdated(e.worker.Status(), pod)
 	e.worker.Update(pod)
+	p.resizeRequested(e, pod)
 	return nil
 }
 
@@ -250,6 +265,7 @@ func (p *Provider) StopPod(uid types.UID, req lifecycle.StopRequest) <-chan stru
 func (p *Provider) WatchPods(informer cache.SharedIndexInformer) error {
 	p.mu.Lock()
 	p.lister = corelisters.NewPodLister(informer.GetIndexer())
+	p.podsSynced = informer.HasSynced
 	p.mu.Unlock()
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
@@ -259,6 +275,7 @@ func (p *Provider) WatchPods(informer cache.SharedIndexInformer) error {
 			}
 			if e := p.entry(pod.UID); e != nil {
 				e.worker.Update(pod)
+				p.resizeRequested(e, pod)
 			}
 		},
 		DeleteFunc: func(obj any) {

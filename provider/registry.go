@@ -17,6 +17,9 @@ type podEntry struct {
 	// Running (kubelet_pod_start_duration_seconds).
 	seen    time.Time
 	running bool
+	// resources are the containers' resources of the newest object,
+	// whose change is a resize (resize.go). Guarded by the provider's mu.
+	resources []v1.ResourceRequirements
 }
 
 // goneTTL is how long the UID of a finished pod is remembered, so late
@@ -54,10 +57,14 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		return admission{}
 	}
 	l := lifecycle.PodLogger(pod)
+	alloc := p.allocation(pod)
 	// A pod already being deleted (hostlet restarted during its termination)
 	// is not admitted again: its worker adopts and finishes it.
 	if pod.DeletionTimestamp == nil {
-		if reason, msg, ok := p.node.Admit(pod, p.admittedPods()); !ok {
+		// Admitted with what it was given before a restart of hostlet, not
+		// a resize not admitted yet.
+		admitted, _ := alloc.Apply(pod)
+		if reason, msg, ok := p.node.Admit(admitted, p.admittedPods()); !ok {
 			l.WithFields(log.Fields{"reason": reason, "message": msg}).Info("pod rejected")
 			return admission{rejected: &lifecycle.Failure{Reason: reason, Message: msg}}
 		}
@@ -75,7 +82,9 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		Terminated: p.terminated,
 		Prober:     p.prober,
 	})
-	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel, seen: time.Now(), running: pod.Status.Phase == v1.PodRunning}
+	p.allocated(w, pod, alloc)
+	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel, seen: time.Now(), running: pod.Status.Phase == v1.PodRunning,
+		resources: containerResources(pod)}
 	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
 	return admission{started: w, ctx: wctx}
 }
@@ -94,10 +103,7 @@ func (p *Provider) entry(uid types.UID) *podEntry {
 func (p *Provider) admittedPods() []*v1.Pod {
 	out := make([]*v1.Pod, 0, len(p.pods))
 	for _, e := range p.pods {
-		pod := e.worker.Status()
-		if pod == nil {
-			pod = e.worker.Object()
-		}
+		pod := e.worker.Allocated()
 		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 			continue
 		}

@@ -111,6 +111,8 @@ func (p *Provider) terminated(pod *v1.Pod) {
 	}
 	p.gone[pod.UID] = now
 	p.mu.Unlock()
+	// Its resources are free: a deferred resize may fit now.
+	p.retryResizes()
 	p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
 	l.Info("pod cleaned up on the host")
 }

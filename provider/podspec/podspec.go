@@ -80,6 +80,9 @@ type ContainerRuntime interface {
 	ListContainers(ctx context.Context, podUID string) ([]runtime.ContainerStatus, error)
 	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
 	PIDNamespace(ctx context.Context, id string) (string, error)
+	UpdateContainerResources(ctx context.Context, id string, res runtime.Resources) error
+	ContainerResources(ctx context.Context, id string) (runtime.Resources, error)
+	MemoryUsage(ctx context.Context, id string) (uint64, error)
 	LogsDone(id string) <-chan struct{}
 	RemoveLogs(namespace, name, uid string)
 }

@@ -1,0 +1,382 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Events of an in-place resize, as the kubelet names them.
+const (
+	EventResizeStarted    = "ResizeStarted"
+	EventResizeCompleted  = "ResizeCompleted"
+	EventResizeError      = "ResizeError"
+	EventResizeDeferred   = "ResizeDeferred"
+	EventResizeInfeasible = "ResizeInfeasible"
+)
+
+// resizeRetry is how soon a resize the runtime refused is tried again (the
+// kubelet retries at its next sync of the pod).
+const resizeRetry = 10 * time.Second
+
+// Allocation is the requests and limits the node admitted for each of a
+// pod's resizable containers (containers and sidecars), the kubelet's
+// allocation checkpoint: the pod runs with these, whatever its spec asks
+// for, until the node admits a resize.
+type Allocation map[string]v1.ResourceRequirements
+
+// AllocationOf is the allocation of the pod's spec as it is.
+func AllocationOf(pod *v1.Pod) Allocation {
+	a := Allocation{}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		a[c.Name] = *c.Resources.DeepCopy()
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; IsSidecar(c) {
+			a[c.Name] = *c.Resources.DeepCopy()
+		}
+	}
+	return a
+}
+
+// Apply returns the pod with the allocated resources in its spec (a copy
+// when anything differs) and whether anything did: a resize not admitted.
+func (a Allocation) Apply(pod *v1.Pod) (*v1.Pod, bool) {
+	if a == nil || pod == nil {
+		return pod, false
+	}
+	out, changed := pod, false
+	set := func(list func(*v1.Pod) []v1.Container) {
+		for i, c := range list(out) {
+			r, ok := a[c.Name]
+			if !ok || equality.Semantic.DeepEqual(c.Resources, r) {
+				continue
+			}
+			if !changed {
+				out, changed = pod.DeepCopy(), true
+			}
+			list(out)[i].Resources = *r.DeepCopy()
+		}
+	}
+	set(func(p *v1.Pod) []v1.Container { return p.Spec.Containers })
+	set(func(p *v1.Pod) []v1.Container { return p.Spec.InitContainers })
+	return out, changed
+}
+
+// ResizeMessage is the message of the kubelet's resize events: what the
+// pod's containers ask for (or were given), at generation, with the error.
+func ResizeMessage(prefix string, pod *v1.Pod, generation int64, errMsg string) string {
+	type alloc struct {
+		Name      string                  `json:"name"`
+		Resources v1.ResourceRequirements `json:"resources,omitempty"`
+	}
+	var sum struct {
+		InitContainers []alloc `json:"initContainers,omitempty"`
+		Containers     []alloc `json:"containers,omitempty"`
+		Generation     int64   `json:"generation"`
+		Error          string  `json:"error,omitempty"`
+	}
+	sum.Generation, sum.Error = generation, errMsg
+	for _, c := range pod.Spec.InitContainers {
+		sum.InitContainers = append(sum.InitContainers, alloc{c.Name, c.Resources})
+	}
+	for _, c := range pod.Spec.Containers {
+		sum.Containers = append(sum.Containers, alloc{c.Name, c.Resources})
+	}
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return prefix
+	}
+	return prefix + ": " + string(b)
+}
+
+// SetAllocation gives a new worker the allocation its pod was admitted
+// with.
+func (p *Pod) SetAllocation(a Allocation) {
+	p.mu.Lock()
+	p.alloc = a
+	p.mu.Unlock()
+}
+
+// Allocation is what the node admitted for the pod's containers.
+func (p *Pod) Allocation() Allocation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.alloc
+}
+
+// Allocated is the pod as it runs, for the node's accounting: its latest
+// status (the object before the first), with the allocated resources.
+func (p *Pod) Allocated() *v1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pod := p.status
+	if pod == nil {
+		pod = p.latest
+	}
+	out, _ := p.alloc.Apply(pod)
+	return out
+}
+
+// Allocate records a resize the node admitted at generation: it is no
+// longer pending, and in progress until every running container runs
+// with it (the kubelet's allocation manager starts it over at each one).
+func (p *Pod) Allocate(a Allocation, generation int64) {
+	p.mu.Lock()
+	p.alloc = a
+	p.resizePending = nil
+	p.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, nil, "", "", generation)
+	p.mu.Unlock()
+	p.poke()
+}
+
+// SetResizePending sets the PodResizePending condition (reason Infeasible
+// or Deferred), or clears it with an empty reason. It reports whether the
+// reason or generation changed, when the kubelet emits its event.
+func (p *Pod) SetResizePending(reason, message string, generation int64) bool {
+	p.mu.Lock()
+	prev := p.resizePending
+	if reason == "" {
+		p.resizePending = nil
+	} else {
+		p.resizePending = p.resizeCondition(v1.PodResizePending, prev, reason, message, generation)
+	}
+	changed := (prev == nil) != (p.resizePending == nil) ||
+		(prev != nil && (prev.Reason != reason || prev.ObservedGeneration != generation))
+	p.mu.Unlock()
+	p.poke()
+	return changed
+}
+
+// ResizePending is the reason of the pending resize ("" when none).
+func (p *Pod) ResizePending() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.resizePending == nil {
+		return ""
+	}
+	return p.resizePending.Reason
+}
+
+// resizeCondition is a resize condition as the kubelet's status manager
+// makes one: true, its transition time kept while the reason stays.
+// Called with mu.
+func (p *Pod) resizeCondition(t v1.PodConditionType, old *v1.PodCondition, reason, message string, generation int64) *v1.PodCondition {
+	now := metav1.NewTime(p.clock.Now().Truncate(time.Second))
+	c := &v1.PodCondition{Type: t, Status: v1.ConditionTrue, Reason: reason, Message: message,
+		ObservedGeneration: generation, LastProbeTime: now, LastTransitionTime: now}
+	if old != nil && old.Reason == reason {
+		c.LastTransitionTime = old.LastTransitionTime
+		if old.Message == message && old.ObservedGeneration == generation {
+			// Unchanged: no new status for a retry that found the same.
+			c.LastProbeTime = old.LastProbeTime
+		}
+	}
+	return c
+}
+
+// resizable lists the containers a resize applies to: the sidecars and
+// the main ones.
+func (p *Pod) resizable() []*v1.Container {
+	spec := &p.pod.Spec
+	var out []*v1.Container
+	for i := range spec.InitContainers {
+		if IsSidecar(&spec.InitContainers[i]) {
+			out = append(out, &spec.InitContainers[i])
+		}
+	}
+	for i := range spec.Containers {
+		out = append(out, &spec.Containers[i])
+	}
+	return out
+}
+
+// actualResources is what a running container was configured with: known
+// from its start or last resize, else (adopted) asked of the runtime.
+func (p *Pod) actualResources(ctx context.Context, c *v1.Container, rec *container) *v1.ResourceRequirements {
+	if rec.actualFor == rec.cur.ID && rec.actual != nil {
+		return rec.actual
+	}
+	r, err := p.cfg.Runtime.ContainerResources(ctx, p.pod, c, rec.cur.ID)
+	if err != nil {
+		p.logger().WithError(err).WithField("container", c.Name).Warn("reading container resources")
+		return nil
+	}
+	rec.actual, rec.actualFor = &r, rec.cur.ID
+	return rec.actual
+}
+
+// resize brings running containers to their allocated resources, as the
+// kubelet's computePodResizeAction and doPodResizeAction do: a container
+// whose resize policy for a changed resource is RestartContainer is
+// restarted (killed here, started again by the sync at once), the others
+// are updated live, memory decreases first. It returns when to retry.
+func (p *Pod) resize(ctx context.Context) time.Time {
+	type update struct {
+		c   *v1.Container
+		rec *container
+	}
+	var first, then []update
+	for _, c := range p.resizable() {
+		rec := p.containers[c.Name]
+		if rec == nil || !rec.cur.Running {
+			continue
+		}
+		actual := p.actualResources(ctx, c, rec)
+		if actual == nil || sameResources(c.Resources, *actual) {
+			continue
+		}
+		if resizeNeedsRestart(c, *actual) {
+			if rec.probeCancel != nil {
+				rec.probeCancel()
+				rec.probeCancel = nil
+			}
+			p.kill(ctx, c, rec, p.clock.Now().Add(p.specGrace()), fmt.Sprintf("Container %s resize requires restart", c.Name), nil)
+			// Started again in this sync without a back-off, as a container
+			// killed by its probe is.
+			rec.probeKilled = true
+			continue
+		}
+		u := update{c, rec}
+		if lim := c.Resources.Limits.Memory(); !lim.IsZero() && lim.Cmp(*actual.Limits.Memory()) < 0 {
+			first = append(first, u)
+		} else {
+			then = append(then, u)
+		}
+	}
+	for _, u := range append(first, then...) {
+		if err := p.cfg.Runtime.ResizeContainer(ctx, p.pod, u.c, u.rec.cur.ID); err != nil {
+			if ctx.Err() != nil {
+				return time.Time{}
+			}
+			p.logger().WithError(err).WithField("container", u.c.Name).Warn("resizing container")
+			p.resizeFailed(err.Error())
+			return p.clock.Now().Add(resizeRetry)
+		}
+		u.rec.actual, u.rec.actualFor = u.c.Resources.DeepCopy(), u.rec.cur.ID
+		p.logger().WithField("container", u.c.Name).Info("container resized")
+	}
+	return time.Time{}
+}
+
+// resizeFailed marks the resize in progress with the Error reason; the
+// event is emitted when the condition changes, as the kubelet does.
+func (p *Pod) resizeFailed(msg string) {
+	p.mu.Lock()
+	prev := p.resizeInProgress
+	gen := p.pod.Generation
+	if prev != nil {
+		gen = prev.ObservedGeneration
+	}
+	p.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, prev, v1.PodReasonError, msg, gen)
+	changed := prev == nil || prev.Reason != v1.PodReasonError || prev.Message != msg
+	p.mu.Unlock()
+	if changed {
+		p.event("", v1.EventTypeWarning, EventResizeError, ResizeMessage("Pod resize error", p.pod, gen, msg))
+	}
+}
+
+// resizeProgress keeps PodResizeInProgress while a running container does
+// not run with its allocated resources, and clears it once all do, with
+// the kubelet's ResizeCompleted event. A finished pod has no resize.
+func (p *Pod) resizeProgress() {
+	inProgress := false
+	if !p.finished && !p.stopping {
+		for _, c := range p.resizable() {
+			rec := p.containers[c.Name]
+			if rec == nil || !rec.cur.Running {
+				continue
+			}
+			if a := p.actualResources(p.ctx, c, rec); a != nil && !sameResources(c.Resources, *a) {
+				inProgress = true
+			}
+		}
+	}
+	p.mu.Lock()
+	prev := p.resizeInProgress
+	switch {
+	case inProgress && prev == nil:
+		p.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, nil, "", "", p.pod.Generation)
+	case !inProgress && prev != nil:
+		p.resizeInProgress = nil
+	}
+	if p.finished {
+		p.resizePending = nil
+	}
+	p.mu.Unlock()
+	if !inProgress && prev != nil && !p.finished && !p.stopping {
+		p.logger().Info("pod resize completed")
+		p.event("", v1.EventTypeNormal, EventResizeCompleted, ResizeMessage("Pod resize completed", p.pod, prev.ObservedGeneration, ""))
+	}
+}
+
+// resizeConditions are the resize conditions the status reports.
+func (p *Pod) resizeConditions() []v1.PodCondition {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []v1.PodCondition
+	if p.finished {
+		return nil
+	}
+	for _, c := range []*v1.PodCondition{p.resizePending, p.resizeInProgress} {
+		if c != nil {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
+// statusResources sets a container status's resources and
+// allocatedResources as the kubelet's convertToAPIContainerStatuses does:
+// the allocated ones, with what a running container is configured with
+// where the runtime reports it.
+func (p *Pod) statusResources(c *v1.Container, rec *container, st *v1.ContainerStatus) {
+	st.AllocatedResources = c.Resources.Requests.DeepCopy()
+	res := c.Resources.DeepCopy()
+	st.Resources = res
+	if !rec.cur.Running || rec.actualFor != rec.cur.ID || rec.actual == nil {
+		return
+	}
+	actual := rec.actual
+	overlay := func(into, from v1.ResourceList, name v1.ResourceName) {
+		if q, ok := from[name]; ok {
+			into[name] = q.DeepCopy()
+		}
+	}
+	if res.Limits != nil {
+		overlay(res.Limits, actual.Limits, v1.ResourceCPU)
+		overlay(res.Limits, actual.Limits, v1.ResourceMemory)
+	}
+	if res.Requests != nil {
+		overlay(res.Requests, actual.Requests, v1.ResourceCPU)
+		overlay(res.Requests, actual.Requests, v1.ResourceMemory)
+	}
+}
+
+// sameResources compares the CPU and memory requests and limits, the
+// resources a resize changes.
+func sameResources(a, b v1.ResourceRequirements) bool {
+	return a.Requests.Cpu().Cmp(*b.Requests.Cpu()) == 0 && a.Limits.Cpu().Cmp(*b.Limits.Cpu()) == 0 &&
+		a.Requests.Memory().Cmp(*b.Requests.Memory()) == 0 && a.Limits.Memory().Cmp(*b.Limits.Memory()) == 0
+}
+
+// resizeNeedsRestart: a changed resource whose resize policy is
+// RestartContainer (NotRequired is the default).
+func resizeNeedsRestart(c *v1.Container, actual v1.ResourceRequirements) bool {
+	changed := map[v1.ResourceName]bool{
+		v1.ResourceCPU:    c.Resources.Requests.Cpu().Cmp(*actual.Requests.Cpu()) != 0 || c.Resources.Limits.Cpu().Cmp(*actual.Limits.Cpu()) != 0,
+		v1.ResourceMemory: c.Resources.Requests.Memory().Cmp(*actual.Requests.Memory()) != 0 || c.Resources.Limits.Memory().Cmp(*actual.Limits.Memory()) != 0,
+	}
+	for _, pol := range c.ResizePolicy {
+		if changed[pol.ResourceName] && pol.RestartPolicy == v1.RestartContainer {
+			return true
+		}
+	}
+	return false
+}

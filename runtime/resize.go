@@ -1,0 +1,167 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/typeurl/v2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// UpdateContainerResources changes a running container's cgroup settings
+// live, as CRI's UpdateContainerResources does: the stored spec first (what
+// ContainerResources and a restarted hostlet read back), then the task,
+// with the spec put back if the task refuses. Zero values are left as they
+// are: a limit is never removed in place, as with CRI.
+func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res Resources) error {
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return err
+	}
+	old, err := c.Spec(ctx)
+	if err != nil {
+		return err
+	}
+	spec, err := copySpec(old)
+	if err != nil {
+		return err
+	}
+	lr := linuxResources(spec)
+	if res.CPUShares > 0 {
+		lr.CPU.Shares = &res.CPUShares
+	}
+	if res.CPUQuota > 0 {
+		lr.CPU.Quota = &res.CPUQuota
+	}
+	if res.CPUPeriod > 0 {
+		lr.CPU.Period = &res.CPUPeriod
+	}
+	if res.MemoryLimit > 0 {
+		// A memory+swap limit (cgroup v1) moves with the memory limit,
+		// keeping the swap it allows: the kernel refuses a memory limit
+		// above it.
+		if m := lr.Memory; m.Swap != nil && m.Limit != nil && *m.Swap > 0 && *m.Limit > 0 {
+			swap := res.MemoryLimit + (*m.Swap - *m.Limit)
+			m.Swap = &swap
+		}
+		lr.Memory.Limit = &res.MemoryLimit
+	}
+	if err := r.storeSpec(ctx, id, spec); err != nil {
+		return fmt.Errorf("updating container %s spec: %w", id, err)
+	}
+	task, err := c.Task(ctx, nil)
+	if err == nil {
+		err = task.Update(ctx, containerd.WithResources(lr))
+	}
+	if err != nil {
+		if rerr := r.storeSpec(context.WithoutCancel(ctx), id, old); rerr != nil {
+			return fmt.Errorf("updating container %s resources: %w (and restoring its spec: %v)", id, err, rerr)
+		}
+		return fmt.Errorf("updating container %s resources: %w", id, err)
+	}
+	return nil
+}
+
+// ContainerResources returns the cgroup settings in a container's spec: what
+// it was created with, or last updated to.
+func (r *Runtime) ContainerResources(ctx context.Context, id string) (Resources, error) {
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return Resources{}, err
+	}
+	spec, err := c.Spec(ctx)
+	if err != nil {
+		return Resources{}, err
+	}
+	var out Resources
+	if spec.Linux == nil || spec.Linux.Resources == nil {
+		return out, nil
+	}
+	if cpu := spec.Linux.Resources.CPU; cpu != nil {
+		if cpu.Shares != nil {
+			out.CPUShares = *cpu.Shares
+		}
+		if cpu.Quota != nil {
+			out.CPUQuota = *cpu.Quota
+		}
+		if cpu.Period != nil {
+			out.CPUPeriod = *cpu.Period
+		}
+	}
+	if m := spec.Linux.Resources.Memory; m != nil && m.Limit != nil {
+		out.MemoryLimit = *m.Limit
+	}
+	return out, nil
+}
+
+// MemoryUsage is a running container's memory usage (its cgroup's, page
+// cache included), which a lower memory limit must stay above.
+func (r *Runtime) MemoryUsage(ctx context.Context, id string) (uint64, error) {
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	m, err := task.Metrics(namespaces.WithNamespace(ctx, r.ns))
+	if err != nil {
+		return 0, err
+	}
+	st, err := decodeMetric(m)
+	if err != nil {
+		return 0, err
+	}
+	return st.MemoryUsage, nil
+}
+
+// storeSpec replaces only the container's spec, so labels set meanwhile
+// (an exit, a back-off) are kept.
+func (r *Runtime) storeSpec(ctx context.Context, id string, spec *oci.Spec) error {
+	ctx = namespaces.WithNamespace(ctx, r.ns)
+	info, err := r.client.ContainerService().Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if info.Spec, err = typeurl.MarshalAny(spec); err != nil {
+		return err
+	}
+	_, err = r.client.ContainerService().Update(ctx, info, "spec")
+	return err
+}
+
+func copySpec(s *oci.Spec) (*oci.Spec, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	var out oci.Spec
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// linuxResources is the spec's cgroup settings, with the CPU and memory
+// parts present.
+func linuxResources(s *oci.Spec) *specs.LinuxResources {
+	if s.Linux == nil {
+		s.Linux = &specs.Linux{}
+	}
+	if s.Linux.Resources == nil {
+		s.Linux.Resources = &specs.LinuxResources{}
+	}
+	lr := s.Linux.Resources
+	if lr.CPU == nil {
+		lr.CPU = &specs.LinuxCPU{}
+	}
+	if lr.Memory == nil {
+		lr.Memory = &specs.LinuxMemory{}
+	}
+	return lr
+}
