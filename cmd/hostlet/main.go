@@ -43,6 +43,10 @@ func main() {
 		runSubcommand(os.Args[1], os.Args[2:])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "approve-serving" {
+		runApproveServing(os.Args[2:])
+		return
+	}
 	var o options
 	if err := o.parse(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
