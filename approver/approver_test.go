@@ -137,11 +137,11 @@ func TestDecisions(t *testing.T) {
 		"client auth usage": {func(r *request) {
 			r.usages = append(r.usages, certificatesv1.UsageClientAuth)
 		}, ReasonUsagesNotServing},
-		"no server auth":       {func(r *request) { r.usages = r.usages[:1] }, ReasonUsagesNotServing},
-		"no names":             {func(r *request) { r.dns, r.ips = nil, nil }, ReasonInvalidRequest},
-		"unknown node":         {func(r *request) { r.user, r.cn = "system:node:gone", "system:node:gone" }, ReasonNodeNotFound},
-		"another signer":       {func(r *request) { r.signer = certificatesv1.KubeAPIServerClientKubeletSignerName }, ""},
-		"decided already":      {func(r *request) { r.approved = true }, ""},
+		"no server auth":  {func(r *request) { r.usages = r.usages[:1] }, ReasonUsagesNotServing},
+		"no names":        {func(r *request) { r.dns, r.ips = nil, nil }, ReasonInvalidRequest},
+		"unknown node":    {func(r *request) { r.user, r.cn = "system:node:gone", "system:node:gone" }, ReasonNodeNotFound},
+		"another signer":  {func(r *request) { r.signer = certificatesv1.KubeAPIServerClientKubeletSignerName }, ""},
+		"decided already": {func(r *request) { r.approved = true }, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := nodeRequest("csr-1")

@@ -127,8 +127,8 @@ func TestChartTemplate(t *testing.T) {
 		args []string
 		want string
 	}{
-		"malformed token":  {[]string{"--set", "bootstrapToken.token=ABC.def"}, "bootstrapToken.token must look like"},
-		"foreign group":    {[]string{"--set", "bootstrapToken.group=admins"}, "must start with system:bootstrappers:"},
+		"malformed token": {[]string{"--set", "bootstrapToken.token=ABC.def"}, "bootstrapToken.token must look like"},
+		"foreign group":   {[]string{"--set", "bootstrapToken.group=admins"}, "must start with system:bootstrappers:"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := render(c.args...)
