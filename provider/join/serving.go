@@ -5,7 +5,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"sort"
 
 	log "github.com/sirupsen/logrus"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/certificate"
 	netutils "k8s.io/utils/net"
+	"sigs.k8s.io/yaml"
 )
 
 // ServingConfig is the node's serving certificate under
@@ -109,4 +113,35 @@ func ServingTemplate(nodeName string, addresses []v1.NodeAddress) *x509.Certific
 		req.IPAddresses = append(req.IPAddresses, net.ParseIP(ip))
 	}
 	return req
+}
+
+// removeServingPairs deletes the serving certificates the cluster issued
+// to the node (<root-dir>/pki/kubelet-server-*.pem, root-dir from join's
+// config file): still valid, they would be served, unverifiable, after a
+// join to another cluster.
+func (l Layout) removeServingPairs() error {
+	b, err := os.ReadFile(l.ConfigFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var settings struct {
+		RootDir string `json:"root-dir"`
+	}
+	if err := yaml.Unmarshal(b, &settings); err != nil || settings.RootDir == "" {
+		return err
+	}
+	pairs, err := filepath.Glob(filepath.Join(settings.RootDir, "pki", servingPairPrefix+"-*.pem"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range pairs {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
