@@ -256,10 +256,12 @@ func restartWithPair(ctx context.Context, t *testing.T, h *harness.Hostlet, curr
 	if _, err := s.Update(certPEM, keyPEM); err != nil {
 		t.Fatal(err)
 	}
+	// Read before the restart, which may already renew it.
+	placed := certOf(t, current)
 	if err := h.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return certOf(t, current)
+	return placed
 }
 
 // servedCert is the certificate the kubelet API at addr presents, nil if
