@@ -90,6 +90,28 @@ func TestChartTemplate(t *testing.T) {
 			}
 		}
 	})
+	t.Run("serving approver", func(t *testing.T) {
+		out, err := render()
+		if err != nil || strings.Contains(out, "approve-serving") {
+			t.Fatalf("the approver is on by default: %v\n%s", err, out)
+		}
+		out, err = render("--set", "servingCertApprover.enabled=true", "--set", "servingCertApprover.image.tag=t1",
+			"--set", "servingCertApprover.hostNetwork=true", "--set", "servingCertApprover.env[0].name=KUBERNETES_SERVICE_HOST",
+			"--set", "servingCertApprover.env[0].value=10.0.0.1")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		for _, want := range []string{
+			"kind: Deployment", "name: r-hostlet-serving-approver", "serviceAccountName: r-hostlet-serving-approver",
+			`image: "ghcr.io/hostlet/hostlet:t1"`, "args: [approve-serving]", "hostNetwork: true",
+			"name: KUBERNETES_SERVICE_HOST", "resources: [certificatesigningrequests/approval]",
+			"resourceNames: [kubernetes.io/kubelet-serving]", "verbs: [approve]", "resources: [nodes]",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("rendered chart lacks %q", want)
+			}
+		}
+	})
 	t.Run("no optional RBAC, no cluster-info", func(t *testing.T) {
 		out, err := render("--set", "rbac.getNodes=false", "--set", "rbac.nodeSelfDelete=false", "--set", "clusterInfo.create=false")
 		if err != nil {
@@ -105,9 +127,8 @@ func TestChartTemplate(t *testing.T) {
 		args []string
 		want string
 	}{
-		"malformed token":  {[]string{"--set", "bootstrapToken.token=ABC.def"}, "bootstrapToken.token must look like"},
-		"foreign group":    {[]string{"--set", "bootstrapToken.group=admins"}, "must start with system:bootstrappers:"},
-		"serving approver": {[]string{"--set", "servingCertApprover.enabled=true"}, "not yet available"},
+		"malformed token": {[]string{"--set", "bootstrapToken.token=ABC.def"}, "bootstrapToken.token must look like"},
+		"foreign group":   {[]string{"--set", "bootstrapToken.group=admins"}, "must start with system:bootstrappers:"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := render(c.args...)

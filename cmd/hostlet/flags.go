@@ -38,6 +38,7 @@ type options struct {
 	address           string
 	port              int32
 	tlsCert, tlsKey   string
+	rotateServerCerts bool
 	clientCA          string
 	clusterDNS        []string
 	clusterDomain     string
@@ -80,8 +81,9 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringSliceVar(&o.cdiSpecDirs, "cdi-spec-dirs", runtime.DefaultCDISpecDirs, "directories of CDI specs that device names from device plugins resolve against (containerd's cdi_spec_dirs)")
 	fs.StringVar(&o.address, "address", "0.0.0.0", "IP to serve the kubelet API on")
 	fs.Int32Var(&o.port, "port", 10250, "port of the kubelet API")
-	fs.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate of the kubelet API")
+	fs.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate of the kubelet API, reloaded when it changes (default: self-signed in <root-dir>/pki)")
 	fs.StringVar(&o.tlsKey, "tls-private-key-file", "", "key of the serving certificate")
+	fs.BoolVar(&o.rotateServerCerts, "rotate-server-certificates", false, "request the serving certificate from the cluster (kubernetes.io/kubelet-serving CSRs for the Node's addresses, approved by an approver such as the chart's) and renew it before it expires; --tls-cert-file is served until the first is issued")
 	fs.StringVar(&o.clientCA, "client-ca-file", "", "CA that signs client certificates of kubelet API callers")
 	fs.StringSliceVar(&o.clusterDNS, "cluster-dns", nil, "cluster DNS server IPs")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain")

@@ -43,6 +43,10 @@ func main() {
 		runSubcommand(os.Args[1], os.Args[2:])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "approve-serving" {
+		runApproveServing(os.Args[2:])
+		return
+	}
 	var o options
 	if err := o.parse(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -165,9 +169,13 @@ func run(ctx context.Context, o *options) error {
 	go prov.SweepOrphans(ctx, inf.pods.Lister(), inf.pods.Informer().HasSynced)
 	inf.start(ctx)
 
+	cert, err := o.servingCert(ctx, name, c.api, inf.node.Lister())
+	if err != nil {
+		return err
+	}
 	if err := server.Serve(ctx, server.Config{
-		Addr:     net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),
-		CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.clientCA,
+		Addr: net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),
+		Cert: cert, ClientCAFile: o.clientCA,
 		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
 		Node: nd, Stats: rt, Volumes: spec, Metrics: prov.Metrics(),

@@ -2,5 +2,7 @@
 // kubeadm join and the kubelet's TLS bootstrap do: preflight checks, token
 // discovery of the cluster CA (JWS signature and public-key pin), a CSR for
 // the node's client certificate, the files and systemd unit hostlet runs
-// from, and leave (cordon, evict, stop, delete the Node, remove the files).
+// from, and leave (cordon, evict, stop, delete the Node, remove the files);
+// and, for the life of the node, its client and serving certificates
+// renewed through CSRs as the kubelet's are.
 package join

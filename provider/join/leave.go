@@ -97,6 +97,9 @@ func Leave(ctx context.Context, cfg LeaveConfig) error {
 		}
 		log.Info("Node deleted")
 	}
+	if err := cfg.Layout.removeServingPairs(); err != nil {
+		return err
+	}
 	if err := cfg.Layout.remove(); err != nil {
 		return err
 	}

@@ -36,8 +36,9 @@ import (
 
 // Config configures the kubelet HTTPS API and names what it serves.
 type Config struct {
-	Addr               string
-	CertFile, KeyFile  string
+	Addr string
+	// Cert is the serving certificate, asked on each handshake (tls.go).
+	Cert               Certificate
 	ClientCAFile       string
 	StreamIdleTimeout  time.Duration
 	StreamCreationTime time.Duration
@@ -132,10 +133,6 @@ func Serve(ctx context.Context, cfg Config) error {
 		StreamCreationTimeout: cfg.StreamCreationTime,
 	}, mux, false)
 
-	cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
-	if err != nil {
-		return fmt.Errorf("serving certificate: %w", err)
-	}
 	caPEM, err := os.ReadFile(cfg.ClientCAFile)
 	if err != nil {
 		return err
@@ -143,10 +140,10 @@ func Serve(ctx context.Context, cfg Config) error {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	tlsCfg := &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientCAs:    pool,
-		ClientAuth:   tls.VerifyClientCertIfGiven,
-		MinVersion:   tls.VersionTLS12,
+		GetCertificate: getCertificate(cfg.Cert),
+		ClientCAs:      pool,
+		ClientAuth:     tls.VerifyClientCertIfGiven,
+		MinVersion:     tls.VersionTLS12,
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

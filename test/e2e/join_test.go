@@ -24,7 +24,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/certificate"
 )
 
 // joinedNode is the node the join test adds with `hostlet join`.
@@ -98,18 +97,9 @@ func TestJoinAndLeave(t *testing.T) {
 	}
 
 	state := filepath.Join(t.TempDir(), "state")
-	hostArgs := []string{
-		"--state-dir", state, "--skip-systemd", "--discovery-timeout", "10s", "--tls-bootstrap-timeout", "2m",
-		"--root-dir", filepath.Join(cluster.Dir(), "hostlet", joinedNode),
-		"--container-runtime-endpoint", "unix://" + cluster.ContainerdSocket(),
-		"--cni-conf-dir", cluster.CNIConfDir(), "--cni-bin-dir", cluster.CNIBinDir(),
-		"--hostlet-arg", "containerd-namespace=" + harness.ContainerdNamespace,
-		"--hostlet-arg", "registry-config-dir=" + cluster.ContainerdHostsDir(),
-		"--hostlet-arg", "cni-cache-dir=" + cluster.CNICacheDir(),
-		"--hostlet-arg", "node-ip=127.0.0.1", "--hostlet-arg", "v=4",
-	}
 	join := func(name, server, token, hash string, extra ...string) (string, error) {
-		args := append([]string{"join", server, "--token", token, "--discovery-token-ca-cert-hash", hash, "--node-name", name}, hostArgs...)
+		args := append([]string{"join", server, "--token", token, "--discovery-token-ca-cert-hash", hash}, cluster.JoinArgs(state, name)...)
+		args = append(args, "--discovery-timeout", "10s", "--tls-bootstrap-timeout", "2m", "--hostlet-arg", "v=4")
 		cmd := exec.CommandContext(ctx, bin, append(args, extra...)...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -212,18 +202,7 @@ func TestJoinAndLeave(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.Stop()
-		store, err := certificate.NewFileStore("hostlet-client", filepath.Dir(pair), filepath.Dir(pair), "", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := store.Update(certPEM, keyPEM); err != nil {
-			t.Fatal(err)
-		}
-		aging := certOf(t, pair)
-		if err := h.Restart(ctx); err != nil {
-			t.Fatal(err)
-		}
+		aging := restartWithPair(ctx, t, h, pair, certPEM, keyPEM)
 		pid := h.Pid()
 		pollUntil(t, 4*time.Minute, "the client certificate to be renewed", func() bool {
 			return certOf(t, pair).SerialNumber.Cmp(aging.SerialNumber) != 0

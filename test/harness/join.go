@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net"
+	"path/filepath"
 	"time"
 )
 
@@ -53,4 +55,32 @@ func (c *Cluster) AgingNodeClientCert(name string) (certPEM, keyPEM []byte, err 
 		cn: "system:node:" + name, orgs: []string{"system:nodes"}, client: true,
 		validFor: time.Hour + 10*time.Minute,
 	})
+}
+
+// AgingNodeServingCert is a serving certificate and key (PEM) for node
+// name's kubelet API with these IPs, from the cluster CA, issued an hour
+// ago and valid for ten more minutes: one a certificate manager renews at
+// once.
+func (c *Cluster) AgingNodeServingCert(name string, ips ...net.IP) (certPEM, keyPEM []byte, err error) {
+	return c.pki.issue(certSpec{
+		cn: "system:node:" + name, orgs: []string{"system:nodes"}, server: true, ips: ips,
+		validFor: time.Hour + 10*time.Minute,
+	})
+}
+
+// JoinArgs are the flags `hostlet join` needs on this cluster's host for
+// node name, besides the server, token and hash: state in stateDir, pods'
+// state in the node's root dir (Hostlet.RootDir), the cluster's containerd,
+// CNI and registry config, and node IP 127.0.0.1; no systemd.
+func (c *Cluster) JoinArgs(stateDir, name string) []string {
+	return []string{
+		"--node-name", name, "--state-dir", stateDir, "--skip-systemd",
+		"--root-dir", filepath.Join(c.dir, "hostlet", name),
+		"--container-runtime-endpoint", "unix://" + c.ContainerdSocket(),
+		"--cni-conf-dir", c.CNIConfDir(), "--cni-bin-dir", c.CNIBinDir(),
+		"--hostlet-arg", "containerd-namespace=" + ContainerdNamespace,
+		"--hostlet-arg", "registry-config-dir=" + c.ContainerdHostsDir(),
+		"--hostlet-arg", "cni-cache-dir=" + c.CNICacheDir(),
+		"--hostlet-arg", "node-ip=127.0.0.1",
+	}
 }

@@ -75,21 +75,28 @@ func moduleRoot() (string, error) {
 // buildTestapp compiles the testapp as a static, reproducible binary
 // (-trimpath, no VCS stamp) and returns its bytes.
 func buildTestapp(ctx context.Context) ([]byte, error) {
+	return buildStatic(ctx, testappPkg)
+}
+
+// buildStatic compiles the module's package pkg (e.g. "./cmd/hostlet") as a
+// static, reproducible binary (no cgo, -trimpath, no VCS stamp) and returns
+// its bytes.
+func buildStatic(ctx context.Context, pkg string) ([]byte, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp("", "hostlet-testapp-")
+	tmp, err := os.MkdirTemp("", "hostlet-static-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "testapp")
-	cmd := exec.CommandContext(ctx, goBinary(), "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, testappPkg)
+	bin := filepath.Join(tmp, filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, goBinary(), "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build testapp: %w\n%s", err, out)
+		return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return os.ReadFile(bin)
 }
