@@ -32,6 +32,9 @@ type SandboxConfig struct {
 	// UserNS, when set, gives the pod its own user namespace with this
 	// mapping (hostUsers: false).
 	UserNS *IDMap
+	// CgroupParent is the pod's cgroup (EnsurePodCgroup); empty:
+	// containerd's default place.
+	CgroupParent string
 }
 
 type HostAlias struct {
@@ -62,7 +65,9 @@ type Sandbox struct {
 	// NetworkConf is the CNI config list the pod was attached with: its
 	// teardown uses it even after the config directory changed.
 	NetworkConf json.RawMessage `json:"networkConf,omitempty"`
-	Dir         string          `json:"-"`
+	// CgroupParent is the pod's cgroup its containers go below.
+	CgroupParent string `json:"cgroupParent,omitempty"`
+	Dir          string `json:"-"`
 }
 
 func (s *Sandbox) HostsPath() string      { return filepath.Join(s.Dir, "etc-hosts") }
@@ -109,7 +114,8 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 		log.WithError(err).WithField("pod", cfg.Namespace+"/"+cfg.Name).Warn("discarding unreadable sandbox state")
 	}
 	s := &Sandbox{UID: cfg.UID, Namespace: cfg.Namespace, Name: cfg.Name,
-		HostNetwork: cfg.HostNetwork, HostIPC: cfg.HostIPC, HostPID: cfg.HostPID, Dir: r.podDir(cfg.UID)}
+		HostNetwork: cfg.HostNetwork, HostIPC: cfg.HostIPC, HostPID: cfg.HostPID, Dir: r.podDir(cfg.UID),
+		CgroupParent: cfg.CgroupParent}
 	// A half-made sandbox from before (crash, lost netns) is torn down first so
 	// its IP allocation is not leaked.
 	_ = r.RemoveSandbox(ctx, cfg.UID)
@@ -186,6 +192,9 @@ func (r *Runtime) pinSandboxNamespaces(s *Sandbox, cfg SandboxConfig) error {
 			return err
 		}
 		s.PausePID = pid
+		if err := r.cgroups.PlaceSandbox(cfg.CgroupParent, cfg.UID, pid); err != nil {
+			log.WithError(err).WithField("pod", cfg.Namespace+"/"+cfg.Name).Warn("the pod's PID namespace holder stays outside the pod's cgroup")
+		}
 	}
 	if cfg.HostNetwork && cfg.HostIPC {
 		return nil
