@@ -63,10 +63,10 @@ func TestPodCgroupNames(t *testing.T) {
 	const id = "0123abcd"
 	uidSystemd := strings.ReplaceAll(testUID, "-", "_")
 	for _, tc := range []struct {
-		driver, root, qos string
-		parent, cgroupsPath   string
-		libPath               string // cgroupfs
-		libParent, libName    string // systemd
+		driver, root, qos   string
+		parent, cgroupsPath string
+		libPath             string // cgroupfs
+		libParent, libName  string // systemd
 	}{
 		{driver: "cgroupfs", qos: QOSGuaranteed, parent: "/kubepods/pod" + testUID,
 			cgroupsPath: "/kubepods/pod" + testUID + "/" + id, libPath: "/kubepods/pod" + testUID},

@@ -111,6 +111,9 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	if err := setupCgroups(rt.Cgroups(), nd.Capacity(), nodeCfg.Reserved); err != nil {
+		return fmt.Errorf("QoS cgroups: %w", err)
+	}
 	if err := startDevices(ctx, o.rootDir, dm, nd, inf); err != nil {
 		return err
 	}
@@ -127,7 +130,7 @@ func run(ctx context.Context, o *options) error {
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
 		Objects: podspec.NewObjectCache(ctx, c.api, clock.RealClock{}), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
 		Pod:     func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
-		Devices: dm, Claims: claims,
+		Devices: dm, Claims: claims, ActivePods: inf.activePods,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
@@ -247,7 +250,12 @@ func newRuntime(o *options, nodeIP string) (*runtime.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	cgroups, err := o.cgroupConfig()
+	if err != nil {
+		return nil, err
+	}
 	return runtime.New(runtime.Config{
+		Cgroups:  cgroups,
 		Endpoint: o.runtimeEndpoint, Namespace: o.containerdNS, RootDir: o.rootDir,
 		Executable: self, NodeIP: nodeIP,
 		CNIConfDir: o.cniConfDir, CNIBinDirs: o.cniBinDirs, CNICacheDir: o.cniCacheDir,
