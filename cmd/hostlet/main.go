@@ -234,6 +234,10 @@ func (o *options) nodeConfig(name, nodeIP string) (node.Config, error) {
 	if err != nil {
 		return node.Config{}, fmt.Errorf("--eviction-hard: %w", err)
 	}
+	if o.cgroupsPerQOS {
+		// The pods' cgroup exists: its memory is watched too.
+		thresholds = thresholds.WithAllocatable()
+	}
 	reserved, err := parseResources(o.systemReserved, o.kubeReserved)
 	if err != nil {
 		return node.Config{}, err
