@@ -287,3 +287,45 @@ func TestMemoryOf(t *testing.T) {
 		t.Errorf("v2: %+v", v2)
 	}
 }
+
+func TestSwapOnAndCapacity(t *testing.T) {
+	dir := t.TempDir()
+	off := filepath.Join(dir, "swaps-off")
+	on := filepath.Join(dir, "swaps-on")
+	_ = os.WriteFile(off, []byte("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"), 0o644)
+	_ = os.WriteFile(on, []byte("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/swapfile file 4194300 0 -2\n"), 0o644)
+	if v, err := SwapOn(off); err != nil || v {
+		t.Errorf("SwapOn(header only) = %v, %v", v, err)
+	}
+	if v, err := SwapOn(on); err != nil || !v {
+		t.Errorf("SwapOn(a swap file) = %v, %v", v, err)
+	}
+	meminfo := filepath.Join(dir, "meminfo")
+	_ = os.WriteFile(meminfo, []byte("MemTotal:       24000000 kB\nSwapTotal:       4194300 kB\nSwapFree: 1 kB\n"), 0o644)
+	if got := SwapCapacity(meminfo); got != 4194300*1024 {
+		t.Errorf("SwapCapacity = %d", got)
+	}
+	root := t.TempDir()
+	if SwapControllerAvailable(root, false) {
+		t.Error("v1 swap accounting seen in an empty dir")
+	}
+	_ = os.MkdirAll(filepath.Join(root, "memory"), 0o755)
+	_ = os.WriteFile(filepath.Join(root, "memory", "memory.memsw.limit_in_bytes"), nil, 0o644)
+	if !SwapControllerAvailable(root, false) {
+		t.Error("v1 swap accounting not seen")
+	}
+}
+
+// Swap settings reach the container's OCI resources.
+func TestSwapResources(t *testing.T) {
+	s := &oci.Spec{Process: &specs.Process{}, Linux: &specs.Linux{}}
+	for _, o := range resourceOpts(Resources{CPUShares: 2, MemoryLimit: 1 << 20, MemorySwap: 1 << 20, Unified: map[string]string{"memory.swap.max": "0"}}) {
+		if err := o(context.Background(), nil, &containers.Container{}, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := s.Linux.Resources
+	if *r.Memory.Swap != 1<<20 || r.Unified["memory.swap.max"] != "0" {
+		t.Errorf("swap %v unified %v", r.Memory.Swap, r.Unified)
+	}
+}

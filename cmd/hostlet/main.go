@@ -114,6 +114,11 @@ func run(ctx context.Context, o *options) error {
 	if err := setupCgroups(rt.Cgroups(), nd.Capacity(), nodeCfg.Reserved); err != nil {
 		return fmt.Errorf("QoS cgroups: %w", err)
 	}
+	capacity := nd.Capacity()
+	swap, err := o.swap(rt.Cgroups().V2(), capacity.Memory().Value())
+	if err != nil {
+		return err
+	}
 	if err := startDevices(ctx, o.rootDir, dm, nd, inf); err != nil {
 		return err
 	}
@@ -130,7 +135,7 @@ func run(ctx context.Context, o *options) error {
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
 		Objects: podspec.NewObjectCache(ctx, c.api, clock.RealClock{}), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
 		Pod:     func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
-		Devices: dm, Claims: claims, ActivePods: inf.activePods,
+		Devices: dm, Claims: claims, ActivePods: inf.activePods, Swap: swap,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod

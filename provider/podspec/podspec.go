@@ -47,6 +47,8 @@ type Config struct {
 	// ActivePods, if set, lists the node's unfinished pods (ok false until
 	// known): the burstable QoS cgroup's CPU shares are their requests.
 	ActivePods func() ([]*v1.Pod, bool)
+	// Swap is the node's swap behavior for containers.
+	Swap Swap
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a
