@@ -486,10 +486,12 @@ func memoryOf(ms cgroups.MemoryStats, v2 bool) CgroupMemory {
 	return out
 }
 
-// runtimeOpts are the containerd runtime options a container needs: runc's
-// systemd driver reads cgroupsPath as "slice:prefix:name".
-func (c *Cgroups) runtimeOpts() []containerd.NewContainerOpts {
-	if c == nil || !c.systemd {
+// runtimeOpts are the containerd runtime options of a container below
+// parent: runc's systemd driver reads cgroupsPath as "slice:prefix:name".
+// Decided by the parent, as withCgroupParent does, so a pod made before
+// hostlet used the systemd driver keeps containerd's default place.
+func runtimeOpts(parent string) []containerd.NewContainerOpts {
+	if !strings.HasSuffix(parent, ".slice") {
 		return nil
 	}
 	return []containerd.NewContainerOpts{containerd.WithRuntime(defaults.DefaultRuntime, &runcoptions.Options{SystemdCgroup: true})}

@@ -164,7 +164,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 		containerd.WithNewSnapshot(id, cfg.Image.image, snapshotOpts(s.IDMap)...),
 		withNewSpec(id, specOpts),
 		containerd.WithContainerLabels(labels),
-	}, r.cgroups.runtimeOpts()...)...)
+	}, runtimeOpts(s.CgroupParent)...)...)
 	if err != nil {
 		return "", err
 	}
