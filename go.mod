@@ -17,6 +17,7 @@ require (
 	github.com/godbus/dbus/v5 v5.2.4
 	github.com/google/go-containerregistry v0.20.6
 	github.com/moby/sys/mountinfo v0.7.2
+	github.com/opencontainers/cgroups v0.0.4
 	github.com/opencontainers/go-digest v1.0.0
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/opencontainers/runtime-spec v1.3.0
@@ -34,6 +35,7 @@ require (
 	k8s.io/apiserver v0.35.4
 	k8s.io/client-go v0.35.4
 	k8s.io/component-helpers v0.35.4
+	k8s.io/cri-api v0.35.4
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kubelet v0.35.4
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4

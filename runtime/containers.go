@@ -159,12 +159,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 	}
 	maps.Copy(labels, stdioLabels(cfg))
 	specOpts := append(specFor(cfg, args, termLog), r.deviceOpts(cfg.Devices)...)
-	_, err := r.client.NewContainer(ctx, id,
+	_, err := r.client.NewContainer(ctx, id, append([]containerd.NewContainerOpts{
 		containerd.WithImage(cfg.Image.image),
 		containerd.WithNewSnapshot(id, cfg.Image.image, snapshotOpts(s.IDMap)...),
 		withNewSpec(id, specOpts),
 		containerd.WithContainerLabels(labels),
-	)
+	}, runtimeOpts(s.CgroupParent)...)...)
 	if err != nil {
 		return "", err
 	}

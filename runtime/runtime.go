@@ -13,6 +13,7 @@ import (
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"google.golang.org/grpc"
 )
 
 // Config says where containerd and the host-side files live.
@@ -44,6 +45,8 @@ type Config struct {
 	// CDISpecDirs hold the CDI specs device names resolve against
 	// (DefaultCDISpecDirs when empty).
 	CDISpecDirs []string
+	// Cgroups says how pods are placed in cgroups.
+	Cgroups CgroupConfig
 }
 
 // Runtime talks to one containerd.
@@ -65,6 +68,7 @@ type Runtime struct {
 	// podLogsDir and containerLogsDir are where container logs and their
 	// symlinks go (logpaths.go).
 	podLogsDir, containerLogsDir string
+	cgroups                      *Cgroups
 }
 
 func New(cfg Config) (*Runtime, error) {
@@ -96,7 +100,14 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("containerd client: %w", err)
 	}
+	conn, _ := client.Conn().(grpc.ClientConnInterface)
+	cg, err := newCgroups(context.Background(), cfg.Cgroups, conn)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
 	return &Runtime{
+		cgroups:    cg,
 		client:     client,
 		ns:         cfg.Namespace,
 		rootDir:    cfg.RootDir,

@@ -35,6 +35,9 @@ type SandboxConfig struct {
 	// PortMappings are the pod's hostPorts, served by the network's portmap
 	// plugin (none for a host-network pod: its ports are the host's).
 	PortMappings []PortMapping
+	// CgroupParent is the pod's cgroup (EnsurePodCgroup); empty:
+	// containerd's default place.
+	CgroupParent string
 }
 
 type HostAlias struct {
@@ -68,7 +71,9 @@ type Sandbox struct {
 	// PortMappings are the ones ADD had: DEL removes their rules with
 	// them, also after a restart of hostlet.
 	PortMappings []PortMapping `json:"portMappings,omitempty"`
-	Dir          string        `json:"-"`
+	// CgroupParent is the pod's cgroup its containers go below.
+	CgroupParent string `json:"cgroupParent,omitempty"`
+	Dir          string `json:"-"`
 }
 
 func (s *Sandbox) HostsPath() string      { return filepath.Join(s.Dir, "etc-hosts") }
@@ -115,7 +120,8 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 		log.WithError(err).WithField("pod", cfg.Namespace+"/"+cfg.Name).Warn("discarding unreadable sandbox state")
 	}
 	s := &Sandbox{UID: cfg.UID, Namespace: cfg.Namespace, Name: cfg.Name,
-		HostNetwork: cfg.HostNetwork, HostIPC: cfg.HostIPC, HostPID: cfg.HostPID, Dir: r.podDir(cfg.UID)}
+		HostNetwork: cfg.HostNetwork, HostIPC: cfg.HostIPC, HostPID: cfg.HostPID, Dir: r.podDir(cfg.UID),
+		CgroupParent: cfg.CgroupParent}
 	// A half-made sandbox from before (crash, lost netns) is torn down first so
 	// its IP allocation is not leaked.
 	_ = r.RemoveSandbox(ctx, cfg.UID)
@@ -192,6 +198,9 @@ func (r *Runtime) pinSandboxNamespaces(s *Sandbox, cfg SandboxConfig) error {
 			return err
 		}
 		s.PausePID = pid
+		if err := r.cgroups.PlaceSandbox(cfg.CgroupParent, cfg.UID, pid); err != nil {
+			log.WithError(err).WithField("pod", cfg.Namespace+"/"+cfg.Name).Warn("the pod's PID namespace holder stays outside the pod's cgroup")
+		}
 	}
 	if cfg.HostNetwork && cfg.HostIPC {
 		return nil

@@ -42,6 +42,10 @@ type Resources struct {
 	CPUQuota    int64
 	CPUPeriod   uint64
 	MemoryLimit int64
+	// MemorySwap is OCI's memory+swap limit (cgroup v1; 0: unset).
+	MemorySwap int64
+	// Unified are cgroup v2 files set as given (memory.swap.max).
+	Unified map[string]string
 	// OOMScoreAdj as the kubelet computes it per QoS class; raised to
 	// hostlet's own value when lower, as containerd's restrict_oom_score_adj
 	// does (lowering it needs CAP_SYS_RESOURCE).
@@ -181,11 +185,37 @@ func resourceOpts(r Resources) []oci.SpecOpts {
 	if r.MemoryLimit > 0 {
 		opts = append(opts, oci.WithMemoryLimit(uint64(r.MemoryLimit)))
 	}
+	if r.MemorySwap != 0 {
+		opts = append(opts, oci.WithMemorySwap(r.MemorySwap))
+	}
+	if len(r.Unified) > 0 {
+		opts = append(opts, withUnified(r.Unified))
+	}
 	adj := r.OOMScoreAdj
 	if own := ownOOMScoreAdj(); adj < own {
 		adj = own
 	}
 	return append(opts, withOOMScoreAdj(adj))
+}
+
+// withUnified sets cgroup v2 files (linux.resources.unified), which runc
+// writes after converting the v1-style resources.
+func withUnified(files map[string]string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Linux == nil {
+			s.Linux = &specs.Linux{}
+		}
+		if s.Linux.Resources == nil {
+			s.Linux.Resources = &specs.LinuxResources{}
+		}
+		if s.Linux.Resources.Unified == nil {
+			s.Linux.Resources.Unified = map[string]string{}
+		}
+		for k, v := range files {
+			s.Linux.Resources.Unified[k] = v
+		}
+		return nil
+	}
 }
 
 func ownOOMScoreAdj() int {

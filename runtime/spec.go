@@ -29,6 +29,7 @@ func specFor(cfg ContainerConfig, args []string, termLog string) []oci.SpecOpts 
 	}
 	opts = append(opts, securityOpts(cfg.Security, s.UserNSPath != "")...)
 	opts = append(opts, resourceOpts(cfg.Resources)...)
+	opts = append(opts, withCgroupParent(s.CgroupParent))
 	// The cgroup filesystem, as CRI mounts it for every container:
 	// read-only unless privileged.
 	cgroupMode := "ro"

@@ -58,6 +58,7 @@ type options struct {
 	profiling         bool
 	housekeeping
 	evictionFlags
+	cgroupFlags
 }
 
 func (o *options) flags() *pflag.FlagSet {
@@ -103,6 +104,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
 	o.housekeeping.flags(fs)
 	o.evictionFlags.flags(fs)
+	o.cgroupFlags.flags(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 2, "log verbosity (0-2 info, 3+ debug)")
 	// Tests only: lets a pod annotation make hostlet panic (testpanic.Annotation).
 	// Hidden, and refused in the config file, so a node cannot have it by accident.

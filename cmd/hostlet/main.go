@@ -115,6 +115,14 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	if err := setupCgroups(rt.Cgroups(), nd.Capacity(), nodeCfg.Reserved); err != nil {
+		return fmt.Errorf("QoS cgroups: %w", err)
+	}
+	capacity := nd.Capacity()
+	swap, err := o.swap(rt.Cgroups().V2(), capacity.Memory().Value())
+	if err != nil {
+		return err
+	}
 	if err := startDevices(ctx, o.rootDir, dm, nd, inf); err != nil {
 		return err
 	}
@@ -131,7 +139,7 @@ func run(ctx context.Context, o *options) error {
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
 		Objects: podspec.NewObjectCache(ctx, c.api, clock.RealClock{}), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
 		Pod:     func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
-		Devices: dm, Claims: claims,
+		Devices: dm, Claims: claims, ActivePods: inf.activePods, Swap: swap,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
@@ -239,6 +247,10 @@ func (o *options) nodeConfig(name, nodeIP string) (node.Config, error) {
 	if err != nil {
 		return node.Config{}, fmt.Errorf("--eviction-hard: %w", err)
 	}
+	if o.cgroupsPerQOS {
+		// The pods' cgroup exists: its memory is watched too.
+		thresholds = thresholds.WithAllocatable()
+	}
 	reserved, err := parseResources(o.systemReserved, o.kubeReserved)
 	if err != nil {
 		return node.Config{}, err
@@ -255,7 +267,12 @@ func newRuntime(o *options, nodeIP string) (*runtime.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	cgroups, err := o.cgroupConfig()
+	if err != nil {
+		return nil, err
+	}
 	return runtime.New(runtime.Config{
+		Cgroups:  cgroups,
 		Endpoint: o.runtimeEndpoint, Namespace: o.containerdNS, RootDir: o.rootDir,
 		Executable: self, NodeIP: nodeIP,
 		CNIConfDir: o.cniConfDir, CNIBinDirs: o.cniBinDirs, CNICacheDir: o.cniCacheDir,

@@ -191,9 +191,10 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 	if len(due) == 0 {
 		return nil
 	}
-	// Memory first, then the signals the kubelet can reclaim.
+	// Memory first (the node's or the pods' cgroup's), then the signals
+	// the kubelet can reclaim.
 	sort.SliceStable(due, func(i, j int) bool {
-		return due[i].Signal == node.SignalMemoryAvailable && due[j].Signal != node.SignalMemoryAvailable
+		return isMemorySignal(due[i].Signal) && !isMemorySignal(due[j].Signal)
 	})
 	var t threshold
 	var res v1.ResourceName
@@ -235,7 +236,7 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 		}
 	}
 	switch t.Signal {
-	case node.SignalMemoryAvailable:
+	case node.SignalMemoryAvailable, node.SignalAllocatableMemoryAvailable:
 		rankMemory(pods, stats)
 	case node.SignalPIDAvailable:
 		rankPriority(pods)
@@ -301,4 +302,8 @@ func (m *Manager) event(obj apiruntime.Object, annotations map[string]string, re
 	if m.events != nil {
 		m.events.AnnotatedEventf(obj, annotations, v1.EventTypeWarning, reason, "%s", msg)
 	}
+}
+
+func isMemorySignal(signal string) bool {
+	return signal == node.SignalMemoryAvailable || signal == node.SignalAllocatableMemoryAvailable
 }

@@ -18,12 +18,13 @@ const (
 
 // signalResource is the resource each signal reclaims.
 var signalResource = map[string]v1.ResourceName{
-	node.SignalMemoryAvailable:   v1.ResourceMemory,
-	node.SignalNodeFsAvailable:   v1.ResourceEphemeralStorage,
-	node.SignalImageFsAvailable:  v1.ResourceEphemeralStorage,
-	node.SignalNodeFsInodesFree:  "inodes",
-	node.SignalImageFsInodesFree: "inodes",
-	node.SignalPIDAvailable:      "pids",
+	node.SignalMemoryAvailable:            v1.ResourceMemory,
+	node.SignalAllocatableMemoryAvailable: v1.ResourceMemory,
+	node.SignalNodeFsAvailable:            v1.ResourceEphemeralStorage,
+	node.SignalImageFsAvailable:           v1.ResourceEphemeralStorage,
+	node.SignalNodeFsInodesFree:           "inodes",
+	node.SignalImageFsInodesFree:          "inodes",
+	node.SignalPIDAvailable:               "pids",
 }
 
 // message is the kubelet's eviction message and event annotations: the

@@ -341,6 +341,10 @@ func (n *Node) nodeInfo(ctx context.Context, health error) v1.NodeSystemInfo {
 		Architecture:    goruntime.GOARCH,
 		KubeletVersion:  n.cfg.Version,
 	}
+	// The kubelet reports swap (NodeSwap, GA) where the host has some.
+	if swap := runtime.SwapCapacity("/proc/meminfo"); swap != 0 {
+		info.Swap = &v1.NodeSwapStatus{Capacity: &swap}
+	}
 	if health == nil {
 		if v, err := n.rt.Version(ctx); err == nil {
 			info.ContainerRuntimeVersion = v

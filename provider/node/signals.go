@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hostlet/hostlet/runtime"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,6 +24,9 @@ func (n *Node) observe(ctx context.Context, runtimeUp bool) Observations {
 	if mem, err := hostMemory(); err == nil {
 		obs[SignalMemoryAvailable] = Observation{Available: int64(*mem.AvailableBytes), Capacity: int64(*mem.AvailableBytes + *mem.WorkingSetBytes)}
 	}
+	if o, ok := n.allocatableMemory(); ok {
+		obs[SignalAllocatableMemoryAvailable] = o
+	}
 	fsObserve(obs, n.cfg.RootDir, SignalNodeFsAvailable, SignalNodeFsInodesFree)
 	if dir := n.imageFsDir(ctx, runtimeUp); dir != "" {
 		fsObserve(obs, dir, SignalImageFsAvailable, SignalImageFsInodesFree)
@@ -36,6 +40,29 @@ func (n *Node) observe(ctx context.Context, runtimeUp bool) Observations {
 		obs[SignalPIDAvailable] = Observation{Available: maxPID - int64(info.Procs), Capacity: maxPID}
 	}
 	return obs
+}
+
+// podsMemory reads the pods' cgroup (runtime.Runtime with
+// --cgroups-per-qos).
+type podsMemory interface {
+	PodsCgroupMemory() (runtime.CgroupMemory, error)
+}
+
+// allocatableMemory is the kubelet's allocatableMemory.available: the pods'
+// cgroup limit (node allocatable: capacity less the reserved) less its
+// working set, usage less inactive file pages on v1 (total_inactive_file)
+// and v2 (memory.current less inactive_file) alike.
+func (n *Node) allocatableMemory() (Observation, bool) {
+	pm, ok := n.rt.(podsMemory)
+	if !ok {
+		return Observation{}, false
+	}
+	m, err := pm.PodsCgroupMemory()
+	if err != nil || m.Limit == 0 {
+		return Observation{}, false
+	}
+	avail := int64(m.Limit) - int64(m.WorkingSet)
+	return Observation{Available: max(avail, 0), Capacity: int64(m.Limit)}, true
 }
 
 // fsObserve adds a filesystem's free bytes and inodes.

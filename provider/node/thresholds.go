@@ -12,29 +12,29 @@ import (
 
 // Eviction signals hostlet understands, as the kubelet names them.
 const (
-	SignalMemoryAvailable     = "memory.available"
-	SignalNodeFsAvailable     = "nodefs.available"
-	SignalNodeFsInodesFree    = "nodefs.inodesFree"
-	SignalImageFsAvailable    = "imagefs.available"
-	SignalImageFsInodesFree   = "imagefs.inodesFree"
-	SignalPIDAvailable        = "pid.available"
-	signalAllocatableMemory   = "allocatableMemory.available"
-	signalContainerFsAvail    = "containerfs.available"
-	signalContainerFsInodes   = "containerfs.inodesFree"
-	unsupportedEvictionSigFmt = "unsupported eviction signal %v"
+	SignalMemoryAvailable            = "memory.available"
+	SignalNodeFsAvailable            = "nodefs.available"
+	SignalNodeFsInodesFree           = "nodefs.inodesFree"
+	SignalImageFsAvailable           = "imagefs.available"
+	SignalImageFsInodesFree          = "imagefs.inodesFree"
+	SignalPIDAvailable               = "pid.available"
+	SignalAllocatableMemoryAvailable = "allocatableMemory.available"
+	signalContainerFsAvail           = "containerfs.available"
+	signalContainerFsInodes          = "containerfs.inodesFree"
+	unsupportedEvictionSigFmt        = "unsupported eviction signal %v"
 )
 
 // signalCondition is the node condition each signal drives.
 var signalCondition = map[string]v1.NodeConditionType{
-	SignalMemoryAvailable:   v1.NodeMemoryPressure,
-	signalAllocatableMemory: v1.NodeMemoryPressure,
-	SignalNodeFsAvailable:   v1.NodeDiskPressure,
-	SignalNodeFsInodesFree:  v1.NodeDiskPressure,
-	SignalImageFsAvailable:  v1.NodeDiskPressure,
-	SignalImageFsInodesFree: v1.NodeDiskPressure,
-	signalContainerFsAvail:  v1.NodeDiskPressure,
-	signalContainerFsInodes: v1.NodeDiskPressure,
-	SignalPIDAvailable:      v1.NodePIDPressure,
+	SignalMemoryAvailable:            v1.NodeMemoryPressure,
+	SignalAllocatableMemoryAvailable: v1.NodeMemoryPressure,
+	SignalNodeFsAvailable:            v1.NodeDiskPressure,
+	SignalNodeFsInodesFree:           v1.NodeDiskPressure,
+	SignalImageFsAvailable:           v1.NodeDiskPressure,
+	SignalImageFsInodesFree:          v1.NodeDiskPressure,
+	signalContainerFsAvail:           v1.NodeDiskPressure,
+	signalContainerFsInodes:          v1.NodeDiskPressure,
+	SignalPIDAvailable:               v1.NodePIDPressure,
 }
 
 // Threshold is one eviction threshold (--eviction-hard or --eviction-soft):
@@ -130,6 +130,24 @@ func (ts Thresholds) Met(obs Observations) []Threshold {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Signal < out[j].Signal })
+	return out
+}
+
+// WithAllocatable adds the kubelet's allocatableMemory.available hard
+// threshold, memory.available's measured on the pods' cgroup (kubepods),
+// as the kubelet does while it enforces node allocatable on pods (its
+// default).
+func (ts Thresholds) WithAllocatable() Thresholds {
+	t, ok := ts[SignalMemoryAvailable]
+	if _, set := ts[SignalAllocatableMemoryAvailable]; !ok || set {
+		return ts
+	}
+	out := make(Thresholds, len(ts)+1)
+	for k, v := range ts {
+		out[k] = v
+	}
+	t.Signal = SignalAllocatableMemoryAvailable
+	out[SignalAllocatableMemoryAvailable] = t
 	return out
 }
 

@@ -44,6 +44,11 @@ type Config struct {
 	Devices Devices
 	// Claims, if set, prepares pods' ResourceClaims (DRA).
 	Claims Claims
+	// ActivePods, if set, lists the node's unfinished pods (ok false until
+	// known): the burstable QoS cgroup's CPU shares are their requests.
+	ActivePods func() ([]*v1.Pod, bool)
+	// Swap is the node's swap behavior for containers.
+	Swap Swap
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a
@@ -85,6 +90,10 @@ type ContainerRuntime interface {
 	MemoryUsage(ctx context.Context, id string) (uint64, error)
 	LogsDone(id string) <-chan struct{}
 	RemoveLogs(namespace, name, uid string)
+	EnsurePodCgroup(uid, qos string, res runtime.PodResources) (string, error)
+	UpdatePodCgroup(uid, qos string, res runtime.PodResources) error
+	RemovePodCgroup(uid string) error
+	UpdateQOSCgroups(burstableMilliCPU int64) error
 }
 
 // Runtime runs pods as their specs say: it implements lifecycle.Runtime.
@@ -119,7 +128,7 @@ func (r *Runtime) hostIPs() []string { return r.cfg.HostIPs }
 func (r *Runtime) allocatable() v1.ResourceList { return r.cfg.Node.Allocatable() }
 
 // Cleanup removes everything hostlet made for a pod: containers, the
-// sandbox (CNI DEL, netns), volumes and logs.
+// sandbox (CNI DEL, netns), the pod's cgroup, volumes and logs.
 func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 	l := log.WithFields(log.Fields{"pod": key(namespace, name), "uid": uid})
 	// Also run on a goroutine of its own (a delete of a pod without a
@@ -144,6 +153,7 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 	if err := r.rt.RemoveSandbox(ctx, uid); err != nil {
 		l.WithError(err).Warn("removing sandbox")
 	}
+	r.removePodCgroup(uid, l)
 	if err := r.teardownVolumes(uid); err != nil {
 		l.WithError(err).Warn("removing pod dir")
 	}

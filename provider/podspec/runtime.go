@@ -68,6 +68,9 @@ func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, er
 		if cfg.UserNS, err = r.podUserNS(ctx, pod); err != nil {
 			return nil, err
 		}
+		if cfg.CgroupParent, err = r.ensurePodCgroup(pod); err != nil {
+			return nil, fmt.Errorf("failed to ensure that the pod: %s cgroups exist and are correctly applied: %w", pod.UID, err)
+		}
 		if sb, err = r.rt.EnsureSandbox(ctx, cfg); err != nil {
 			return nil, err
 		}

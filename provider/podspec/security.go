@@ -143,6 +143,7 @@ func (r *Runtime) containerResources(pod *v1.Pod, c *v1.Container) runtime.Resou
 	if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
 		out.MemoryLimit = q.Value()
 	}
+	out.MemorySwap, out.Unified = r.cfg.Swap.container(pod, c, out.MemoryLimit)
 	switch node.QOSClass(pod) {
 	case v1.PodQOSGuaranteed:
 		out.OOMScoreAdj = guaranteedOOM

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/hostlet/hostlet/test/harness"
 )
 
 // cgroupRoot is the kubelet's cgroupRoot: its QoS and pod cgroups go below
@@ -34,29 +33,10 @@ func lockRun(path string) (unlock func() error, err error) {
 	return f.Close, nil
 }
 
-// cgroupMounts lists the mount points of every cgroup hierarchy (v1
-// controllers, named ones and the v2 mount of a hybrid host).
-func cgroupMounts() ([]string, error) {
-	f, err := os.Open("/proc/self/mounts")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fs := strings.Fields(s.Text())
-		if len(fs) >= 3 && (fs[2] == "cgroup" || fs[2] == "cgroup2") {
-			out = append(out, fs[1])
-		}
-	}
-	return out, s.Err()
-}
-
 // makeCgroupRoot creates root in every hierarchy: the kubelet refuses a
 // cgroupRoot that does not exist.
 func makeCgroupRoot(root string) error {
-	mounts, err := cgroupMounts()
+	mounts, err := harness.CgroupMounts()
 	if err != nil {
 		return err
 	}
@@ -66,32 +46,6 @@ func makeCgroupRoot(root string) error {
 		}
 	}
 	return nil
-}
-
-// removeCgroupRoot removes root and everything the kubelet made below it,
-// deepest first (cgroup dirs go with rmdir, their files are virtual).
-func removeCgroupRoot(root string) error {
-	mounts, err := cgroupMounts()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, m := range mounts {
-		var dirs []string
-		_ = filepath.WalkDir(filepath.Join(m, root), func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-		for _, d := range dirs {
-			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
-				errs = append(errs, fmt.Errorf("rmdir %s: %w", d, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // kubeletSysctls are the kernel settings the kubelet rewrites at start

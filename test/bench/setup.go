@@ -86,7 +86,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 			return nil, err
 		}
 	}
-	cl.add("remove cgroup root "+cgroupRoot, func() error { return removeCgroupRoot(cgroupRoot) })
+	cl.add("remove cgroup root "+cgroupRoot, func() error { return harness.RemoveCgroupRoot(cgroupRoot) })
 	if err := removeCPUGroups(); err != nil {
 		return nil, fmt.Errorf("a previous run's cpuacct groups: %w", err)
 	}
@@ -114,7 +114,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 	env.cluster = cluster
 	cl.add("stop the cluster", func() error { cluster.Stop(); return nil })
 	log.Infof("cluster up in %v, dir %s", cluster.StartDuration.Round(time.Millisecond), cluster.Dir())
-	if err := removeCgroupRoot(cgroupRoot); err != nil {
+	if err := harness.RemoveCgroupRoot(cgroupRoot); err != nil {
 		return nil, fmt.Errorf("a previous run's cgroups: %w", err)
 	}
 	if err := makeCgroupRoot(cgroupRoot); err != nil {

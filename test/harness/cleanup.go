@@ -29,6 +29,7 @@ type cleanupSpec struct {
 	veth      string // and its veth pair
 	runc      string // runc binary for shims' containers (empty: from PATH)
 	removeDir bool   // remove the dir's contents (all if temp, else owned entries)
+	cgroup    string // the cluster's cgroup root, removed in every hierarchy
 	spare     map[int]bool
 }
 
@@ -56,6 +57,11 @@ func cleanupLeftovers(s cleanupSpec, logf func(string, ...any)) {
 	}
 	roots := s.roots()
 	killProcsUnder(roots, s.runc, s.spare, logf)
+	if s.cgroup != "" {
+		if err := RemoveCgroupRoot(s.cgroup); err != nil {
+			logf("harness: %v", err)
+		}
+	}
 	for _, r := range roots {
 		if err := unmountUnder(r); err != nil {
 			logf("harness: %v", err)

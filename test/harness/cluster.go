@@ -235,7 +235,7 @@ func (c *Cluster) launch(name, bin string, args ...string) (*process, error) {
 
 func (c *Cluster) cleanupSpec(removeDir bool, spare map[int]bool) cleanupSpec {
 	return cleanupSpec{dir: c.dir, temp: c.inst.Temp, bridge: c.inst.Bridge, netns: c.inst.NodeNetns, veth: c.inst.NodeVeth,
-		runc: c.runc(), removeDir: removeDir, spare: spare}
+		runc: c.runc(), removeDir: removeDir, spare: spare, cgroup: c.inst.cgroupRoot()}
 }
 
 func (c *Cluster) runc() string { return filepath.Join(c.binDir, "runc") }

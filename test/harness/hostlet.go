@@ -102,6 +102,8 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		// The images are imported, not pullable: image GC (which a full
 		// disk would start) would break the tests that use them after it.
 		"--image-gc-high-threshold", "100",
+		// Pods' cgroups below the cluster's own root, removed with it.
+		"--cgroup-root", h.CgroupRoot(),
 	}
 	if c.net != nil {
 		// Before ExtraArgs: a --node-labels there replaces this one.
@@ -193,6 +195,9 @@ func (h *Hostlet) LogPath() string { return h.c.logPath("hostlet-" + h.opts.Node
 
 // Port is the kubelet API port hostlet serves on the cluster's NodeIP.
 func (h *Hostlet) Port() int { return h.port }
+
+// CgroupRoot is hostlet's --cgroup-root (cgroupfs form).
+func (h *Hostlet) CgroupRoot() string { return h.c.inst.cgroupRoot() + "/" + h.opts.NodeName }
 
 // RootDir is hostlet's --root-dir.
 func (h *Hostlet) RootDir() string { return filepath.Join(h.c.dir, "hostlet", h.opts.NodeName) }

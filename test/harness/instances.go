@@ -107,7 +107,7 @@ func reserve(dir, binDir string, temp, keepDir, nodeNetns bool, logf func(string
 			}
 			logf("harness: cleaning up leftovers of dead cluster %s (pid %d, dir %s)", old.ID, old.PID, old.Dir)
 			cleanupLeftovers(cleanupSpec{dir: old.Dir, temp: old.Temp, bridge: old.Bridge, netns: old.NodeNetns,
-				veth: old.NodeVeth, runc: filepath.Join(old.BinDir, "runc"), removeDir: !old.KeepDir}, logf)
+				veth: old.NodeVeth, runc: filepath.Join(old.BinDir, "runc"), removeDir: !old.KeepDir, cgroup: old.cgroupRoot()}, logf)
 			os.Remove(old.path())
 		}
 		for taken[in.Bridge] {
