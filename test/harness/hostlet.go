@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"path/filepath"
 	"sync"
 	"time"
@@ -104,6 +105,11 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--image-gc-high-threshold", "100",
 		// Pods' cgroups below the cluster's own root, removed with it.
 		"--cgroup-root", h.CgroupRoot(),
+	}
+	if hostSwapOn() {
+		// The tests are about pods, not the host's swap (--fail-swap-on is
+		// the kubelet's default and would refuse to start).
+		h.args = append(h.args, "--fail-swap-on=false")
 	}
 	if c.net != nil {
 		// Before ExtraArgs: a --node-labels there replaces this one.
@@ -240,4 +246,10 @@ func (h *Hostlet) Restart(ctx context.Context) error {
 		return nil
 	}
 	return h.waitReady(ctx, started)
+}
+
+// hostSwapOn says whether the host has any swap device or file active.
+func hostSwapOn() bool {
+	b, err := os.ReadFile("/proc/swaps")
+	return err == nil && len(strings.Split(strings.TrimSpace(string(b)), "\n")) > 1
 }

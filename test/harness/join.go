@@ -28,10 +28,11 @@ func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, c
 		return nil, err
 	}
 	h := &Hostlet{c: c, opts: opts, port: ports[0]}
-	// The log dirs as StartHostlet's, on the command line (a config file
-	// may not hold a hidden flag).
+	// The log dirs and cgroup root as StartHostlet's, on the command line
+	// (a config file may not hold a hidden flag).
 	h.args = append([]string{"--config", configFile, "--address", "127.0.0.1", "--port", fmt.Sprint(h.port),
-		"--pod-logs-dir", h.PodLogsDir(), "--container-logs-dir", h.ContainerLogsDir()}, opts.ExtraArgs...)
+		"--pod-logs-dir", h.PodLogsDir(), "--container-logs-dir", h.ContainerLogsDir(),
+		"--cgroup-root", h.CgroupRoot()}, opts.ExtraArgs...)
 	if err := h.start(); err != nil {
 		return nil, err
 	}
