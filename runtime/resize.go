@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -200,7 +199,7 @@ type PodCgroupState struct {
 	MemoryUsage           uint64
 }
 
-// PodCgroupState reads the pod's cgroup; ok is false without pod cgroups
+// PodCgroupState reads the pod's cgroup; ok is false when it has none
 // (--cgroups-per-qos=false).
 func (r *Runtime) PodCgroupState(uid, qos string) (PodCgroupState, bool, error) {
 	return r.cgroups.podState(uid, qos)
@@ -220,7 +219,8 @@ func (c *Cgroups) podState(uid, qos string) (PodCgroupState, bool, error) {
 		return out, false, err
 	}
 	if !m.Exists() {
-		return out, false, fmt.Errorf("cgroup of pod %s: %w", uid, os.ErrNotExist)
+		// A pod made before hostlet made pod cgroups: nothing to resize.
+		return out, false, nil
 	}
 	read := func(subsys, file string) (string, error) {
 		v, err := cgroups.ReadFile(m.Path(subsys), file)
