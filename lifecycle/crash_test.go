@@ -40,6 +40,7 @@ func (r *panicRuntime) ResizeContainer(context.Context, *v1.Pod, *v1.Container, 
 func (r *panicRuntime) ContainerResources(_ context.Context, _ *v1.Pod, c *v1.Container, _ string) (v1.ResourceRequirements, error) {
 	return c.Resources, nil
 }
+func (r *panicRuntime) ResizePodCgroup(context.Context, *v1.Pod, bool) error { return nil }
 func (r *panicRuntime) Exec(context.Context, string, []string, time.Duration) ([]byte, int, error) {
 	return nil, 0, nil
 }

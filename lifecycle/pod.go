@@ -112,6 +112,9 @@ type Pod struct {
 	// ends Failed with this reason, message and extra conditions.
 	failure  *StopRequest
 	stopDone bool
+	// podCgroupShrink: a resize's pod-level decrease is still to be made
+	// (its containers are resized already; resize.go).
+	podCgroupShrink bool
 	// idle is called (by tests) each time the worker waits for its next
 	// event, with its timer's channel.
 	idle func(timer <-chan time.Time)

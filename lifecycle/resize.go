@@ -213,16 +213,17 @@ func (p *Pod) actualResources(ctx context.Context, c *v1.Container, rec *contain
 }
 
 // resize brings running containers to their allocated resources, as the
-// kubelet's computePodResizeAction and doPodResizeAction do: a container
-// whose resize policy for a changed resource is RestartContainer is
-// restarted (killed here, started again by the sync at once), the others
-// are updated live, memory decreases first. It returns when to retry.
+// kubelet's computePodResizeAction and doPodResizeAction do: the pod's
+// cgroup grows first, then a container whose resize policy for a changed
+// resource is RestartContainer is restarted (killed here, started again by
+// the sync at once), the others are updated live, memory decreases first,
+// and the pod's cgroup shrinks last. It returns when to retry.
 func (p *Pod) resize(ctx context.Context) time.Time {
 	type update struct {
 		c   *v1.Container
 		rec *container
 	}
-	var first, then []update
+	var restart, first, then []update
 	for _, c := range p.resizable() {
 		rec := p.containers[c.Name]
 		if rec == nil || !rec.cur.Running {
@@ -232,35 +233,53 @@ func (p *Pod) resize(ctx context.Context) time.Time {
 		if actual == nil || sameResources(c.Resources, *actual) {
 			continue
 		}
-		if resizeNeedsRestart(c, *actual) {
-			if rec.probeCancel != nil {
-				rec.probeCancel()
-				rec.probeCancel = nil
-			}
-			p.kill(ctx, c, rec, p.clock.Now().Add(p.specGrace()), fmt.Sprintf("Container %s resize requires restart", c.Name), nil)
-			// Started again in this sync without a back-off, as a container
-			// killed by its probe is.
-			rec.probeKilled = true
-			continue
-		}
 		u := update{c, rec}
-		if lim := c.Resources.Limits.Memory(); !lim.IsZero() && lim.Cmp(*actual.Limits.Memory()) < 0 {
+		switch lim := c.Resources.Limits.Memory(); {
+		case resizeNeedsRestart(c, *actual):
+			restart = append(restart, u)
+		case !lim.IsZero() && lim.Cmp(*actual.Limits.Memory()) < 0:
 			first = append(first, u)
-		} else {
+		default:
 			then = append(then, u)
 		}
 	}
+	failed := func(what string, err error) time.Time {
+		if ctx.Err() != nil {
+			return time.Time{}
+		}
+		p.logger().WithError(err).Warn(what)
+		p.resizeFailed(err.Error())
+		return p.clock.Now().Add(resizeRetry)
+	}
+	if len(restart)+len(first)+len(then) > 0 {
+		// The containers' new limits fit in the pod's before they apply.
+		if err := p.cfg.Runtime.ResizePodCgroup(ctx, p.pod, true); err != nil {
+			return failed("resizing the pod cgroup", err)
+		}
+		p.podCgroupShrink = true
+	}
+	for _, u := range restart {
+		if u.rec.probeCancel != nil {
+			u.rec.probeCancel()
+			u.rec.probeCancel = nil
+		}
+		p.kill(ctx, u.c, u.rec, p.clock.Now().Add(p.specGrace()), fmt.Sprintf("Container %s resize requires restart", u.c.Name), nil)
+		// Started again in this sync without a back-off, as a container
+		// killed by its probe is.
+		u.rec.probeKilled = true
+	}
 	for _, u := range append(first, then...) {
 		if err := p.cfg.Runtime.ResizeContainer(ctx, p.pod, u.c, u.rec.cur.ID); err != nil {
-			if ctx.Err() != nil {
-				return time.Time{}
-			}
-			p.logger().WithError(err).WithField("container", u.c.Name).Warn("resizing container")
-			p.resizeFailed(err.Error())
-			return p.clock.Now().Add(resizeRetry)
+			return failed("resizing container "+u.c.Name, err)
 		}
 		u.rec.actual, u.rec.actualFor = u.c.Resources.DeepCopy(), u.rec.cur.ID
 		p.logger().WithField("container", u.c.Name).Info("container resized")
+	}
+	if p.podCgroupShrink {
+		if err := p.cfg.Runtime.ResizePodCgroup(ctx, p.pod, false); err != nil {
+			return failed("resizing the pod cgroup", err)
+		}
+		p.podCgroupShrink = false
 	}
 	return time.Time{}
 }
@@ -286,7 +305,7 @@ func (p *Pod) resizeFailed(msg string) {
 // not run with its allocated resources, and clears it once all do, with
 // the kubelet's ResizeCompleted event. A finished pod has no resize.
 func (p *Pod) resizeProgress() {
-	inProgress := false
+	inProgress := p.podCgroupShrink
 	if !p.finished && !p.stopping {
 		for _, c := range p.resizable() {
 			rec := p.containers[c.Name]

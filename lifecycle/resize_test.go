@@ -218,3 +218,71 @@ func TestAllocationApply(t *testing.T) {
 		t.Error("sidecar not in the allocation")
 	}
 }
+
+// The pod's cgroup grows before its containers are resized and shrinks
+// after, as the kubelet's doPodResizeAction orders them, live or with a
+// restart.
+func TestResizePodCgroupOrder(t *testing.T) {
+	pod := resizablePod(resources("100m", "200m", "64Mi", "128Mi"))
+	s := newScenario(t, pod)
+	s.w.SetAllocation(AllocationOf(pod))
+	s.settle()
+	if got := s.calls("pod-cgroup", "start"); !slices.Equal(got, []string{"start a#0"}) {
+		t.Fatalf("runtime calls %q without a resize", got)
+	}
+	next := resized(pod, 0, resources("300m", "400m", "64Mi", "256Mi"))
+	s.admit(next)
+	want := []string{"pod-cgroup grow", "resize a cpu=400m mem=256Mi", "pod-cgroup shrink"}
+	if got := s.calls("pod-cgroup", "resize"); !slices.Equal(got, want) {
+		t.Fatalf("runtime calls %q, want %q", got, want)
+	}
+
+	restarting := resized(next, 0, resources("300m", "400m", "64Mi", "128Mi"))
+	restarting.Spec.Containers[0].ResizePolicy = []v1.ContainerResizePolicy{{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}}
+	s.admit(restarting)
+	want = []string{"pod-cgroup grow", "stop a 30s", "pod-cgroup shrink", "start a#1"}
+	if got := s.calls("pod-cgroup", "resize", "stop", "start"); !slices.Equal(got, want) {
+		t.Fatalf("runtime calls %q, want %q", got, want)
+	}
+}
+
+// A pod cgroup that cannot grow leaves the containers as they are; one
+// that cannot shrink (its memory use above the new limit) keeps the resize
+// in progress, and is shrunk at a retry though the containers are done.
+func TestResizePodCgroupError(t *testing.T) {
+	pod := resizablePod(resources("100m", "200m", "64Mi", "128Mi"))
+	s := newScenario(t, pod)
+	s.w.SetAllocation(AllocationOf(pod))
+	s.settle()
+	fail := func(step string, err error) {
+		s.rt.mu.Lock()
+		s.rt.failPodCgroup = map[string]error{step: err}
+		s.rt.mu.Unlock()
+	}
+	fail("grow", errors.New("no cgroup"))
+	s.admit(resized(pod, 0, resources("100m", "400m", "64Mi", "128Mi")))
+	if got := s.calls("resize", "pod-cgroup"); len(got) != 0 {
+		t.Fatalf("runtime calls %q, want none", got)
+	}
+	if c := s.condition(v1.PodResizeInProgress); c == nil || c.Reason != v1.PodReasonError {
+		t.Fatalf("PodResizeInProgress %+v, want Error", c)
+	}
+
+	fail("shrink", errors.New("cannot decrease memory limits"))
+	s.step(resizeRetry)
+	if got := s.calls("resize", "pod-cgroup"); !slices.Equal(got, []string{"pod-cgroup grow", "resize a cpu=400m mem=128Mi"}) {
+		t.Fatalf("runtime calls %q", got)
+	}
+	if c := s.condition(v1.PodResizeInProgress); c == nil || !strings.Contains(c.Message, "cannot decrease") {
+		t.Fatalf("PodResizeInProgress %+v, want the shrink's error", c)
+	}
+
+	fail("", nil)
+	s.step(resizeRetry)
+	if got := s.calls("resize", "pod-cgroup"); !slices.Equal(got, []string{"pod-cgroup shrink"}) {
+		t.Fatalf("runtime calls %q", got)
+	}
+	if c := s.condition(v1.PodResizeInProgress); c != nil {
+		t.Fatalf("resize still in progress: %+v", c)
+	}
+}

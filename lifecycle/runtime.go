@@ -78,6 +78,10 @@ type Runtime interface {
 	// adopted after a restart of hostlet).
 	ResizeContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) error
 	ContainerResources(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) (v1.ResourceRequirements, error)
+	// ResizePodCgroup sets the pod-level limits of pod's resources that
+	// grow (grow) or that shrink (!grow): a resize grows the pod before
+	// its containers and shrinks it after.
+	ResizePodCgroup(ctx context.Context, pod *v1.Pod, grow bool) error
 	// Exec runs a command in a running container (probes and hooks); it
 	// returns probes.ErrExecTimeout when timeout (if not zero) passes.
 	Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error)

@@ -36,9 +36,10 @@ type fakeRuntime struct {
 	failStart   map[string]error
 	failSandbox error
 	// resources are the containers' resources as resized; failResize
-	// makes resizes fail.
-	resources  map[string]v1.ResourceRequirements
-	failResize error
+	// and failPodCgroup make container and pod-level resizes fail.
+	resources     map[string]v1.ResourceRequirements
+	failResize    error
+	failPodCgroup map[string]error
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -169,6 +170,22 @@ func (f *fakeRuntime) ContainerResources(ctx context.Context, pod *v1.Pod, c *v1
 		return r, nil
 	}
 	return c.Resources, nil
+}
+
+// ResizePodCgroup records "pod-cgroup grow" or "pod-cgroup shrink", or
+// fails with failPodCgroup's error for that step.
+func (f *fakeRuntime) ResizePodCgroup(ctx context.Context, pod *v1.Pod, grow bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	step := "shrink"
+	if grow {
+		step = "grow"
+	}
+	if err := f.failPodCgroup[step]; err != nil {
+		return err
+	}
+	f.calls = append(f.calls, "pod-cgroup "+step)
+	return nil
 }
 
 func (f *fakeRuntime) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error) {

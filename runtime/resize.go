@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/typeurl/v2"
+	"github.com/opencontainers/cgroups"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -41,14 +44,28 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res R
 		lr.CPU.Period = &res.CPUPeriod
 	}
 	if res.MemoryLimit > 0 {
-		// A memory+swap limit (cgroup v1) moves with the memory limit,
-		// keeping the swap it allows: the kernel refuses a memory limit
-		// above it.
-		if m := lr.Memory; m.Swap != nil && m.Limit != nil && *m.Swap > 0 && *m.Limit > 0 {
+		switch m := lr.Memory; {
+		case res.MemorySwap != 0:
+			// As CRI's update: the memory+swap limit the pod spec makes
+			// (NoSwap on v1: equal to the memory limit), so a live resize
+			// keeps what the container was created with.
+			m.Swap = &res.MemorySwap
+		case m.Swap != nil && m.Limit != nil && *m.Swap > 0 && *m.Limit > 0:
+			// Else the old one moves with the memory limit, keeping the
+			// swap it allows: the kernel refuses a memory limit above it.
 			swap := res.MemoryLimit + (*m.Swap - *m.Limit)
 			m.Swap = &swap
 		}
 		lr.Memory.Limit = &res.MemoryLimit
+	}
+	if len(res.Unified) > 0 && CgroupV2() {
+		// memory.swap.max of LimitedSwap follows the memory request.
+		if lr.Unified == nil {
+			lr.Unified = map[string]string{}
+		}
+		for k, v := range res.Unified {
+			lr.Unified[k] = v
+		}
 	}
 	if err := r.storeSpec(ctx, id, spec); err != nil {
 		return fmt.Errorf("updating container %s spec: %w", id, err)
@@ -92,9 +109,15 @@ func (r *Runtime) ContainerResources(ctx context.Context, id string) (Resources,
 			out.CPUPeriod = *cpu.Period
 		}
 	}
-	if m := spec.Linux.Resources.Memory; m != nil && m.Limit != nil {
-		out.MemoryLimit = *m.Limit
+	if m := spec.Linux.Resources.Memory; m != nil {
+		if m.Limit != nil {
+			out.MemoryLimit = *m.Limit
+		}
+		if m.Swap != nil {
+			out.MemorySwap = *m.Swap
+		}
 	}
+	out.Unified = spec.Linux.Resources.Unified
 	return out, nil
 }
 
@@ -164,4 +187,102 @@ func linuxResources(s *oci.Spec) *specs.LinuxResources {
 		lr.Memory = &specs.LinuxMemory{}
 	}
 	return lr
+}
+
+// PodCgroupState is what a pod's cgroup is set to now, read back as the
+// kubelet's GetPodCgroupConfig does (CPU shares from cpu.weight on v2),
+// and the memory its processes use.
+type PodCgroupState struct {
+	// MemoryLimit and CPUQuota are -1 when unlimited.
+	MemoryLimit, CPUQuota int64
+	CPUShares             uint64
+	MemoryUsage           uint64
+}
+
+// PodCgroupState reads the pod's cgroup; ok is false when it has none
+// (--cgroups-per-qos=false).
+func (r *Runtime) PodCgroupState(uid, qos string) (PodCgroupState, bool, error) {
+	return r.cgroups.podState(uid, qos)
+}
+
+func (c *Cgroups) podState(uid, qos string) (PodCgroupState, bool, error) {
+	var out PodCgroupState
+	if c == nil || !c.perQOS {
+		return out, false, nil
+	}
+	n, err := c.podName(uid, qos)
+	if err != nil {
+		return out, false, err
+	}
+	m, _, err := c.manager(n, nil)
+	if err != nil {
+		return out, false, err
+	}
+	if !m.Exists() {
+		// A pod made before hostlet made pod cgroups: nothing to resize.
+		return out, false, nil
+	}
+	read := func(subsys, file string) (string, error) {
+		v, err := cgroups.ReadFile(m.Path(subsys), file)
+		return strings.TrimSpace(v), err
+	}
+	var mem, quota, shares string
+	if c.v2 {
+		var cpuMax, weight string
+		if mem, err = read("", "memory.max"); err == nil {
+			if cpuMax, err = read("", "cpu.max"); err == nil {
+				weight, err = read("", "cpu.weight")
+			}
+		}
+		if err != nil {
+			return out, false, err
+		}
+		quota, _, _ = strings.Cut(cpuMax, " ")
+		w, err := strconv.ParseUint(weight, 10, 64)
+		if err != nil {
+			return out, false, fmt.Errorf("cpu.weight of pod %s: %w", uid, err)
+		}
+		// The kubelet's CPUWeightToCPUShares, the inverse of CPUWeight.
+		shares = strconv.FormatUint((w-1)*(MaxShares-MinShares)/9999+MinShares, 10)
+	} else {
+		if mem, err = read("memory", "memory.limit_in_bytes"); err == nil {
+			if quota, err = read("cpu", "cpu.cfs_quota_us"); err == nil {
+				shares, err = read("cpu", "cpu.shares")
+			}
+		}
+		if err != nil {
+			return out, false, err
+		}
+	}
+	limit := func(v string) (int64, error) {
+		if v == "max" {
+			return -1, nil
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		// v1 says "unlimited" with the largest page-aligned value.
+		if n >= 1<<62 {
+			return -1, nil
+		}
+		return int64(n), nil
+	}
+	if quota == "-1" {
+		quota = "max"
+	}
+	if out.MemoryLimit, err = limit(mem); err == nil {
+		if out.CPUQuota, err = limit(quota); err == nil {
+			out.CPUShares, err = strconv.ParseUint(shares, 10, 64)
+		}
+	}
+	if err != nil {
+		return out, false, fmt.Errorf("reading cgroup of pod %s: %w", uid, err)
+	}
+	st, err := m.GetStats()
+	if err != nil {
+		return out, false, err
+	}
+	out.MemoryUsage = st.MemoryStats.Usage.Usage
+	return out, true, nil
 }

@@ -1,6 +1,10 @@
 package podspec
 
 import (
+	"context"
+	"fmt"
+	"math"
+
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
@@ -78,10 +82,63 @@ func (r *Runtime) ensurePodCgroup(pod *v1.Pod) (string, error) {
 	return r.rt.EnsurePodCgroup(string(pod.UID), string(node.QOSClass(pod)), PodCgroupResources(pod))
 }
 
-// ResizePodCgroup applies the pod's current resources to its cgroup (the
-// pod-level half of an in-place resize; containers are updated apart).
-func (r *Runtime) ResizePodCgroup(pod *v1.Pod) error {
-	return r.rt.UpdatePodCgroup(string(pod.UID), string(node.QOSClass(pod)), PodCgroupResources(pod))
+// ResizePodCgroup is the pod-level half of an in-place resize, as the
+// kubelet's doPodResizeAction: the pod's cgroup gets the memory limit, CPU
+// quota and shares of its allocated resources, those that grow before its
+// containers are updated (grow), those that shrink after, so a container
+// is never capped by the old pod limit. A memory limit below what the pod
+// uses now is refused, as the kubelet does. The burstable QoS cgroup's
+// shares follow the pods' CPU requests.
+func (r *Runtime) ResizePodCgroup(ctx context.Context, pod *v1.Pod, grow bool) error {
+	uid, qos := string(pod.UID), string(node.QOSClass(pod))
+	cur, ok, err := r.rt.PodCgroupState(uid, qos)
+	if err != nil || !ok {
+		return err
+	}
+	want := PodCgroupResources(pod)
+	// Checked before anything moves too, as the kubelet's
+	// validatePodResizeAction, to leave no half-done resize.
+	if shrink := resizeStep(want, cur, false); shrink.Memory != nil && cur.MemoryUsage >= uint64(*shrink.Memory) {
+		return fmt.Errorf("cannot decrease memory limits: attempting to set pod memory limit (%d) below current usage (%d)", *shrink.Memory, cur.MemoryUsage)
+	}
+	set := resizeStep(want, cur, grow)
+	if set.Memory != nil || set.CPUQuota != nil || set.CPUShares != nil {
+		if err := r.rt.UpdatePodCgroup(uid, qos, set); err != nil {
+			return err
+		}
+		log.WithFields(log.Fields{"pod": pod.Namespace + "/" + pod.Name, "grow": grow}).Info("pod cgroup resized")
+	}
+	if set.CPUShares != nil {
+		r.updateQOSCgroups()
+	}
+	return nil
+}
+
+// resizeStep is what one step of a resize sets of want on a pod cgroup
+// now at cur: the values above cur when growing, below when not (-1 in
+// cur is unlimited). A limit is never removed in place, as with the
+// kubelet.
+func resizeStep(want runtime.PodResources, cur runtime.PodCgroupState, grow bool) runtime.PodResources {
+	moves := func(to, from int64) bool {
+		if from < 0 {
+			from = math.MaxInt64
+		}
+		if grow {
+			return to > from
+		}
+		return to < from
+	}
+	var set runtime.PodResources
+	if want.Memory != nil && *want.Memory > 0 && moves(*want.Memory, cur.MemoryLimit) {
+		set.Memory = want.Memory
+	}
+	if want.CPUQuota != nil && *want.CPUQuota > 0 && moves(*want.CPUQuota, cur.CPUQuota) {
+		set.CPUQuota, set.CPUPeriod = want.CPUQuota, want.CPUPeriod
+	}
+	if want.CPUShares != nil && moves(int64(*want.CPUShares), int64(cur.CPUShares)) {
+		set.CPUShares = want.CPUShares
+	}
+	return set
 }
 
 // removePodCgroup removes a finished pod's cgroup and gives its share of

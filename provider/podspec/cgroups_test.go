@@ -94,3 +94,22 @@ func TestBurstableMilliCPU(t *testing.T) {
 		t.Errorf("burstable requests = %dm, want 400m", got)
 	}
 }
+
+// A resize's pod-level steps: growing sets only what rises (unlimited
+// counts as the highest), shrinking only what falls.
+func TestResizeStep(t *testing.T) {
+	mem, quota, shares, period := int64(256<<20), int64(40000), uint64(512), uint64(100000)
+	want := runtime.PodResources{Memory: &mem, CPUQuota: &quota, CPUPeriod: &period, CPUShares: &shares}
+	cur := runtime.PodCgroupState{MemoryLimit: 128 << 20, CPUQuota: -1, CPUShares: 1024}
+	grow := resizeStep(want, cur, true)
+	if grow.Memory == nil || *grow.Memory != mem || grow.CPUQuota != nil || grow.CPUShares != nil {
+		t.Errorf("grow sets %+v, want the memory limit only", grow)
+	}
+	shrink := resizeStep(want, cur, false)
+	if shrink.Memory != nil || shrink.CPUQuota == nil || *shrink.CPUQuota != quota || *shrink.CPUPeriod != period || shrink.CPUShares == nil || *shrink.CPUShares != shares {
+		t.Errorf("shrink sets %+v, want the quota and shares", shrink)
+	}
+	if same := resizeStep(want, runtime.PodCgroupState{MemoryLimit: mem, CPUQuota: quota, CPUShares: shares}, true); same.Memory != nil || same.CPUQuota != nil || same.CPUShares != nil {
+		t.Errorf("an unchanged pod sets %+v", same)
+	}
+}

@@ -92,6 +92,7 @@ type ContainerRuntime interface {
 	RemoveLogs(namespace, name, uid string)
 	EnsurePodCgroup(uid, qos string, res runtime.PodResources) (string, error)
 	UpdatePodCgroup(uid, qos string, res runtime.PodResources) error
+	PodCgroupState(uid, qos string) (runtime.PodCgroupState, bool, error)
 	RemovePodCgroup(uid string) error
 	UpdateQOSCgroups(burstableMilliCPU int64) error
 }

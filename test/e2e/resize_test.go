@@ -11,6 +11,7 @@ import (
 
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/hostlet/hostlet/test/harness"
+	"github.com/opencontainers/cgroups"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,6 +131,25 @@ func wantCgroups(t *testing.T, st *v1.ContainerStatus, shares, quota, mem string
 	}
 }
 
+// wantPodCgroup checks a Burstable pod's cgroup (kubepods/burstable/pod<uid>
+// below the node's cgroup root) for its CPU quota and memory limit.
+func wantPodCgroup(t *testing.T, p *v1.Pod, quota, mem string) {
+	t.Helper()
+	dir := filepath.Join(node.CgroupRoot(), "kubepods", "burstable", "pod"+string(p.UID))
+	if cgroups.IsCgroup2UnifiedMode() {
+		dir = filepath.Join("/sys/fs/cgroup", dir)
+		if got := readCgroupFile(t, dir, "cpu.max") + " " + readCgroupFile(t, dir, "memory.max"); got != quota+" 100000 "+mem {
+			t.Fatalf("pod cgroup cpu.max, memory.max = %q, want %q", got, quota+" 100000 "+mem)
+		}
+		return
+	}
+	got := readCgroupFile(t, filepath.Join("/sys/fs/cgroup", "cpu", dir), "cpu.cfs_quota_us") + " " +
+		readCgroupFile(t, filepath.Join("/sys/fs/cgroup", "memory", dir), "memory.limit_in_bytes")
+	if want := quota + " " + mem; got != want {
+		t.Fatalf("pod cgroup cpu.cfs_quota_us, memory.limit_in_bytes = %q, want %q", got, want)
+	}
+}
+
 // In-place resize through the resize subresource, as kubectl does it: a
 // container with the default policy gets its new CPU and memory in its
 // cgroup without a restart, and the status reports them; one whose memory
@@ -168,6 +188,15 @@ func TestInPlaceResize(t *testing.T) {
 		t.Fatalf("container restarted by a NotRequired resize: %s restarts %d (was %s)", c.ContainerID, c.RestartCount, cID)
 	}
 	wantCgroups(t, c, "307", "40000", "134217728")
+	// The pod's cgroup grew with it, first (c's new limit would not fit in
+	// the old one): c's 400m and 128Mi with r's 200m and 64Mi.
+	wantPodCgroup(t, p, "60000", "201326592")
+	// The container is still created NoSwap: memory+swap is its memory.
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"); err == nil {
+		if got := containerCgroup(t, c, "memory", "memory.memsw.limit_in_bytes"); got != "134217728" {
+			t.Errorf("container c memory.memsw.limit_in_bytes = %s after the resize, want its memory limit 134217728", got)
+		}
+	}
 
 	// RestartContainer for memory: a new instance with the new limit.
 	restarted := cpuMem("100m", "200m", "32Mi", "96Mi")
@@ -177,6 +206,7 @@ func TestInPlaceResize(t *testing.T) {
 		return resizedTo("r", restarted)(p) && st.RestartCount == 1
 	})
 	wantCgroups(t, containerStatusOf(p, "r"), "102", "20000", "100663296")
+	wantPodCgroup(t, p, "60000", "234881024")
 	if st := containerStatusOf(p, "c"); st.RestartCount != 0 || st.ContainerID != cID {
 		t.Fatalf("c restarted by r's resize: %+v", st)
 	}
