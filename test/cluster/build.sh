@@ -5,7 +5,8 @@
 # no-op. Prints the bin directory on stdout.
 #   usage: build.sh [component...]   (default: etcd kube containerd runc;
 #   kubelet, the upstream yardstick for make bench, kube-proxy and coredns, for
-#   the Service and DNS tests, only on request)
+#   the Service and DNS tests, and metrics-server, for kubectl top and the HPA,
+#   only on request)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HOSTLET_CACHE:-$HOME/.cache/hostlet}
@@ -63,6 +64,9 @@ for comp in "${@:-etcd kube containerd runc}"; do
 		kube-proxy) MOD=kube build kube-proxy "" "$kldflags" k8s.io/kubernetes/cmd/kube-proxy:kube-proxy ;;
 		# A main of our own with the plugins the tests use (see its main.go).
 		coredns) build coredns "" "-s -w" .:coredns ;;
+		# For kubectl top and the HPA tests: the module's own command (a tool of
+		# test/cluster/metrics-server/go.mod).
+		metrics-server) build metrics-server "" "-s -w" sigs.k8s.io/metrics-server/cmd/metrics-server:metrics-server ;;
 		containerd) build containerd "" "-s -w -X github.com/containerd/containerd/v2/version.Version=$ctrver" \
 			github.com/containerd/containerd/v2/cmd/containerd:containerd \
 			github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2:containerd-shim-runc-v2 \

@@ -46,6 +46,20 @@ func (c *Cluster) startAPIServer() (*process, error) {
 		"--cert-dir", filepath.Join(c.dir, "pki", "apiserver-generated"),
 		"--profiling=false",
 	}
+	// The aggregation layer, for extension API servers (metrics-server).
+	// Aggregator routing dials the Service's endpoints (pod IPs, routed from
+	// the root namespace to the node's) rather than its ClusterIP, which only
+	// kube-proxy's rules inside a node's namespace know.
+	args = append(args,
+		"--requestheader-client-ca-file", p.CACert,
+		"--requestheader-allowed-names", frontProxyClientCN,
+		"--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+		"--requestheader-group-headers", "X-Remote-Group",
+		"--requestheader-username-headers", "X-Remote-User",
+		"--proxy-client-cert-file", p.FrontProxyClientCert,
+		"--proxy-client-key-file", p.FrontProxyClientKey,
+		"--enable-aggregator-routing=true",
+	)
 	args = append(args, c.opts.APIServerArgs...)
 	return c.launch("kube-apiserver", filepath.Join(c.binDir, "kube-apiserver"), args...)
 }

@@ -29,7 +29,13 @@ type pki struct {
 	AdminCert, AdminKey                 string
 	KubeletClientCert, KubeletClientKey string
 	SAKey, SAPub                        string
+	// The aggregation layer's client identity (see frontProxyClientCN).
+	FrontProxyClientCert, FrontProxyClientKey string
 }
+
+// frontProxyClientCN is the identity the API server proxies to extension API
+// servers (metrics-server) with; they accept request headers only from it.
+const frontProxyClientCN = "front-proxy-client"
 
 // certSpec describes one leaf certificate.
 type certSpec struct {
@@ -92,6 +98,15 @@ func newPKI(dir string, ips ...net.IP) (*pki, error) {
 	}
 	if p.KubeletClientCert, p.KubeletClientKey, err = p.issueFiles("apiserver-kubelet-client", certSpec{
 		cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, client: true,
+	}); err != nil {
+		return nil, err
+	}
+
+	// The cluster CA also signs the front proxy's client cert (kubeadm has a
+	// CA of its own for it): --requestheader-allowed-names keeps other
+	// clients of this CA from asserting identities in headers.
+	if p.FrontProxyClientCert, p.FrontProxyClientKey, err = p.issueFiles("front-proxy-client", certSpec{
+		cn: frontProxyClientCN, client: true,
 	}); err != nil {
 		return nil, err
 	}
