@@ -11,7 +11,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 APT_PACKAGES := libseccomp-dev busybox-static containernetworking-plugins iptables iproute2 dbus-daemon
 
-.PHONY: all build deps components images dev dev-down test unit e2e vet clean conformance bench
+.PHONY: all build deps components images dev dev-down test unit e2e vet clean conformance bench compat
 
 all: build
 
@@ -66,6 +66,17 @@ vet:
 ## containerd, runc and CNI.
 test: deps components images vet
 	go test -count=1 -timeout 60m ./...
+
+## compat: the same hostlet against a newer control plane (kube-apiserver,
+## controller-manager, scheduler and kubectl v1.37 from test/cluster/kube137,
+## built on first use and cached): the join test and a smoke subset of the e2e
+## suite (pods, probes, logs, exec, attach, port-forward, node status and
+## lease, kubelet API, volumes, Services and DNS). Not in make test: the
+## first build takes ~30 CPU-minutes (an hour on two busy cores), a run ~6 min.
+COMPAT_TESTS := TestJoinAndLeave|TestPodRunsToCompletion|TestExec|TestExecInteractive|TestDeleteRemovesContainers|TestRestartPolicies|TestInitContainers|TestSidecar|TestLivenessHTTPFailureRestarts|TestReadinessFollowsApp|TestStartupProbeHoldsLiveness|TestTCPAndGRPCProbes|TestLogsOptions|TestLogsFollow|TestAttachTTY|TestPortForward|TestEphemeralContainer|TestNodeCapacity|TestNodeLeaseRenews|TestNodeStatusEditReverted|TestKubeletAPIAuthorization|TestKubeletStatsAndMetrics|TestVolumesContent|TestVolumeTokenRefresh|TestEnvSources|TestGracefulDeletionReachesTerminalPhase|TestServiceClusterIPAndNodePort|TestDNSServiceNames
+compat: deps components
+	test/cluster/kube137/build.sh >/dev/null
+	HOSTLET_CONTROL_PLANE=1.37 go test -count=1 -timeout 45m ./test/e2e -run '^($(COMPAT_TESTS))$$' -v
 
 ## conformance: the upstream node conformance tests (e2e.test of the pinned
 ## Kubernetes release, test/conformance/selection.txt) against a local

@@ -59,6 +59,10 @@ func run(m *testing.M) int {
 	}
 	defer cluster.Stop()
 	logf("cluster up in %s under %s", cluster.StartDuration.Round(time.Millisecond), cluster.Dir())
+	// Which control plane answered matters once make compat swaps it.
+	if v, err := cluster.Client().Discovery().ServerVersion(); err == nil {
+		logf("control plane %s", v.GitVersion)
+	}
 	for _, img := range imgs {
 		if err := cluster.ImportImage(ctx, img.Archive); err != nil {
 			logf("importing %s: %v", img.Ref, err)

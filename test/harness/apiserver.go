@@ -16,11 +16,11 @@ func (c *Cluster) startAPIServer() (*process, error) {
 	p := c.pki
 	args := []string{
 		"--bind-address", c.APIServerIP(),
-		// A loopback advertise address makes the "kubernetes" Endpoints
-		// reconciler complain (loopback IPs are invalid endpoints), but the
-		// default/kubernetes Service itself is still created, which is what
-		// clients and the e2e framework need. With NodeNetns it is the veth's
-		// root end, which pods reach through kube-proxy's 10.96.0.1.
+		// A loopback advertise address is no valid endpoint (see the
+		// reconciler below), but the default/kubernetes Service itself is
+		// still created, which is what clients and the e2e framework need.
+		// With NodeNetns it is the veth's root end, which pods reach through
+		// kube-proxy's 10.96.0.1.
 		"--advertise-address", c.APIServerIP(),
 		"--secure-port", fmt.Sprint(c.ports.apiserver),
 		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", c.ports.etcdClient),
@@ -60,6 +60,13 @@ func (c *Cluster) startAPIServer() (*process, error) {
 		"--proxy-client-key-file", p.FrontProxyClientKey,
 		"--enable-aggregator-routing=true",
 	)
+	if c.net == nil {
+		// Since 1.37 the API server refuses to start with a loopback
+		// advertise address and an endpoint reconciler; before, the
+		// reconciler only failed to write it. Without one the Service is
+		// still there.
+		args = append(args, "--endpoint-reconciler-type", "none")
+	}
 	args = append(args, c.opts.APIServerArgs...)
 	return c.launch("kube-apiserver", filepath.Join(c.binDir, "kube-apiserver"), args...)
 }

@@ -55,9 +55,48 @@ func isRepoRoot(dir string) bool {
 var buildMu sync.Mutex
 
 // BuildComponents runs test/cluster/build.sh (a no-op once its cache is
-// warm) and returns the bin dir it prints on its last stdout line.
+// warm) and returns the bin dir it prints on its last stdout line. With
+// $HOSTLET_CONTROL_PLANE set to another minor version ("1.37") it returns
+// ControlPlaneBinDir's dir instead.
 func BuildComponents(ctx context.Context, logf func(string, ...any)) (string, error) {
-	return runBuildScript(ctx, logf, "test/cluster/build.sh")
+	bin, err := runBuildScript(ctx, logf, "test/cluster/build.sh")
+	if err != nil {
+		return "", err
+	}
+	if v := os.Getenv("HOSTLET_CONTROL_PLANE"); v != "" {
+		return ControlPlaneBinDir(ctx, logf, bin, v)
+	}
+	return bin, nil
+}
+
+// ControlPlaneBinDir builds the control plane of another minor version
+// (test/cluster/kube1NN/build.sh, e.g. "1.37" -> kube137) and returns its dir:
+// kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of that
+// version, with links to the rest (etcd, containerd, runc) in bin, so a
+// cluster started on it is the usual one with only the control plane, and the
+// kubectl the tests drive, swapped.
+func ControlPlaneBinDir(ctx context.Context, logf func(string, ...any), bin, version string) (string, error) {
+	minor, ok := strings.CutPrefix(version, "1.")
+	if !ok || minor == "" || strings.ContainsAny(minor, "./") {
+		return "", fmt.Errorf("control plane version %q: want 1.NN", version)
+	}
+	dir, err := runBuildScript(ctx, logf, filepath.Join("test/cluster", "kube1"+minor, "build.sh"))
+	if err != nil {
+		return "", err
+	}
+	for _, b := range []string{"etcd", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
+		link, target := filepath.Join(dir, b), filepath.Join(bin, b)
+		if t, err := os.Readlink(link); err == nil && t == target {
+			continue // left as is: another cluster may be starting from it
+		}
+		if err := os.Remove(link); err != nil && !os.IsNotExist(err) {
+			return "", err
+		}
+		if err := os.Symlink(target, link); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // runBuildScript runs one of test/cluster's build scripts (with args, e.g.
