@@ -2,11 +2,17 @@ package main
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hostlet/hostlet/provider/eviction"
 	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/podspec"
+	"github.com/hostlet/hostlet/runtime"
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // evictionFlags are the kubelet's eviction settings beyond --eviction-hard
@@ -15,6 +21,7 @@ type evictionFlags struct {
 	evictionSoft      map[string]string
 	evictionSoftGrace map[string]string
 	evictionMaxGrace  int
+	minimumReclaim    map[string]string
 	pressurePeriod    time.Duration
 	evictionInterval  time.Duration
 }
@@ -23,6 +30,7 @@ func (e *evictionFlags) flags(fs *pflag.FlagSet) {
 	fs.Var(&langleMap{m: &e.evictionSoft}, "eviction-soft", "soft eviction thresholds, e.g. memory.available<1.5Gi; each needs --eviction-soft-grace-period")
 	fs.StringToStringVar(&e.evictionSoftGrace, "eviction-soft-grace-period", nil, "how long each soft threshold must be crossed before a pod is evicted, e.g. memory.available=1m30s")
 	fs.IntVar(&e.evictionMaxGrace, "eviction-max-pod-grace-period", 0, "longest termination grace period (seconds) of a pod evicted for a soft threshold")
+	fs.StringToStringVar(&e.minimumReclaim, "eviction-minimum-reclaim", nil, "how far above its threshold each signal must get back before pressure is relieved, e.g. imagefs.available=2Gi")
 	fs.DurationVar(&e.pressurePeriod, "eviction-pressure-transition-period", 5*time.Minute, "how long a pressure condition stays True after its threshold was last crossed")
 	// The kubelet's housekeeping period; tests shorten it.
 	fs.DurationVar(&e.evictionInterval, "eviction-monitoring-interval", 10*time.Second, "")
@@ -58,6 +66,38 @@ func (e *evictionFlags) softThresholds() (node.Thresholds, map[string]time.Durat
 	return soft, grace, nil
 }
 
+// minimumReclaims parses --eviction-minimum-reclaim as the kubelet's
+// parseMinimumReclaims: a known signal, a positive percentage or a
+// non-negative quantity.
+func (e *evictionFlags) minimumReclaims() (node.Thresholds, error) {
+	out := node.Thresholds{}
+	for signal, v := range e.minimumReclaim {
+		if _, err := node.ParseThresholds(map[string]string{signal: "1"}); err != nil {
+			return nil, fmt.Errorf("--eviction-minimum-reclaim: %w", err)
+		}
+		if pct, ok := strings.CutSuffix(v, "%"); ok {
+			f, err := strconv.ParseFloat(pct, 32)
+			if err != nil {
+				return nil, fmt.Errorf("--eviction-minimum-reclaim: %w", err)
+			}
+			if f <= 0 {
+				return nil, fmt.Errorf("eviction percentage minimum reclaim %v must be positive: %s", signal, v)
+			}
+			out[signal] = node.Threshold{Signal: signal, Percentage: f / 100}
+			continue
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("--eviction-minimum-reclaim: %w", err)
+		}
+		if q.Sign() < 0 {
+			return nil, fmt.Errorf("negative eviction minimum reclaim specified for %v", signal)
+		}
+		out[signal] = node.Threshold{Signal: signal, Quantity: &q}
+	}
+	return out, nil
+}
+
 // evictionConfig is the eviction manager's configuration from the flags;
 // the node's hard thresholds are parsed with the node's configuration.
 func (o *options) evictionConfig(nodeCfg node.Config) (eviction.Config, error) {
@@ -68,8 +108,26 @@ func (o *options) evictionConfig(nodeCfg node.Config) (eviction.Config, error) {
 	if o.evictionMaxGrace < 0 {
 		return eviction.Config{}, fmt.Errorf("--eviction-max-pod-grace-period must not be negative")
 	}
+	minReclaim, err := o.minimumReclaims()
+	if err != nil {
+		return eviction.Config{}, err
+	}
 	return eviction.Config{
 		Hard: nodeCfg.EvictionHard, Soft: soft, SoftGrace: grace,
-		MaxPodGrace: time.Duration(o.evictionMaxGrace) * time.Second,
+		MaxPodGrace: time.Duration(o.evictionMaxGrace) * time.Second, MinReclaim: minReclaim,
 	}, nil
 }
+
+// evictionStats is what the eviction manager measures pods with: the
+// runtime's samples, writable layers and log dirs, and the pods' volume
+// directories.
+type evictionStats struct {
+	*runtime.Runtime
+	volumes *podspec.Runtime
+}
+
+func (e evictionStats) VolumeDir(pod *v1.Pod, name string) string {
+	return e.volumes.VolumeDir(pod, name)
+}
+
+func (evictionStats) DirUsage(dir string) (runtime.DiskUsage, error) { return runtime.DirUsage(dir) }

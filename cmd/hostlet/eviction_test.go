@@ -39,3 +39,30 @@ func TestEvictionSoftFlags(t *testing.T) {
 		}
 	}
 }
+
+// --eviction-minimum-reclaim takes quantities and percentages per signal,
+// as the kubelet's.
+func TestEvictionMinimumReclaimFlag(t *testing.T) {
+	var o options
+	if err := o.parse([]string{"--eviction-minimum-reclaim", "nodefs.available=500Mi,imagefs.available=2%,memory.available=0"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.evictionConfig(node.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.MinReclaim
+	if r[node.SignalNodeFsAvailable].Value(0) != 500<<20 || r[node.SignalImageFsAvailable].Value(1000) != 20 ||
+		r[node.SignalMemoryAvailable].Value(1000) != 0 {
+		t.Errorf("minimum reclaim %+v", r)
+	}
+	for _, v := range []string{"memory.free=1Gi", "nodefs.available=-1", "nodefs.available=0%", "nodefs.available=x"} {
+		o = options{}
+		if err := o.parse([]string{"--eviction-minimum-reclaim", v}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.evictionConfig(node.Config{}); err == nil {
+			t.Errorf("%s: accepted", v)
+		}
+	}
+}

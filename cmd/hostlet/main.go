@@ -157,7 +157,7 @@ func run(ctx context.Context, o *options) error {
 	containerGC := gc.NewContainerGC(rt, o.containerGCPolicy(), clock.RealClock{}, events, nd.Ref())
 	go imageGC.Run(ctx, o.imageGCPeriod)
 	go containerGC.Run(ctx, o.containerGC)
-	go eviction.New(evictionCfg, nd, prov, rt, containerGC.GarbageCollect, imageGC.DeleteUnusedImages,
+	go eviction.New(evictionCfg, nd, prov, evictionStats{rt, spec}, containerGC.GarbageCollect, imageGC.DeleteUnusedImages,
 		events, nd.Ref(), clock.RealClock{}).Run(ctx, o.evictionInterval)
 	go nd.Run(ctx, o.statusUpdateFreq)
 	go func() {

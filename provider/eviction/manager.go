@@ -41,6 +41,10 @@ type Config struct {
 	// MaxPodGrace caps a pod's termination grace period when a soft
 	// threshold evicts it (--eviction-max-pod-grace-period).
 	MaxPodGrace time.Duration
+	// MinReclaim is, by signal, how far above its threshold the signal
+	// must get back before the pressure counts as relieved
+	// (--eviction-minimum-reclaim).
+	MinReclaim node.Thresholds
 }
 
 // Signals reads the node's eviction signals (node.Node).
@@ -56,9 +60,11 @@ type Pods interface {
 	StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{}
 }
 
-// Stats samples the containers' cgroups (runtime.Runtime).
+// Stats samples the containers' cgroups (runtime.Runtime) and measures
+// the pods' local storage.
 type Stats interface {
 	ContainerStats(ctx context.Context) (map[string]runtime.ContainerStats, error)
+	Disk
 }
 
 // Reclaim frees node-level resources (unused images, dead containers).
@@ -73,14 +79,18 @@ type Manager struct {
 	containerGC, imageGC Reclaim
 	// reclaim lists, by signal, what the node can free before evicting;
 	// nil until the image filesystem is known.
-	reclaim map[string][]Reclaim
-	events  record.EventRecorder
-	nodeRef *v1.ObjectReference
-	clock   clock.WithTicker
+	reclaim          map[string][]Reclaim
+	dedicatedImageFs bool
+	events           record.EventRecorder
+	nodeRef          *v1.ObjectReference
+	clock            clock.WithTicker
 
 	// firstMet is when each crossed threshold was first seen crossed,
 	// keyed by signal and hard/soft.
 	firstMet map[thresholdKey]time.Time
+	// met are the thresholds acted on in the last round: they stay met
+	// until their signal is above threshold and minimum reclaim.
+	met []threshold
 }
 
 type thresholdKey struct {
@@ -158,6 +168,53 @@ func (m *Manager) crossed(obs node.Observations) []threshold {
 	return out
 }
 
+// unresolved is the kubelet's thresholdsMet with enforceMinReclaim: those
+// of ts whose signal is not yet above threshold plus minimum reclaim.
+func (m *Manager) unresolved(ts []threshold, obs node.Observations) []threshold {
+	var out []threshold
+	for _, t := range ts {
+		o, ok := obs[t.Signal]
+		if !ok {
+			continue
+		}
+		limit := t.Value(o.Capacity)
+		if r, ok := m.cfg.MinReclaim[t.Signal]; ok {
+			limit += r.Value(o.Capacity)
+		}
+		if o.Available < limit {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// all are the configured thresholds, hard and soft, crossed or not.
+func (m *Manager) all() []threshold {
+	var out []threshold
+	for _, t := range m.cfg.Hard {
+		out = append(out, threshold{Threshold: t})
+	}
+	for _, t := range m.cfg.Soft {
+		out = append(out, threshold{Threshold: t, soft: true, grace: m.cfg.SoftGrace[t.Signal]})
+	}
+	return out
+}
+
+// merge adds to crossed those of more it does not hold yet.
+func merge(crossed, more []threshold) []threshold {
+	seen := map[thresholdKey]bool{}
+	for _, t := range crossed {
+		seen[thresholdKey{t.Signal, t.soft}] = true
+	}
+	for _, t := range more {
+		if k := (thresholdKey{t.Signal, t.soft}); !seen[k] {
+			seen[k] = true
+			crossed = append(crossed, t)
+		}
+	}
+	return crossed
+}
+
 // synchronize is one round of the kubelet's eviction control loop; it
 // returns the stop channel of the pod it evicted, or nil.
 func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
@@ -168,10 +225,13 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 			return nil
 		}
 		m.reclaim = diskReclaim(dedicated, m.containerGC, m.imageGC)
+		m.dedicatedImageFs = dedicated
 	}
 	obs := m.signals.Observe(ctx)
 	now := m.clock.Now()
-	crossed := m.crossed(obs)
+	// Crossed now, or acted on before and not yet relieved by the minimum
+	// reclaim.
+	crossed := merge(m.crossed(obs), m.unresolved(m.met, obs))
 	first := map[thresholdKey]time.Time{}
 	var due []threshold
 	for _, t := range crossed {
@@ -188,6 +248,7 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 		}
 	}
 	m.firstMet = first
+	m.met = due
 	if len(due) == 0 {
 		return nil
 	}
@@ -235,19 +296,18 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 			}
 		}
 	}
+	var disk map[*v1.Pod]diskUsage
 	switch t.Signal {
 	case node.SignalMemoryAvailable, node.SignalAllocatableMemoryAvailable:
 		rankMemory(pods, stats)
 	case node.SignalPIDAvailable:
 		rankPriority(pods)
 	default:
-		// Disk ranking needs per-pod disk use, which hostlet does not sample
-		// here yet: the node-level reclaim above is all it does.
-		log.WithField("signal", t.Signal).Error("eviction manager: no ranking function for signal")
-		return nil
+		disk = measureDisk(ctx, m.stats, pods, stats)
+		rankDisk(pods, disk, diskStatsFor(t.Signal, m.dedicatedImageFs), res)
 	}
 	for _, p := range pods {
-		if stopped := m.evict(p, t, res, stats, obs, due); stopped != nil {
+		if stopped := m.evict(p, t, res, stats, disk, obs, due); stopped != nil {
 			return stopped
 		}
 	}
@@ -256,7 +316,7 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 }
 
 // reclaimNodeLevel runs the signal's node-level reclaim and reports whether
-// no threshold is crossed any more.
+// every signal is above its thresholds and their minimum reclaim.
 func (m *Manager) reclaimNodeLevel(ctx context.Context, signal string, res v1.ResourceName) bool {
 	funcs := m.reclaim[signal]
 	if len(funcs) == 0 {
@@ -267,13 +327,13 @@ func (m *Manager) reclaimNodeLevel(ctx context.Context, signal string, res v1.Re
 			log.WithError(err).WithField("resourceName", res).Info("eviction manager: unexpected error when attempting to reduce resource pressure")
 		}
 	}
-	return len(m.crossed(m.signals.Observe(ctx))) == 0
+	return len(m.unresolved(m.all(), m.signals.Observe(ctx))) == 0
 }
 
 // evict ends the pod Failed with the kubelet's reason, message and
 // DisruptionTarget condition through its lifecycle worker; a critical pod
 // is spared (nil).
-func (m *Manager) evict(pod *v1.Pod, t threshold, res v1.ResourceName, stats map[*v1.Pod]usage, obs node.Observations, due []threshold) <-chan struct{} {
+func (m *Manager) evict(pod *v1.Pod, t threshold, res v1.ResourceName, stats map[*v1.Pod]usage, disk map[*v1.Pod]diskUsage, obs node.Observations, due []threshold) <-chan struct{} {
 	logger := log.WithFields(log.Fields{"pod": cache.MetaObjectToName(pod).String(), "uid": pod.UID})
 	if node.IsCriticalPod(pod) {
 		logger.Error("eviction manager: cannot evict a critical pod")
@@ -286,7 +346,7 @@ func (m *Manager) evict(pod *v1.Pod, t threshold, res v1.ResourceName, stats map
 			grace = time.Duration(*tgp) * time.Second
 		}
 	}
-	msg, annotations := message(res, pod, stats, due, obs)
+	msg, annotations := message(res, pod, stats, disk, due, obs)
 	m.event(pod, annotations, Reason, msg)
 	logger.WithField("message", msg).Info("evicting pod")
 	return m.pods.StopPod(pod.UID, lifecycle.StopRequest{

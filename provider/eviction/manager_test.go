@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,20 @@ type fakeStats map[string]runtime.ContainerStats
 
 func (f fakeStats) ContainerStats(context.Context) (map[string]runtime.ContainerStats, error) {
 	return f, nil
+}
+
+func (fakeStats) RootfsUsage(context.Context, string) (runtime.DiskUsage, error) {
+	return runtime.DiskUsage{}, errors.New("not measured")
+}
+
+func (fakeStats) DirUsage(string) (runtime.DiskUsage, error) {
+	return runtime.DiskUsage{}, errors.New("not measured")
+}
+
+func (fakeStats) LogDir(namespace, name, uid string) string { return "/logs/" + name }
+
+func (fakeStats) VolumeDir(pod *v1.Pod, name string) string {
+	return "/volumes/" + pod.Name + "/" + name
 }
 
 // testPod is a running pod of one container "c" (ID name+"-c") with the
@@ -224,12 +239,12 @@ func TestDiskReclaimBeforeEviction(t *testing.T) {
 	}
 
 	// Images on a filesystem of their own: nodefs pressure frees none of
-	// them (and, without disk ranking, evicts nothing either).
+	// them and goes straight to evicting.
 	calls = nil
 	m.reclaim, sig.dedicated = nil, true
 	sig.obs = obs
 	m.synchronize(context.Background())
-	if len(calls) != 0 || len(fp.stops) != 0 {
+	if len(calls) != 0 || len(fp.stops) != 1 {
 		t.Errorf("dedicated imagefs: reclaim calls %v, stops %+v", calls, fp.stops)
 	}
 }

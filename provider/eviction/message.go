@@ -22,15 +22,16 @@ var signalResource = map[string]v1.ResourceName{
 	node.SignalAllocatableMemoryAvailable: v1.ResourceMemory,
 	node.SignalNodeFsAvailable:            v1.ResourceEphemeralStorage,
 	node.SignalImageFsAvailable:           v1.ResourceEphemeralStorage,
-	node.SignalNodeFsInodesFree:           "inodes",
-	node.SignalImageFsInodesFree:          "inodes",
+	node.SignalNodeFsInodesFree:           resourceInodes,
+	node.SignalImageFsInodesFree:          resourceInodes,
 	node.SignalPIDAvailable:               "pids",
 }
 
 // message is the kubelet's eviction message and event annotations: the
-// starved resource, the threshold and what was available, and for memory
-// the pod's (pod-level request) and containers' use above their requests.
-func message(res v1.ResourceName, pod *v1.Pod, stats map[*v1.Pod]usage, crossed []threshold, obs node.Observations) (string, map[string]string) {
+// starved resource, the threshold and what was available, for memory the
+// pod's (pod-level request) and containers' use above their requests, for
+// ephemeral-storage the containers' (writable layer and logs).
+func message(res v1.ResourceName, pod *v1.Pod, stats map[*v1.Pod]usage, disk map[*v1.Pod]diskUsage, crossed []threshold, obs node.Observations) (string, map[string]string) {
 	annotations := map[string]string{}
 	msg := fmt.Sprintf("The node was low on resource: %v. ", res)
 	for _, t := range crossed {
@@ -39,7 +40,7 @@ func message(res v1.ResourceName, pod *v1.Pod, stats map[*v1.Pod]usage, crossed 
 			continue
 		}
 		avail := resource.NewQuantity(o.Available, resource.BinarySI)
-		if res == "inodes" || res == "pids" {
+		if res == resourceInodes || res == "pids" {
 			avail = resource.NewQuantity(o.Available, resource.DecimalSI)
 		}
 		msg += fmt.Sprintf("Threshold quantity: %v, available: %v. ", t.Limit(o.Capacity), avail)
@@ -58,13 +59,22 @@ func message(res v1.ResourceName, pod *v1.Pod, stats map[*v1.Pod]usage, crossed 
 		}
 	}
 	var names, used []string
-	if res == v1.ResourceMemory {
-		var text string
+	var text string
+	switch res {
+	case v1.ResourceMemory:
 		names, used, text = offenders(pod, u)
-		msg += text
+	case v1.ResourceEphemeralStorage:
+		names, used, text = diskOffenders(pod, disk[pod])
 	}
+	msg += text
 	annotations[offendingContainersKey] = strings.Join(names, ",")
 	annotations[offendingContainersUsageKey] = strings.Join(used, ",")
 	annotations[starvedResourceKey] = string(res)
 	return msg, annotations
+}
+
+// containerMessage is the kubelet's line for a container using more of res
+// than it requests.
+func containerMessage(name string, used *resource.Quantity, request resource.Quantity, res v1.ResourceName) string {
+	return fmt.Sprintf("Container %s was using %s, request is %s, has larger consumption of %v. ", name, used, request.String(), res)
 }
