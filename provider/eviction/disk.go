@@ -53,8 +53,15 @@ type containerDisk struct {
 // diskUsage is what the eviction manager knows of a pod's local storage.
 type diskUsage struct {
 	containers []containerDisk
-	// volumes are its local ephemeral volumes' use, by name.
-	volumes map[string]runtime.DiskUsage
+	volumes    []volumeDisk
+}
+
+// volumeDisk is one of the pod's volumes on the node: its local ephemeral
+// ones, and memory-backed emptyDirs (for their sizeLimit only).
+type volumeDisk struct {
+	name  string
+	local bool
+	usage runtime.DiskUsage
 }
 
 // measureDisk measures the local storage of the pods with live containers
@@ -70,7 +77,7 @@ func measureDisk(ctx context.Context, d Disk, pods []*v1.Pod, stats map[*v1.Pod]
 		}
 		ids := containerIDs(p)
 		logDir := d.LogDir(p.Namespace, p.Name, string(p.UID))
-		du := diskUsage{volumes: map[string]runtime.DiskUsage{}}
+		var du diskUsage
 		for _, c := range u.containers {
 			cd := containerDisk{name: c.name}
 			if r, err := d.RootfsUsage(ctx, ids[c.name]); err == nil {
@@ -84,11 +91,12 @@ func measureDisk(ctx context.Context, d Disk, pods []*v1.Pod, stats map[*v1.Pod]
 			du.containers = append(du.containers, cd)
 		}
 		for _, vol := range p.Spec.Volumes {
-			if !localEphemeral(vol) {
+			local := localEphemeral(vol)
+			if !local && vol.EmptyDir == nil {
 				continue
 			}
 			if v, err := d.DirUsage(d.VolumeDir(p, vol.Name)); err == nil {
-				du.volumes[vol.Name] = v
+				du.volumes = append(du.volumes, volumeDisk{name: vol.Name, local: local, usage: v})
 			}
 		}
 		out[p] = du
@@ -134,7 +142,9 @@ func (u diskUsage) total(what fsStats, res v1.ResourceName) int64 {
 	}
 	if what.volumes {
 		for _, v := range u.volumes {
-			sum += pick(&v)
+			if v.local {
+				sum += pick(&v.usage)
+			}
 		}
 	}
 	return sum

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/runtime"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 )
 
 // fakeDisk measures from tables: writable layers by container ID,
@@ -193,5 +195,75 @@ func TestMinimumReclaim(t *testing.T) {
 	m.synchronize(ctx)
 	if len(fp.stops) != 2 {
 		t.Errorf("evicted after relief: %+v", fp.stops)
+	}
+}
+
+func TestLocalStorageEviction(t *testing.T) {
+	f := newFakeDisk()
+	limit := func(p *v1.Pod, q string) *v1.Pod {
+		p.Spec.Containers[0].Resources.Limits[v1.ResourceEphemeralStorage] = resource.MustParse(q)
+		return p
+	}
+	sized := func(p *v1.Pod, vol, q string) *v1.Pod {
+		for i := range p.Spec.Volumes {
+			if p.Spec.Volumes[i].Name == vol {
+				p.Spec.Volumes[i].EmptyDir.SizeLimit = ptr.To(resource.MustParse(q))
+			}
+		}
+		return p
+	}
+	// Over the sizeLimit of its memory-backed emptyDir (which counts for
+	// its limit, though not for the node's disk).
+	diskOf(f, "shm", mi, 0, 0, 20*mi)
+	shm := sized(diskPod("shm", 0, 0), "shm", "16Mi")
+	// Within the container limit by its layer and logs, over the pod's
+	// (the container limit) with its emptyDir.
+	diskOf(f, "pod", 10*mi, mi, 30*mi, 0)
+	pod := limit(diskPod("pod", 0, 0), "32Mi")
+	// Over its container limit by its layer and logs, within the pod's
+	// (both containers').
+	diskOf(f, "container", 60*mi, 10*mi, 0, 0)
+	container := limit(diskPod("container", 0, 0), "64Mi")
+	d := *container.Spec.Containers[0].DeepCopy()
+	d.Name = "d"
+	container.Spec.Containers = append(container.Spec.Containers, d)
+	container.Status.ContainerStatuses = append(container.Status.ContainerStatuses, v1.ContainerStatus{Name: "d", ContainerID: "containerd://container-d"})
+	f.fakeStats["container-d"] = runtime.ContainerStats{WorkingSet: mi}
+	f.rootfs["container-d"] = runtime.DiskUsage{Bytes: mi}
+	// Within every limit.
+	diskOf(f, "fine", 10*mi, 0, 10*mi, 0)
+	fine := sized(limit(diskPod("fine", 0, 0), "64Mi"), "scratch", "16Mi")
+	// No limits: not even measured.
+	diskOf(f, "free", 900*mi, 0, 900*mi, 0)
+	free := diskPod("free", 0, 0)
+
+	m, _, fp, rec, _ := newTestManager(Config{}, node.Observations{}, []*v1.Pod{shm, pod, container, fine, free}, fakeStats{})
+	m.stats = f
+	if m.synchronize(context.Background()) == nil {
+		t.Fatal("no pod evicted")
+	}
+	want := map[string]string{
+		"shm-uid":       `Usage of EmptyDir volume "shm" exceeds the limit "16Mi". `,
+		"pod-uid":       "Pod ephemeral local storage usage exceeds the total limit of containers 32Mi. ",
+		"container-uid": `Container c exceeded its local ephemeral storage limit "64Mi". `,
+	}
+	if len(fp.stops) != len(want) {
+		t.Fatalf("stops %+v", fp.stops)
+	}
+	for _, s := range fp.stops {
+		if s.req.Message != want[string(s.uid)] || s.req.Reason != Reason || s.req.Grace != time.Second || len(s.req.Conditions) != 0 {
+			t.Errorf("%s: %+v, want message %q", s.uid, s.req, want[string(s.uid)])
+		}
+	}
+	if ev := <-rec.Events; ev != "Warning Evicted "+want["shm-uid"] {
+		t.Errorf("event %q", ev)
+	}
+
+	// With an image filesystem a container's limit counts its logs only.
+	m.reclaim, fp.stops = nil, nil
+	m.signals.(*fakeSignals).dedicated = true
+	fp.pods = []*v1.Pod{container}
+	if m.synchronize(context.Background()) != nil || len(fp.stops) != 0 {
+		t.Errorf("dedicated imagefs: stops %+v", fp.stops)
 	}
 }

@@ -127,10 +127,9 @@ func diskReclaim(dedicatedImageFs bool, containers, images Reclaim) map[string][
 
 // Run synchronizes every interval (the kubelet's housekeeping period),
 // and after an eviction as soon as the evicted pod has stopped.
+// It runs without thresholds too: local storage limits are enforced
+// regardless.
 func (m *Manager) Run(ctx context.Context, interval time.Duration) {
-	if len(m.cfg.Hard)+len(m.cfg.Soft) == 0 {
-		return
-	}
 	log.Info("eviction manager: starting control loop")
 	for {
 		wait := interval
@@ -249,6 +248,10 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 	}
 	m.firstMet = first
 	m.met = due
+	// Pods over their own local storage limits go first, pressure or not.
+	if stopped := m.localStorageEviction(ctx, m.activePods()); stopped != nil {
+		return stopped
+	}
 	if len(due) == 0 {
 		return nil
 	}
@@ -275,12 +278,7 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 		return nil
 	}
 	log.WithField("resourceName", res).Info("eviction manager: must evict pod(s) to reclaim")
-	var pods []*v1.Pod
-	for _, p := range m.pods.ActivePods() {
-		if p.DeletionTimestamp == nil { // already on its way out
-			pods = append(pods, p)
-		}
-	}
+	pods := m.activePods()
 	if len(pods) == 0 {
 		log.Error("eviction manager: eviction thresholds have been met, but no pods are active to evict")
 		return nil
@@ -313,6 +311,17 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 	}
 	log.Info("eviction manager: unable to evict any pods from the node")
 	return nil
+}
+
+// activePods are the node's active pods not already on their way out.
+func (m *Manager) activePods() []*v1.Pod {
+	var pods []*v1.Pod
+	for _, p := range m.pods.ActivePods() {
+		if p.DeletionTimestamp == nil {
+			pods = append(pods, p)
+		}
+	}
+	return pods
 }
 
 // reclaimNodeLevel runs the signal's node-level reclaim and reports whether
