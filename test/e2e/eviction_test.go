@@ -132,15 +132,7 @@ func evictMemoryHog(t *testing.T, name string, threshold int64, args ...string) 
 		!strings.HasSuffix(got.Status.Message, ", request is 16Mi, has larger consumption of memory. ") {
 		t.Errorf("hog: reason %q message %q", got.Status.Reason, got.Status.Message)
 	}
-	var dt *v1.PodCondition
-	for i := range got.Status.Conditions {
-		if got.Status.Conditions[i].Type == v1.DisruptionTarget {
-			dt = &got.Status.Conditions[i]
-		}
-	}
-	if dt == nil || dt.Status != v1.ConditionTrue || dt.Reason != v1.PodReasonTerminationByKubelet || dt.Message != got.Status.Message {
-		t.Errorf("hog: DisruptionTarget %+v", dt)
-	}
+	checkEvictedCondition(t, got)
 	var freed time.Time // the hog's memory went with its container
 	if cs := got.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil {
 		t.Errorf("hog: container statuses %+v", cs)
