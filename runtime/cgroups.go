@@ -87,6 +87,9 @@ type Cgroups struct {
 	pods CgroupName
 	// mu orders QoS updates against pod cgroup creation.
 	mu sync.Mutex
+	// mounts lists the hierarchies' mount points (cgroupMounts; tests
+	// stand temp dirs in).
+	mounts func() ([]string, error)
 }
 
 // NewCgroups names the hierarchy; driver must be resolved already.
@@ -100,7 +103,8 @@ func NewCgroups(cfg CgroupConfig, v2 bool) (*Cgroups, error) {
 			return nil, fmt.Errorf("--cgroup-root %q: no \"_\" allowed in its components", cfg.Root)
 		}
 	}
-	c := &Cgroups{systemd: cfg.Driver == CgroupDriverSystemd, v2: v2, perQOS: cfg.PerQOS, pods: root}
+	c := &Cgroups{systemd: cfg.Driver == CgroupDriverSystemd, v2: v2, perQOS: cfg.PerQOS, pods: root,
+		mounts: func() ([]string, error) { return cgroupMounts(v2) }}
 	if cfg.PerQOS {
 		c.pods = root.Child("kubepods")
 	}
