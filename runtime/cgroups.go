@@ -380,7 +380,10 @@ func (c *Cgroups) UpdatePod(uid, qos string, res PodResources) error {
 
 // RemovePod removes the pod's cgroup, whichever QoS class it was made
 // for, as the kubelet's podContainerManager.Destroy: processes still in it
-// (none, once its containers and sandbox are gone) are killed first.
+// (none, once its containers and sandbox are gone; a pod removed while
+// hostlet was down may leave some) are killed first. A cgroup left in
+// only some hierarchies is removed too, as the kubelet's orphan cleanup
+// finds it in any one.
 func (c *Cgroups) RemovePod(uid string) error {
 	if !c.perQOS {
 		return nil
@@ -396,13 +399,19 @@ func (c *Cgroups) RemovePod(uid string) error {
 			errs = append(errs, err)
 			continue
 		}
-		if !m.Exists() {
-			continue
-		}
-		if pids, err := m.GetAllPids(); err == nil {
+		exists := false
+		for _, p := range m.GetPaths() {
+			if cgroups.PathExists(p) {
+				exists = true
+			}
+			// The library's GetAllPids reads one hierarchy (devices on v1).
+			pids, _ := cgroups.GetAllPids(p)
 			for _, pid := range pids {
 				_ = unix.Kill(pid, unix.SIGKILL)
 			}
+		}
+		if !exists {
+			continue
 		}
 		var derr error
 		for i := 0; i < 5; i++ {
