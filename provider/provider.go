@@ -45,6 +45,8 @@ type Containers interface {
 	ResumeLogs(ctx context.Context)
 	WatchExits(ctx context.Context, onExit func(runtime.ContainerStatus))
 	ListContainers(ctx context.Context, podUID string) ([]runtime.ContainerStatus, error)
+	// PodCgroupUIDs lists the pods that have a cgroup (the sweep's).
+	PodCgroupUIDs() ([]string, error)
 }
 
 // Host runs pods on this host as their specs say (podspec.Runtime): the

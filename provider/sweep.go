@@ -21,8 +21,9 @@ const sweepInterval = 5 * time.Minute
 
 // SweepOrphans removes, once the pod cache is synced and then every few
 // minutes, what hostlet made for pods that exist neither in the API nor as
-// a worker: containers, sandboxes, volumes and logs left by a crash in the
-// middle of a deletion.
+// a worker: containers, sandboxes, cgroups, volumes and logs left by a
+// crash in the middle of a deletion or by pods removed while hostlet was
+// down.
 func (p *Provider) SweepOrphans(ctx context.Context, pods corelisters.PodLister, synced func() bool) {
 	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		return
@@ -74,6 +75,13 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 		return
 	}
 	dirs, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods"))
+	// Pod cgroups too, as the kubelet's cleanupOrphanedPodCgroups: a pod
+	// removed while hostlet was down leaves its cgroup (and whatever still
+	// runs in it), whose processes the cleanup kills before removing it.
+	cgroupPods, err := p.rt.PodCgroupUIDs()
+	if err != nil {
+		log.WithError(err).Warn("listing pod cgroups")
+	}
 	// Pods' log directories, "<namespace>_<name>_<uid>": under
 	// --pod-logs-dir, or under the root dir for pods a hostlet of before
 	// that flag started.
@@ -117,6 +125,11 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 	for _, d := range dirs {
 		if uid := types.UID(d.Name()); !known[uid] {
 			orphans[uid] = ref{}
+		}
+	}
+	for _, uid := range cgroupPods {
+		if !known[types.UID(uid)] {
+			orphans[types.UID(uid)] = ref{}
 		}
 	}
 	// A log directory alone is a leftover too, as the kubelet's container

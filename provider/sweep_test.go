@@ -14,7 +14,11 @@ import (
 type sweepContainers struct {
 	Containers
 	list []runtime.ContainerStatus
+	// cgroups are the pods with a cgroup.
+	cgroups []string
 }
+
+func (c sweepContainers) PodCgroupUIDs() ([]string, error) { return c.cgroups, nil }
 
 func (c sweepContainers) ListContainers(context.Context, string) ([]runtime.ContainerStatus, error) {
 	return c.list, nil
@@ -33,7 +37,8 @@ func (h *sweepHost) Cleanup(_ context.Context, uid, namespace, name string) {
 // leaves alone the pods it still knows and the containers of another
 // hostlet sharing the containerd namespace (they log under its pod logs
 // dir). A pod's log directory alone, under --pod-logs-dir or under the
-// root dir where a hostlet of before that flag kept logs, is a leftover.
+// root dir where a hostlet of before that flag kept logs, is a leftover;
+// so is a pod's cgroup alone (a pod removed while hostlet was down).
 func TestSweepRemovesOnlyOwnOrphans(t *testing.T) {
 	p, api := testRegistry(t)
 	root := t.TempDir()
@@ -48,7 +53,7 @@ func TestSweepRemovesOnlyOwnOrphans(t *testing.T) {
 		{PodUID: "gone", LogPath: filepath.Join(logs, "ns_old_gone", "c", "0.log")},
 		{PodUID: "older", LogPath: filepath.Join(legacy, "ns_older_older", "c", "0.log")},
 		{PodUID: "other", LogPath: filepath.Join(t.TempDir(), "pods", "ns_x_other", "c", "0.log")},
-	}}
+	}, cgroups: []string{"live", "gone", "cgonly"}}
 	for _, d := range []string{filepath.Join(logs, "ns_old_gone"), filepath.Join(root, "pods", "dironly"),
 		filepath.Join(legacy, "ns_older_older"), filepath.Join(logs, "ns_logsonly_lo"), filepath.Join(logs, "ns_web_live")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -58,7 +63,7 @@ func TestSweepRemovesOnlyOwnOrphans(t *testing.T) {
 	_ = api.Add(registryPod("web", types.UID("live")))
 	p.sweep(context.Background(), p.lister)
 	slices.Sort(host.cleaned)
-	if want := []string{"dironly /", "gone ns/old", "lo ns/logsonly", "older ns/older"}; !slices.Equal(host.cleaned, want) {
+	if want := []string{"cgonly /", "dironly /", "gone ns/old", "lo ns/logsonly", "older ns/older"}; !slices.Equal(host.cleaned, want) {
 		t.Fatalf("cleaned %q, want %q", host.cleaned, want)
 	}
 }

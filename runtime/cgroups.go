@@ -87,6 +87,9 @@ type Cgroups struct {
 	pods CgroupName
 	// mu orders QoS updates against pod cgroup creation.
 	mu sync.Mutex
+	// mounts lists the hierarchies' mount points (cgroupMounts; tests
+	// stand temp dirs in).
+	mounts func() ([]string, error)
 }
 
 // NewCgroups names the hierarchy; driver must be resolved already.
@@ -100,7 +103,8 @@ func NewCgroups(cfg CgroupConfig, v2 bool) (*Cgroups, error) {
 			return nil, fmt.Errorf("--cgroup-root %q: no \"_\" allowed in its components", cfg.Root)
 		}
 	}
-	c := &Cgroups{systemd: cfg.Driver == CgroupDriverSystemd, v2: v2, perQOS: cfg.PerQOS, pods: root}
+	c := &Cgroups{systemd: cfg.Driver == CgroupDriverSystemd, v2: v2, perQOS: cfg.PerQOS, pods: root,
+		mounts: func() ([]string, error) { return cgroupMounts(v2) }}
 	if cfg.PerQOS {
 		c.pods = root.Child("kubepods")
 	}
@@ -376,7 +380,10 @@ func (c *Cgroups) UpdatePod(uid, qos string, res PodResources) error {
 
 // RemovePod removes the pod's cgroup, whichever QoS class it was made
 // for, as the kubelet's podContainerManager.Destroy: processes still in it
-// (none, once its containers and sandbox are gone) are killed first.
+// (none, once its containers and sandbox are gone; a pod removed while
+// hostlet was down may leave some) are killed first. A cgroup left in
+// only some hierarchies is removed too, as the kubelet's orphan cleanup
+// finds it in any one.
 func (c *Cgroups) RemovePod(uid string) error {
 	if !c.perQOS {
 		return nil
@@ -392,13 +399,19 @@ func (c *Cgroups) RemovePod(uid string) error {
 			errs = append(errs, err)
 			continue
 		}
-		if !m.Exists() {
-			continue
-		}
-		if pids, err := m.GetAllPids(); err == nil {
+		exists := false
+		for _, p := range m.GetPaths() {
+			if cgroups.PathExists(p) {
+				exists = true
+			}
+			// The library's GetAllPids reads one hierarchy (devices on v1).
+			pids, _ := cgroups.GetAllPids(p)
 			for _, pid := range pids {
 				_ = unix.Kill(pid, unix.SIGKILL)
 			}
+		}
+		if !exists {
+			continue
 		}
 		var derr error
 		for i := 0; i < 5; i++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -351,5 +352,62 @@ func TestRuntimeOpts(t *testing.T) {
 	}
 	if o, ok := v.(*runcoptions.Options); !ok || !o.SystemdCgroup || c.Runtime.Name != "io.containerd.runc.v2" {
 		t.Errorf("runtime %s options %+v", c.Runtime.Name, v)
+	}
+}
+
+// The pods' cgroups are read back from the QoS cgroups of every hierarchy
+// for both drivers' names (the kubelet's GetAllPodsFromCgroups); the QoS
+// cgroups themselves, containers' cgroups and files are no pods.
+func TestPodCgroupUIDs(t *testing.T) {
+	const g, b, be = "0b6e1f0c-aaaa-4bbb-8ccc-000000000001", "0b6e1f0c-aaaa-4bbb-8ccc-000000000002", "0b6e1f0c-aaaa-4bbb-8ccc-000000000003"
+	for _, tc := range []struct {
+		driver string
+		// literal is b's cgroup as the kubelet names it, to check that
+		// what is read is what the kubelet writes.
+		literal string
+	}{
+		{"cgroupfs", "/hostlet/n1/kubepods/burstable/pod" + b},
+		{"systemd", "/hostlet.slice/hostlet-n1.slice/hostlet-n1-kubepods.slice/hostlet-n1-kubepods-burstable.slice/hostlet-n1-kubepods-burstable-pod" +
+			strings.ReplaceAll(b, "-", "_") + ".slice"},
+	} {
+		t.Run(tc.driver, func(t *testing.T) {
+			c := mustCgroups(t, tc.driver, "/hostlet/n1", true, false)
+			cpu, memory := t.TempDir(), t.TempDir()
+			c.mounts = func() ([]string, error) { return []string{cpu, memory}, nil }
+			mkdir := func(mount, p string) {
+				t.Helper()
+				if err := os.MkdirAll(filepath.Join(mount, p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, err := c.PodCgroupUIDs(); err != nil || len(got) != 0 {
+				t.Fatalf("no kubepods: %v, %v", got, err)
+			}
+			gn, _ := c.podName(g, QOSGuaranteed)
+			ben, _ := c.podName(be, QOSBestEffort)
+			mkdir(cpu, c.name(gn))
+			mkdir(cpu, filepath.Join(c.name(gn), "ctr1"))
+			mkdir(cpu, tc.literal)
+			// Only in the memory hierarchy: still a pod cgroup.
+			mkdir(memory, c.name(ben))
+			mkdir(memory, c.name(c.qosName(QOSBurstable)))
+			mkdir(cpu, filepath.Join(c.name(c.pods), "system"))
+			if err := os.WriteFile(filepath.Join(cpu, c.name(c.pods), "cpu.shares"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.PodCgroupUIDs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			if want := []string{g, b, be}; !slices.Equal(got, want) {
+				t.Errorf("PodCgroupUIDs = %q, want %q", got, want)
+			}
+		})
+	}
+	flat := mustCgroups(t, "cgroupfs", "/", false, false)
+	flat.mounts = func() ([]string, error) { t.Fatal("flat: hierarchies read"); return nil, nil }
+	if got, err := flat.PodCgroupUIDs(); err != nil || got != nil {
+		t.Errorf("without --cgroups-per-qos: %v, %v", got, err)
 	}
 }

@@ -134,12 +134,13 @@ func run(ctx context.Context, o *options) error {
 	// The translation reads a pod's newest object from the provider's
 	// registry, whose workers run pods through the translation.
 	var prov *provider.Provider
+	activeAllocated := func() ([]*v1.Pod, bool) { return allocatedPods(inf.activePods, prov.ActivePods, prov.Pod) }
 	spec := podspec.New(podspec.Config{
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
 		Objects: podspec.NewObjectCache(ctx, c.api, clock.RealClock{}), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
 		Pod:     func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
-		Devices: dm, Claims: claims, ActivePods: inf.activePods, Swap: swap,
+		Devices: dm, Claims: claims, ActivePods: activeAllocated, Swap: swap,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
@@ -153,6 +154,10 @@ func run(ctx context.Context, o *options) error {
 	go spec.Run(ctx)
 	go prov.Run(ctx)
 	go rt.RotateLogs(ctx, rotation)
+	go rt.Cgroups().RefreshQOS(ctx, runtime.QOSRefreshInterval, func() (int64, bool) {
+		pods, ok := activeAllocated()
+		return podspec.BurstableMilliCPU(pods), ok
+	})
 	imageGC := gc.NewImageGC(rt, imagePolicy, clock.RealClock{}, events, nd.Ref())
 	containerGC := gc.NewContainerGC(rt, o.containerGCPolicy(), clock.RealClock{}, events, nd.Ref())
 	go imageGC.Run(ctx, o.imageGCPeriod)
@@ -282,4 +287,23 @@ func newRuntime(o *options, nodeIP string) (*runtime.Runtime, error) {
 		PodLogsDir:        o.podLogsDir,
 		ContainerLogsDir:  o.containerLogsDir,
 	})
+}
+
+// allocatedPods are the node's active pods as the QoS cgroups count them:
+// the provider's at their allocated resources (an in-place resize counts
+// once admitted, not when asked for), and those of the API it has no
+// worker for yet (just after a restart) at their spec. ok is false until
+// the API's pods are known.
+func allocatedPods(api func() ([]*v1.Pod, bool), workers func() []*v1.Pod, worker func(types.UID) *v1.Pod) ([]*v1.Pod, bool) {
+	pods, ok := api()
+	if !ok {
+		return nil, false
+	}
+	out := workers()
+	for _, p := range pods {
+		if worker(p.UID) == nil {
+			out = append(out, p)
+		}
+	}
+	return out, true
 }

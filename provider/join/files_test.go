@@ -102,3 +102,39 @@ func TestUnitRequiresContainerd(t *testing.T) {
 		}
 	}
 }
+
+// join writes the cgroup layout it is given into hostlet's config, checked
+// as hostlet checks it at start; without it, hostlet's defaults.
+func TestSettingsCgroups(t *testing.T) {
+	cfg := Config{NodeName: "n1", RootDir: "/var/lib/kubelet", Layout: Layout{StateDir: "/var/lib/hostlet"}}
+	s, err := cfg.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s["cgroup-root"]; ok {
+		t.Errorf("cgroup-root written unasked: %v", s)
+	}
+	if _, ok := s["cgroup-driver"]; ok {
+		t.Errorf("cgroup-driver written unasked: %v", s)
+	}
+	cfg.CgroupDriver, cfg.CgroupRoot = "systemd", "/hosted/pods"
+	s, err = cfg.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s["cgroup-driver"] != "systemd" || s["cgroup-root"] != "/hosted/pods" || s["hostname-override"] != "n1" {
+		t.Errorf("settings %v", s)
+	}
+	f, err := configFile(cfg.Layout, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(f.data), "cgroup-driver: systemd\n") || !strings.Contains(string(f.data), "cgroup-root: /hosted/pods\n") {
+		t.Errorf("config file:\n%s", f.data)
+	}
+	for _, bad := range []Config{{CgroupDriver: "docker"}, {CgroupRoot: "/a_b"}, {CgroupDriver: "systemd", CgroupRoot: "/pods_x"}} {
+		if _, err := bad.settings(); err == nil {
+			t.Errorf("driver %q root %q accepted", bad.CgroupDriver, bad.CgroupRoot)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -17,6 +18,10 @@ type Config struct {
 	NodeName  string
 	// RootDir is hostlet's --root-dir (pods' state), written to the config.
 	RootDir string
+	// CgroupDriver and CgroupRoot are hostlet's --cgroup-driver and
+	// --cgroup-root, written when set: a host whose pods' cgroups go
+	// elsewhere than /kubepods, or whose containerd says no driver.
+	CgroupDriver, CgroupRoot string
 	// ExtraSettings are more of hostlet's flags for its config file.
 	ExtraSettings map[string]string
 	// BootstrapTimeout bounds waiting for the CSR to be issued.
@@ -34,6 +39,9 @@ type Config struct {
 // discovery succeeded and the node's certificate was issued, and a rerun
 // keeps an identity that is still valid and rewrites only what changed.
 func Join(ctx context.Context, cfg Config) error {
+	if _, err := cfg.settings(); err != nil {
+		return err
+	}
 	if err := Preflight(ctx, cfg.Preflight); err != nil {
 		return err
 	}
@@ -50,19 +58,9 @@ func Join(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	settings := map[string]any{
-		"kubeconfig":                 cfg.Layout.Kubeconfig(),
-		"hostname-override":          cfg.NodeName,
-		"root-dir":                   cfg.RootDir,
-		"tls-cert-file":              cfg.Layout.ServingCert(),
-		"tls-private-key-file":       cfg.Layout.ServingKey(),
-		"client-ca-file":             cfg.Layout.CAFile(),
-		"container-runtime-endpoint": cfg.Preflight.RuntimeEndpoint,
-		"cni-conf-dir":               cfg.Preflight.CNIConfDir,
-		"cni-bin-dir":                cfg.Preflight.CNIBinDirs,
-	}
-	for k, v := range cfg.ExtraSettings {
-		settings[k] = v
+	settings, err := cfg.settings()
+	if err != nil {
+		return err
 	}
 	conf, err := configFile(cfg.Layout, settings)
 	if err != nil {
@@ -148,4 +146,40 @@ func printPlan(cfg Config, files []file, ours bool) error {
 		fmt.Fprintf(w, "[dry-run] would run: systemctl daemon-reload; systemctl enable %s; systemctl restart %s\n", unitName, unitName)
 	}
 	return nil
+}
+
+// settings are hostlet's config file, keyed by flag name. The cgroup
+// settings are checked as hostlet checks them at start, so a join does not
+// write a config hostlet refuses.
+func (cfg Config) settings() (map[string]any, error) {
+	settings := map[string]any{
+		"kubeconfig":                 cfg.Layout.Kubeconfig(),
+		"hostname-override":          cfg.NodeName,
+		"root-dir":                   cfg.RootDir,
+		"tls-cert-file":              cfg.Layout.ServingCert(),
+		"tls-private-key-file":       cfg.Layout.ServingKey(),
+		"client-ca-file":             cfg.Layout.CAFile(),
+		"container-runtime-endpoint": cfg.Preflight.RuntimeEndpoint,
+		"cni-conf-dir":               cfg.Preflight.CNIConfDir,
+		"cni-bin-dir":                cfg.Preflight.CNIBinDirs,
+	}
+	if cfg.CgroupDriver != "" || cfg.CgroupRoot != "" {
+		driver := cfg.CgroupDriver
+		if driver == "" {
+			driver = runtime.CgroupDriverCgroupfs
+		}
+		if _, err := runtime.NewCgroups(runtime.CgroupConfig{Driver: driver, Root: cfg.CgroupRoot, PerQOS: true}, false); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.CgroupDriver != "" {
+		settings["cgroup-driver"] = cfg.CgroupDriver
+	}
+	if cfg.CgroupRoot != "" {
+		settings["cgroup-root"] = cfg.CgroupRoot
+	}
+	for k, v := range cfg.ExtraSettings {
+		settings[k] = v
+	}
+	return settings, nil
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +16,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
+
+// cgroupDir is where a controller's hierarchy keeps cgroup rel: one dir
+// per controller on v1.
+func cgroupDir(controller, rel string) string {
+	if cgroups.IsCgroup2UnifiedMode() {
+		return filepath.Join("/sys/fs/cgroup", rel)
+	}
+	return filepath.Join("/sys/fs/cgroup", controller, rel)
+}
 
 func readCgroupFile(t *testing.T, dir, file string) string {
 	t.Helper()
@@ -49,13 +59,7 @@ func TestPodCgroups(t *testing.T) {
 	kubepods := filepath.Join(node.CgroupRoot(), "kubepods")
 	podCgroup := filepath.Join(kubepods, "burstable", "pod"+string(p.UID))
 
-	// Where each hierarchy keeps it: one dir per controller on v1.
-	at := func(controller, rel string) string {
-		if v2 {
-			return filepath.Join("/sys/fs/cgroup", rel)
-		}
-		return filepath.Join("/sys/fs/cgroup", controller, rel)
-	}
+	at := cgroupDir
 	for _, c := range []string{"cpu", "memory", "pids"} {
 		procs := readCgroupFile(t, at(c, filepath.Join(podCgroup, id)), "cgroup.procs")
 		if procs == "" {
@@ -108,5 +112,64 @@ func TestPodCgroups(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("pod cgroup %s still there after deletion", podCgroup)
+	}
+}
+
+// Pod cgroups left by pods that are gone are swept when hostlet starts, as
+// the kubelet's cleanupOrphanedPodCgroups: the cgroup of a pod deleted
+// while hostlet was down, and one no container or pod directory points to
+// any more, whose process is killed first.
+func TestOrphanPodCgroupsSwept(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	cluster.CreatePod(t, busybox(ns, "cgorphan", "sleep", "3600"))
+	p := waitPhase(t, ns, "cgorphan", v1.PodRunning)
+	besteffort := filepath.Join(node.CgroupRoot(), "kubepods", "besteffort")
+	podCgroup := filepath.Join(besteffort, "pod"+string(p.UID))
+	// A pod cgroup alone, with a process in it.
+	lone := filepath.Join(besteffort, "pod0b6e1f0c-aaaa-4bbb-8ccc-0000000000e2")
+	sleep := exec.Command("sleep", "3600")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- sleep.Wait() }()
+	t.Cleanup(func() { _ = sleep.Process.Kill() })
+	controllers := []string{"cpu", "memory", "pids"}
+	for _, c := range controllers {
+		if err := os.MkdirAll(cgroupDir(c, lone), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cgroupDir(c, lone), "cgroup.procs"), []byte(strconv.Itoa(sleep.Process.Pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if cgroups.IsCgroup2UnifiedMode() {
+			break
+		}
+	}
+
+	node.Kill()
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), "cgorphan", metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, ns, "cgorphan")
+	if err := node.Restart(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, time.Minute, "the orphaned pod cgroups to be removed", func() bool {
+		for _, c := range controllers {
+			for _, d := range []string{podCgroup, lone} {
+				if _, err := os.Stat(cgroupDir(c, d)); !os.IsNotExist(err) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	// Its cgroup could go only once the process had left it: killed.
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Error("the process of the lone pod cgroup still runs")
 	}
 }
