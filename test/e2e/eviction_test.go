@@ -125,8 +125,10 @@ func evictMemoryHog(t *testing.T, name string, threshold int64, args ...string) 
 		t.Fatalf("MemoryPressure never True: %v", err)
 	}
 	got := waitPhase(t, ns, hog.Name, v1.PodFailed)
-	// The threshold prints as given: a plain number of bytes.
-	prefix := fmt.Sprintf("The node was low on resource: memory. Threshold quantity: %d, available: ", threshold)
+	// The threshold prints as the kubelet prints it: the flag's quantity in
+	// canonical form (a byte count divisible by 1000 prints as "...k").
+	q := resource.MustParse(strconv.FormatInt(threshold, 10))
+	prefix := fmt.Sprintf("The node was low on resource: memory. Threshold quantity: %s, available: ", q.String())
 	if got.Status.Reason != "Evicted" || !strings.HasPrefix(got.Status.Message, prefix) ||
 		!strings.Contains(got.Status.Message, ". Container c was using ") ||
 		!strings.HasSuffix(got.Status.Message, ", request is 16Mi, has larger consumption of memory. ") {
