@@ -173,6 +173,11 @@ func (p *Pod) computeStatus() v1.PodStatus {
 		ContainerStatuses:          statuses,
 		EphemeralContainerStatuses: ephemeral,
 		ObservedGeneration:         p.pod.Generation,
+		// Not the node's: the resourceclaim controller and the scheduler
+		// write them, and NodeRestriction refuses a node's status update
+		// that changes them (the kubelet's status manager keeps them too).
+		ResourceClaimStatuses:       old.ResourceClaimStatuses,
+		ExtendedResourceClaimStatus: old.ExtendedResourceClaimStatus,
 	}
 	if st.StartTime.IsZero() {
 		st.StartTime = nil

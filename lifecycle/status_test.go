@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -165,6 +166,21 @@ func TestStatusFailureReason(t *testing.T) {
 	}
 	if c := podCondition(st, v1.PodReadyToStartContainers); c.Status != v1.ConditionFalse {
 		t.Errorf("PodReadyToStartContainers %s", c.Status)
+	}
+}
+
+// The claims' statuses are the controllers': a status without them is one
+// NodeRestriction refuses.
+func TestStatusKeepsResourceClaimStatuses(t *testing.T) {
+	spec := v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}
+	p := statusPod(spec, map[string]*container{"c": {name: "c"}}, false, false)
+	claim := "pod-gpu-x7k2q"
+	p.pod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: &claim}}
+	p.pod.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "pod-extended-resources-abcde"}
+	st := p.computeStatus()
+	if !equality.Semantic.DeepEqual(st.ResourceClaimStatuses, p.pod.Status.ResourceClaimStatuses) ||
+		!equality.Semantic.DeepEqual(st.ExtendedResourceClaimStatus, p.pod.Status.ExtendedResourceClaimStatus) {
+		t.Fatalf("claim statuses %+v %+v, want the API's", st.ResourceClaimStatuses, st.ExtendedResourceClaimStatus)
 	}
 }
 
