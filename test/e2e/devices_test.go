@@ -28,18 +28,26 @@ const (
 	devicesTaint    = "hostlet.test/devices"
 )
 
-// buildKubeBinary builds a command of the k8s.io/kubernetes module pinned
-// in test/cluster/kube (Go's build cache makes a second build cheap).
-func buildKubeBinary(t *testing.T, ctx context.Context, pkg string) string {
+// kubeModuleCommand is a go command run in test/cluster/kube, the module
+// that pins k8s.io/kubernetes.
+func kubeModuleCommand(t *testing.T, ctx context.Context, args ...string) *exec.Cmd {
 	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = filepath.Join(root, "test", "cluster", "kube")
+	return cmd
+}
+
+// buildKubeBinary builds a command of the k8s.io/kubernetes module pinned
+// in test/cluster/kube (Go's build cache makes a second build cheap).
+func buildKubeBinary(t *testing.T, ctx context.Context, pkg string) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
-	cmd.Dir = filepath.Join(root, "test", "cluster", "kube")
+	cmd := kubeModuleCommand(t, ctx, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", pkg, err, out)
@@ -48,16 +56,16 @@ func buildKubeBinary(t *testing.T, ctx context.Context, pkg string) string {
 	return bin
 }
 
-// sampleDevicePluginImage builds the upstream sample device plugin and
-// imports it as a one-binary image.
-func sampleDevicePluginImage(t *testing.T, ctx context.Context) {
+// kubeBinaryImage builds a command of the k8s.io/kubernetes module and
+// imports it as a one-binary image, ref, whose entrypoint is /<base of pkg>.
+func kubeBinaryImage(t *testing.T, ctx context.Context, pkg, ref string) {
 	t.Helper()
-	exe, err := os.ReadFile(buildKubeBinary(t, ctx, "k8s.io/kubernetes/test/images/sample-device-plugin"))
+	exe, err := os.ReadFile(buildKubeBinary(t, ctx, pkg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	archive := filepath.Join(t.TempDir(), "image.tar")
-	if err := harness.WriteBinaryImage(archive, samplePluginRef, "sample-device-plugin", exe); err != nil {
+	if err := harness.WriteBinaryImage(archive, ref, filepath.Base(pkg), exe); err != nil {
 		t.Fatal(err)
 	}
 	if err := cluster.ImportImage(ctx, archive); err != nil {
@@ -71,35 +79,38 @@ func sampleDevicePluginImage(t *testing.T, ctx context.Context) {
 // an emptyDir: the image has nothing but the binary.
 func samplePluginDaemonSet(ns, nodeName, pluginDir, cdiDir string) *appsv1.DaemonSet {
 	labels := map[string]string{"k8s-app": "sample-device-plugin"}
-	hostPath := func(name, path string) v1.Volume {
-		return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: path}}}
-	}
+	return nodeDaemonSet(ns, "sample-device-plugin", nodeName, labels, v1.PodSpec{
+		Volumes: []v1.Volume{
+			hostPathVolume("device-plugin", pluginDir, v1.HostPathUnset), hostPathVolume("cdi-dir", cdiDir, v1.HostPathUnset),
+			{Name: "tmp", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		},
+		Containers: []v1.Container{{
+			Name: "sample-device-plugin", Image: samplePluginRef, ImagePullPolicy: v1.PullNever,
+			Env: []v1.EnvVar{{Name: "PLUGIN_SOCK_DIR", Value: "/var/lib/kubelet/device-plugins"}, {Name: "CDI_ENABLED", Value: "1"}},
+			VolumeMounts: []v1.VolumeMount{
+				{Name: "device-plugin", MountPath: "/var/lib/kubelet/device-plugins"},
+				{Name: "cdi-dir", MountPath: "/var/run/cdi"},
+				{Name: "tmp", MountPath: "/tmp"},
+			},
+		}},
+	})
+}
+
+// nodeDaemonSet runs pod on the node only, whatever its taints.
+func nodeDaemonSet(ns, name, nodeName string, labels map[string]string, pod v1.PodSpec) *appsv1.DaemonSet {
+	pod.NodeSelector = map[string]string{v1.LabelHostname: nodeName}
+	pod.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
 	return &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sample-device-plugin"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: v1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: v1.PodSpec{
-					NodeSelector: map[string]string{v1.LabelHostname: nodeName},
-					Tolerations:  []v1.Toleration{{Operator: v1.TolerationOpExists}},
-					Volumes: []v1.Volume{
-						hostPath("device-plugin", pluginDir), hostPath("cdi-dir", cdiDir),
-						{Name: "tmp", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
-					},
-					Containers: []v1.Container{{
-						Name: "sample-device-plugin", Image: samplePluginRef, ImagePullPolicy: v1.PullNever,
-						Env: []v1.EnvVar{{Name: "PLUGIN_SOCK_DIR", Value: "/var/lib/kubelet/device-plugins"}, {Name: "CDI_ENABLED", Value: "1"}},
-						VolumeMounts: []v1.VolumeMount{
-							{Name: "device-plugin", MountPath: "/var/lib/kubelet/device-plugins"},
-							{Name: "cdi-dir", MountPath: "/var/run/cdi"},
-							{Name: "tmp", MountPath: "/tmp"},
-						},
-					}},
-				},
-			},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 		},
 	}
+}
+
+func hostPathVolume(name, path string, typ v1.HostPathType) v1.Volume {
+	return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: path, Type: &typ}}}
 }
 
 // devicePod asks for n sample devices and prints what the plugin gave it.
@@ -209,6 +220,35 @@ func podResourcesDevices(t *testing.T, ctx context.Context, socket, ns, pod stri
 	return held, allocatable
 }
 
+// restartDaemonSetPod deletes the one pod of a DaemonSet and waits until
+// the pod that replaces it runs.
+func restartDaemonSetPod(t *testing.T, ctx context.Context, ns, selector string) {
+	t.Helper()
+	c := cluster.Client()
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods %s: %v, %v", selector, pods, err)
+	}
+	old := pods.Items[0].UID
+	if err := c.CoreV1().Pods(ns).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range l.Items {
+			if p.UID != old && p.Status.Phase == v1.PodRunning {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("the DaemonSet's new pod (%s) never ran: %v", selector, err)
+	}
+}
+
 // TestDevicePlugin runs upstream's sample device plugin as a DaemonSet on
 // a node of its own: it registers and the node shows its two devices; a
 // pod asking for both gets them (mounts and CDI devices as the plugin
@@ -219,7 +259,7 @@ func podResourcesDevices(t *testing.T, ctx context.Context, socket, ns, pod stri
 func TestDevicePlugin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	sampleDevicePluginImage(t, ctx)
+	kubeBinaryImage(t, ctx, "k8s.io/kubernetes/test/images/sample-device-plugin", samplePluginRef)
 	cdiDir := t.TempDir()
 	name := "hostlet-devices"
 	h := extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: []string{
@@ -304,28 +344,7 @@ func TestDevicePlugin(t *testing.T) {
 
 	// A plugin restart: the DaemonSet's new pod registers again and serves
 	// the waiting pod once two's devices are free.
-	plugins, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=sample-device-plugin"})
-	if err != nil || len(plugins.Items) != 1 {
-		t.Fatalf("plugin pods: %v, %v", plugins, err)
-	}
-	old := plugins.Items[0].UID
-	if err := c.CoreV1().Pods(ns).Delete(ctx, plugins.Items[0].Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=sample-device-plugin"})
-		if err != nil {
-			return false, nil
-		}
-		for _, p := range l.Items {
-			if p.UID != old && p.Status.Phase == v1.PodRunning {
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatalf("the DaemonSet's new plugin pod never ran: %v", err)
-	}
+	restartDaemonSetPod(t, ctx, ns, "k8s-app=sample-device-plugin")
 	if _, err := cluster.WaitForNode(ctx, name, 3*time.Minute, deviceCounts(2, 2)); err != nil {
 		t.Fatalf("restarted plugin did not register again: %v", err)
 	}
