@@ -17,6 +17,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 const (
@@ -186,6 +188,26 @@ func TestDeviceDRA(t *testing.T) {
 	}); err != nil {
 		pods, _ := cluster.Kubectl(context.Background(), "get", "pods", "-n", ns, "-o", "wide")
 		t.Fatalf("the driver published no ResourceSlice for %s: %v\n%s", name, err, pods)
+	}
+
+	// The policy is in force: the same ServiceAccount with another node's
+	// name may not write this node's slices. The driver's writes passed,
+	// so the token hostlet gave its pod is bound to the pod on this node.
+	cfg := cluster.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + ns + ":" + sa,
+		Extra:    map[string][]string{"authentication.kubernetes.io/node-name": {"elsewhere"}},
+	}
+	asSA, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "stray-"},
+		Spec:       resourceapi.ResourceSliceSpec{Driver: draDriver, NodeName: &name, Pool: resourceapi.ResourcePool{Name: "stray", ResourceSliceCount: 1}},
+	}
+	if _, err := asSA.ResourceV1().ResourceSlices().Create(ctx, stray, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "running on node 'elsewhere' may not modify") {
+		t.Fatalf("a slice written by the driver's ServiceAccount without a node: %v; want the policy's denial", err)
 	}
 
 	class := &resourceapi.DeviceClass{
