@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/hostlet/hostlet/test/images"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // nodeCIDRMask is the size of the pod CIDRs the controller-manager hands
@@ -197,3 +199,156 @@ func importTestImages(t *testing.T, c *harness.Cluster) {
 	}
 }
 
+// Two hosts on one machine: the cluster's node and a second host, each a
+// hostlet with its own containerd in its own network namespace, the second
+// in its own mount namespace with its own CNI bin and config dirs,
+// /run/flannel and /var/lib/cni at the same paths (a DaemonSet's hostPaths
+// are the same on every node), linked by a veth pair. flannel's host-gw
+// backend routes each node's pod CIDR through the other's address; pods
+// reach each other across the nodes, and a ClusterIP Service backed by a
+// pod on each node answers from both, through the nodes' kube-proxy.
+func TestFlannelTwoHosts(t *testing.T) {
+	skipIfNoCluster(t)
+	const nodeA, nodeB = "hostlet-fl-a", "hostlet-fl-b"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := harness.Start(ctx, harness.Options{Logf: t.Logf, NodeNetns: true, NodeCIDRMaskSize: nodeCIDRMask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	dirs, own := newFlannelDirs(t), newFlannelDirs(t)
+	hostB, err := c.AddHost(ctx, "b", harness.HostOptions{Binds: map[string]string{
+		own.bin: mkdir(t, dirs.bin), own.conf: mkdir(t, dirs.conf), own.run: mkdir(t, dirs.run), own.data: mkdir(t, dirs.data),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hostB.Stop) // before the cluster's
+	importTestImages(t, c)
+	imgs, err := images.BuildAll(ctx, filepath.Join(imageCache(), "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range imgs {
+		if err := hostB.ImportImage(ctx, img.Archive); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range []harness.HostletOptions{{NodeName: nodeA}, {NodeName: nodeB, Host: hostB}} {
+		o.Binary, o.NoWaitReady, o.ExtraArgs = hostletBinary(t), true, dirs.hostletArgs()
+		if _, err := c.StartHostlet(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	podCIDR := map[string]string{}
+	for _, node := range []string{nodeA, nodeB} {
+		n, err := c.WaitForNode(ctxT(t), node, 2*time.Minute, func(n *v1.Node) (bool, error) {
+			ok, err := conditionIs(v1.NodeReady, v1.ConditionFalse, cniNotReady)(n)
+			return ok && len(n.Spec.PodCIDRs) == 1, err
+		})
+		if err != nil {
+			t.Fatalf("%s NotReady with the kubelet's message and a pod CIDR: %v", node, err)
+		}
+		podCIDR[node] = n.Spec.PodCIDRs[0]
+	}
+
+	// The second host's containerd needs the components' images too.
+	for _, comp := range []struct {
+		name  string
+		build func(context.Context, string, string) (images.Image, error)
+	}{{"kube-proxy", images.BuildKubeProxy}, {"flannel", images.BuildFlannel}} {
+		bctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		bin, err := harness.BuildComponent(bctx, t.Logf, comp.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := comp.build(bctx, filepath.Join(imageCache(), "images"), bin)
+		if err == nil {
+			err = hostB.ImportImage(bctx, img.Archive)
+		}
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	deployKubeProxy(t, c)
+	// Both nodes' flanneld use their address on the link.
+	linkPrefix := strings.TrimSuffix(hostB.LinkSubnet(), "0/24")
+	deployFlannel(t, c, dirs, "--iface-regex=^"+strings.ReplaceAll(linkPrefix, ".", `\.`))
+	for _, node := range []string{nodeA, nodeB} {
+		if err := c.WaitNodeReady(ctxT(t), node); err != nil {
+			pods, _ := c.Kubectl(ctxT(t), "get", "pods", "-A", "-o", "wide")
+			t.Fatalf("%s Ready after flannel's conflist: %v\n%s", node, err, pods)
+		}
+	}
+	// host-gw: flanneld on each node routes the other's pod CIDR through
+	// its address on the link (soon after the conflist made them Ready).
+	for _, r := range []struct{ netns, cidr, via string }{
+		{c.NodeNetnsPath(), podCIDR[nodeB], hostB.IP()},
+		{hostB.NetnsPath(), podCIDR[nodeA], strings.TrimSuffix(hostB.LinkSubnet(), "0/24") + "1"},
+	} {
+		pollUntil(t, 2*time.Minute, fmt.Sprintf("a route to %s via %s in %s", r.cidr, r.via, r.netns), func() bool {
+			out, err := exec.Command("nsenter", "--net="+r.netns, "ip", "route", "show", r.cidr).CombinedOutput()
+			return err == nil && strings.Contains(string(out), "via "+r.via+" ")
+		})
+	}
+
+	ns := c.NewNamespace(t)
+	for _, p := range []struct{ name, node string }{{"web-a", nodeA}, {"web-b", nodeB}} {
+		pod := testapp(ns, p.name)
+		pod.Labels = map[string]string{"app": "web"}
+		pod.Spec.NodeName = p.node
+		c.CreatePod(t, pod)
+	}
+	for _, p := range []struct{ name, node string }{{"client-a", nodeA}, {"client-b", nodeB}} {
+		pod := busybox(ns, p.name, "sleep", "3600")
+		pod.Spec.NodeName = p.node
+		pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+		c.CreatePod(t, pod)
+	}
+	ips := map[string]string{}
+	for _, p := range []struct{ name, node string }{{"web-a", nodeA}, {"web-b", nodeB}, {"client-a", nodeA}, {"client-b", nodeB}} {
+		pod, err := c.WaitForPod(ctxT(t), ns, p.name, 2*time.Minute, harness.PodReady)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, cidr, _ := net.ParseCIDR(podCIDR[p.node])
+		if !cidr.Contains(net.ParseIP(pod.Status.PodIP)) {
+			t.Errorf("pod %s on %s has IP %q, not from the node's pod CIDR %s", p.name, p.node, pod.Status.PodIP, cidr)
+		}
+		ips[p.name] = pod.Status.PodIP
+	}
+	for _, client := range []string{"client-a", "client-b"} {
+		for _, web := range []string{"web-a", "web-b"} {
+			if got := fetchFrom(t, c, ns, client, ips[web], "8080"); got != web {
+				t.Errorf("%s: pod %s at %s answered %q", client, web, ips[web], got)
+			}
+		}
+	}
+
+	svc, err := c.Client().CoreV1().Services(ns).Create(ctxT(t), &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: v1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, client := range []string{"client-a", "client-b"} {
+		seen := map[string]bool{}
+		for i := 0; i < 40 && len(seen) < 2; i++ {
+			seen[fetchFrom(t, c, ns, client, svc.Spec.ClusterIP, "80")] = true
+		}
+		if !seen["web-a"] || !seen["web-b"] || len(seen) != 2 {
+			t.Errorf("%s: ClusterIP %s answered %v, want web-a and web-b", client, svc.Spec.ClusterIP, seen)
+		}
+	}
+}
+
+func mkdir(t *testing.T, dir string) string {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
