@@ -5,8 +5,8 @@
 # no-op. Prints the bin directory on stdout.
 #   usage: build.sh [component...]   (default: etcd kube containerd runc;
 #   kubelet, the upstream yardstick for make bench, kube-proxy and coredns, for
-#   the Service and DNS tests, and metrics-server, for kubectl top and the HPA,
-#   only on request)
+#   the Service and DNS tests, metrics-server, for kubectl top and the HPA, and
+#   flannel, the CNI DaemonSet's flanneld and CNI plugin, only on request)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HOSTLET_CACHE:-$HOME/.cache/hostlet}
@@ -67,6 +67,14 @@ for comp in "${@:-etcd kube containerd runc}"; do
 		# For kubectl top and the HPA tests: the module's own command (a tool of
 		# test/cluster/metrics-server/go.mod).
 		metrics-server) build metrics-server "" "-s -w" sigs.k8s.io/metrics-server/cmd/metrics-server:metrics-server ;;
+		# For the CNI DaemonSet tests: flanneld (static with the UDP backend's
+		# C proxy, as upstream builds it on amd64) and its CNI plugin (named
+		# as its CNI type), pinned in a module of its own (see cni-plugin/go.mod).
+		flannel)
+			flver=$(modver flannel github.com/flannel-io/flannel)
+			CGO=1 build flannel "netgo osusergo" "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$flver -extldflags -static" \
+				github.com/flannel-io/flannel:flanneld
+			MOD=flannel/cni-plugin build flannel-cni "" "-s -w" github.com/containernetworking/plugins/plugins/meta/flannel:flannel ;;
 		containerd) build containerd "" "-s -w -X github.com/containerd/containerd/v2/version.Version=$ctrver" \
 			github.com/containerd/containerd/v2/cmd/containerd:containerd \
 			github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2:containerd-shim-runc-v2 \

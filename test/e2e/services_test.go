@@ -33,15 +33,7 @@ func netnsCluster(t *testing.T, node string, hostletArgs ...string) (*harness.Cl
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
-	imgs, err := images.BuildAll(ctx, filepath.Join(imageCache(), "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, img := range imgs {
-		if err := c.ImportImage(ctx, img.Archive); err != nil {
-			t.Fatal(err)
-		}
-	}
+	importTestImages(t, c)
 	h, err := c.StartHostlet(ctx, harness.HostletOptions{Binary: hostletBinary(t), NodeName: node, ExtraArgs: hostletArgs})
 	if err != nil {
 		t.Fatal(err)

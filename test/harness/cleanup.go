@@ -18,7 +18,7 @@ import (
 // ownedEntries are the names the harness creates in a cluster dir. A dir
 // the caller chose (Options.Dir) may hold other things: only these are
 // swept, unmounted and removed there. A temp dir is the harness's entirely.
-var ownedEntries = []string{"logs", "pki", "etcd", "containerd", "cni", "hostlet", "kubeconfig"}
+var ownedEntries = []string{"logs", "pki", "etcd", "containerd", "cni", "hostlet", "kubeconfig", "hosts"}
 
 // cleanupSpec says what cleanupLeftovers may touch.
 type cleanupSpec struct {
@@ -70,6 +70,7 @@ func cleanupLeftovers(s cleanupSpec, logf func(string, ...any)) {
 	if err := deleteLink(s.bridge); err != nil {
 		logf("harness: %v", err)
 	}
+	removeHostNets(s.netns, logf)
 	if err := removeNodeNet(s.netns, s.veth); err != nil {
 		logf("harness: %v", err)
 	}

@@ -48,6 +48,11 @@ type Options struct {
 	// (kube-proxy) stays inside it. The API server then binds and
 	// advertises the root end of the pair instead of 127.0.0.1.
 	NodeNetns bool
+	// NodeCIDRMaskSize, if set, has the controller-manager allocate each
+	// node a pod CIDR of this prefix length out of PodSubnet
+	// (--allocate-node-cidrs), as a cluster whose CNI DaemonSet reads
+	// node.spec.podCIDRs (flannel's --kube-subnet-mgr) runs it.
+	NodeCIDRMaskSize int
 }
 
 // Cluster is a running local cluster. Methods are safe for concurrent use.

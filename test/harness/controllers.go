@@ -30,6 +30,10 @@ func (c *Cluster) startControllerManager() (*process, error) {
 		// No serving endpoint: nothing scrapes it and it saves a port.
 		"--secure-port", "0",
 	}
+	if c.opts.NodeCIDRMaskSize > 0 {
+		args = append(args, "--allocate-node-cidrs", "--cluster-cidr", c.inst.Subnet,
+			"--node-cidr-mask-size", fmt.Sprint(c.opts.NodeCIDRMaskSize))
+	}
 	args = append(args, c.opts.ControllerManagerArgs...)
 	return c.launch("kube-controller-manager", filepath.Join(c.binDir, "kube-controller-manager"), args...)
 }

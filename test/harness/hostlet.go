@@ -31,6 +31,9 @@ type HostletOptions struct {
 	// NoWaitReady returns as soon as the process started, without waiting
 	// for the Node to become Ready.
 	NoWaitReady bool
+	// Host, if set, runs hostlet on that host (Cluster.AddHost) instead of
+	// the cluster's node.
+	Host *Host
 }
 
 // Hostlet is one running hostlet process registered as a node.
@@ -115,6 +118,13 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		// Before ExtraArgs: a --node-labels there replaces this one.
 		h.args = append(h.args, "--node-labels", NodeNetnsLabel+"=true")
 	}
+	if opts.Host != nil {
+		hostArgs, err := opts.Host.hostletArgs(name)
+		if err != nil {
+			return nil, err
+		}
+		h.args = append(h.args, hostArgs...)
+	}
 	h.args = append(h.args, opts.ExtraArgs...)
 	// If the Node does not exist yet, any Ready status is this process's;
 	// otherwise (a name reused in this cluster) wait for a fresh heartbeat.
@@ -140,6 +150,9 @@ func (h *Hostlet) start() error {
 	env := append(os.Environ(), "PATH="+h.c.binDir+":"+os.Getenv("PATH"))
 	env = append(env, h.opts.Env...)
 	bin, args := h.c.net.command(h.opts.Binary, h.args...)
+	if h.opts.Host != nil {
+		bin, args = h.opts.Host.command(h.opts.Binary, h.args...)
+	}
 	p, err := startProcess("hostlet-"+h.opts.NodeName, h.LogPath(), env, true, bin, args...)
 	if err != nil {
 		return err

@@ -34,39 +34,9 @@ var iptablesTools = []string{"iptables", "iptables-save", "iptables-restore",
 // apt-get into outDir/debs) and the kube-proxy binary (test/cluster/build.sh
 // kube-proxy) at /usr/local/bin. Reused while its inputs are unchanged.
 func BuildKubeProxy(ctx context.Context, outDir, kubeProxy string) (Image, error) {
-	debs, err := downloadDebs(ctx, filepath.Join(outDir, "debs"), iptablesDebs)
-	if err != nil {
-		return Image{}, err
-	}
-	bin, err := os.ReadFile(kubeProxy)
-	if err != nil {
-		return Image{}, err
-	}
-	busybox, err := readBusybox()
-	if err != nil {
-		return Image{}, err
-	}
-	inputs := []string{KubeProxyRef, sha256Hex(bin), sha256Hex(busybox), fmt.Sprintf("%q", iptablesTools)}
-	for _, d := range debs {
-		inputs = append(inputs, filepath.Base(d))
-	}
-	return cachedImage(outDir, KubeProxyRef, inputs, func() (imageSpec, error) {
-		base, err := makeBusyboxLayer(ctx, busybox)
-		if err != nil {
-			return imageSpec{}, err
-		}
-		tools, err := debLayer(ctx, debs)
-		if err != nil {
-			return imageSpec{}, err
-		}
-		proxy, err := buildLayer([]entry{file("usr/local/bin/kube-proxy", 0o755, bin)})
-		if err != nil {
-			return imageSpec{}, err
-		}
-		return imageSpec{ref: KubeProxyRef, layers: []layer{base, tools, proxy}, config: ocispec.ImageConfig{
-			Env:        []string{"PATH=" + defaultPath},
-			Entrypoint: []string{"/usr/local/bin/kube-proxy"},
-		}}, nil
+	return iptablesImage(ctx, outDir, KubeProxyRef, map[string]string{"usr/local/bin/kube-proxy": kubeProxy}, ocispec.ImageConfig{
+		Env:        []string{"PATH=" + defaultPath},
+		Entrypoint: []string{"/usr/local/bin/kube-proxy"},
 	})
 }
 
