@@ -18,10 +18,6 @@ import (
 	log "github.com/sirupsen/logrus"
 )
 
-// loopbackConf brings up lo in every pod namespace, as the kubelet's CNI
-// integration always did, independent of the cluster's network config.
-const loopbackConf = `{"cniVersion":"0.3.1","name":"cni-loopback","type":"loopback"}`
-
 // ErrCNINotInitialized is containerd's CRI status while no pod network is
 // loaded (go-cni's error); the kubelet shows it in the node's Ready message.
 var ErrCNINotInitialized = errors.New("cni plugin not initialized")
@@ -36,9 +32,8 @@ type Network struct {
 	cacheDir string
 	// bridge, if set, names the default network's bridge: used while the
 	// config directory holds no config, once the node has pod CIDRs.
-	bridge   string
-	cni      *libcni.CNIConfig
-	loopback *libcni.NetworkConfigList
+	bridge string
+	cni    *libcni.CNIConfig
 
 	mu       sync.Mutex
 	list     *libcni.NetworkConfigList // nil: no network loaded
@@ -71,10 +66,6 @@ type PortMapping struct {
 // the default network over the node's pod CIDRs (SetPodCIDRs) for when confDir
 // holds none.
 func NewNetwork(confDir string, binDirs []string, cacheDir, bridge string) (*Network, error) {
-	lo, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"0.3.1","name":"cni-loopback","plugins":[` + loopbackConf + `]}`))
-	if err != nil {
-		return nil, err
-	}
 	exec := &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}
 	n := &Network{
 		confDir:  confDir,
@@ -82,7 +73,6 @@ func NewNetwork(confDir string, binDirs []string, cacheDir, bridge string) (*Net
 		cacheDir: cacheDir,
 		bridge:   bridge,
 		cni:      libcni.NewCNIConfigWithCacheDir(binDirs, cacheDir, exec),
-		loopback: lo,
 	}
 	n.reload("start")
 	return n, nil
@@ -199,7 +189,7 @@ func (n *Network) Status() error {
 	if err != nil {
 		return err
 	}
-	for _, p := range append(slices.Clone(list.Plugins), n.loopback.Plugins...) {
+	for _, p := range list.Plugins {
 		if _, err := invoke.FindInPath(p.Network.Type, n.binDirs); err != nil {
 			return fmt.Errorf("CNI plugin %q of network %q not found in %v", p.Network.Type, list.Name, n.binDirs)
 		}
@@ -252,19 +242,17 @@ func (n *Network) listFor(conf []byte) (*libcni.NetworkConfigList, error) {
 	return list, nil
 }
 
-// Attach runs CNI ADD for lo and the pod network given by conf (see Conf)
-// and returns the pod's IPs.
+// Attach brings lo up (loopbackUp) and runs CNI ADD for the pod network
+// given by conf (see Conf), and returns the pod's IPs.
 func (n *Network) Attach(ctx context.Context, conf []byte, id, netnsPath string, a PodNetworkArgs) ([]net.IP, error) {
 	list, err := n.listFor(conf)
 	if err != nil {
 		return nil, err
 	}
-	rt := n.runtimeConf(id, netnsPath, a)
-	loRT := *rt
-	loRT.IfName = "lo"
-	if _, err := n.cni.AddNetworkList(ctx, n.loopback, &loRT); err != nil {
+	if err := loopbackUp(netnsPath); err != nil {
 		return nil, fmt.Errorf("setting up loopback: %w", err)
 	}
+	rt := n.runtimeConf(id, netnsPath, a)
 	res, err := n.cni.AddNetworkList(ctx, list, rt)
 	if err != nil {
 		return nil, fmt.Errorf("plugin type=%q name=%q failed (add): %w", list.Plugins[len(list.Plugins)-1].Network.Type, list.Name, err)
@@ -302,8 +290,6 @@ func (n *Network) Detach(ctx context.Context, conf []byte, id, netnsPath string,
 	if err := n.cni.DelNetworkList(ctx, list, rt); err != nil {
 		return fmt.Errorf("plugin type=%q name=%q failed (delete): %w", list.Plugins[len(list.Plugins)-1].Network.Type, list.Name, err)
 	}
-	loRT := *rt
-	loRT.IfName = "lo"
-	_ = n.cni.DelNetworkList(ctx, n.loopback, &loRT)
+	// lo needs no DEL: it goes with the namespace.
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +34,33 @@ type config struct {
 	out, profile                string
 	nodes                       string
 	keep                        bool
+	// scenarios run (scenarioNames); the others are skipped and left out
+	// of the table.
+	scenarios map[string]bool
+}
+
+// scenarioNames are the measurements -scenarios picks from: "burst" (the
+// rounds of -pods started and deleted, RSS idle), "exit" (exit latency) and
+// "probed" (the probed burst and the steady window).
+var scenarioNames = []string{"burst", "exit", "probed"}
+
+// parseScenarios reads -scenarios: a comma-separated subset of
+// scenarioNames.
+func parseScenarios(list string) (map[string]bool, error) {
+	m := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(scenarioNames, s) {
+			return nil, fmt.Errorf("unknown scenario %q (have %s)", s, strings.Join(scenarioNames, ", "))
+		}
+		m[s] = true
+	}
+	if len(m) == 0 {
+		return nil, errors.New("no scenario to run")
+	}
+	return m, nil
 }
 
 func main() {
@@ -43,11 +72,17 @@ func main() {
 	flag.IntVar(&c.probed, "probed", 100, "pods with a 1 s readiness probe for the steady-cost window")
 	flag.DurationVar(&c.window, "window", time.Minute, "steady-cost window")
 	flag.StringVar(&c.out, "out", "", "markdown results file (default <cache>/bench/latest.md)")
-	flag.StringVar(&c.profile, "profile", "", "directory for CPU, block and mutex profiles of hostlet over the probed burst's start and delete (hostlet built with a profiling hook)")
+	flag.StringVar(&c.profile, "profile", "", "directory for CPU, block and mutex profiles of hostlet over the first burst's and the probed burst's start and delete (hostlet built with a profiling hook)")
 	flag.StringVar(&c.nodes, "nodes", "hostlet,kubelet", "nodes to run: hostlet, kubelet or both")
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster dir (logs) after the run")
+	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window)")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
+	var err error
+	if c.scenarios, err = parseScenarios(*scenarios); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	log.SetFormatter(&log.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
 	if *verbose {
 		log.SetLevel(log.DebugLevel)

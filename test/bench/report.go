@@ -79,7 +79,7 @@ func rows(c config) []row {
 	if c.rounds > 1 {
 		rounds = fmt.Sprintf(", %d rounds", c.rounds)
 	}
-	return []row{
+	burst := []row{
 		durRow(fmt.Sprintf("burst of %d pods%s: create → Running, p50", n, rounds), func(r *nodeResult) time.Duration { return r.start.pct(50) }),
 		durRow(fmt.Sprintf("burst of %d: create → Running, p95", n), func(r *nodeResult) time.Duration { return r.start.pct(95) }),
 		durRow(fmt.Sprintf("burst of %d: all Running (slowest round)", n), func(r *nodeResult) time.Duration { return r.allRunning }),
@@ -94,8 +94,12 @@ func rows(c config) []row {
 		memRow(fmt.Sprintf("RSS with %d idle pods: its containerd", n), func(r *nodeResult) int64 { return r.idle.runtime }),
 		row{fmt.Sprintf("RSS with %d idle pods: its shims (PSS, summed)", n), func(r *nodeResult) float64 { return float64(r.idle.shimsPSS) },
 			func(r *nodeResult) string { return fmt.Sprintf("%s in %d", mib(r.idle.shimsPSS), r.idle.shims) }, "lighter"},
+	}
+	exit := []row{
 		durRow(fmt.Sprintf("exit → API terminated, p50 (%d exits)", e), func(r *nodeResult) time.Duration { return r.exit.pct(50) }),
 		durRow("exit → API terminated, p95", func(r *nodeResult) time.Duration { return r.exit.pct(95) }),
+	}
+	probed := []row{
 		durRow(fmt.Sprintf("burst of %d probed pods: create → Ready, p50", m), func(r *nodeResult) time.Duration { return r.probedStart.pct(50) }),
 		durRow(fmt.Sprintf("burst of %d probed pods: all Ready", m), func(r *nodeResult) time.Duration { return r.probedReady }),
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of the agent", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.agent }),
@@ -111,11 +115,22 @@ func rows(c config) []row {
 		countRow("steady: API writes by the node", "fewer", func(r *nodeResult) int { return r.steadyWrites }),
 		countRow("steady: pods not Ready at the end", "", func(r *nodeResult) int { return r.notReadyAtEnd }),
 		durRow(fmt.Sprintf("burst of %d probed pods: all gone", m), func(r *nodeResult) time.Duration { return r.probedGone }),
+	}
+	var out []row
+	for _, sc := range []struct {
+		name string
+		rows []row
+	}{{"burst", burst}, {"exit", exit}, {"probed", probed}} {
+		if c.scenarios == nil || c.scenarios[sc.name] {
+			out = append(out, sc.rows...)
+		}
+	}
+	return append(out,
 		durRow("whole node run: duration", func(r *nodeResult) time.Duration { return r.runTime }),
 		row{"whole node run: agent CPU", func(r *nodeResult) float64 { return r.runAgentCPU.Seconds() },
 			func(r *nodeResult) string { return fmt.Sprintf("%.2f s", r.runAgentCPU.Seconds()) }, "lighter"},
 		countRow("whole node run: API writes", "fewer", func(r *nodeResult) int { return r.runWrites }),
-	}
+	)
 }
 
 // table renders the comparison as markdown, one column per node and, with
@@ -208,7 +223,7 @@ func header(c config, env *benchEnv) string {
 
 - run: %s, one local cluster, both nodes side by side, measured one after the other
 - hostlet: %s (containerd API, harness containerd); kubelet: %s (CRI containerd of its own, cgroupfs)
-- machine: %d CPUs, kernel %s
+- machine: %d CPUs, kernel %s; scenarios: %s
 - pods: %d busybox sleepers started and deleted at once, %d rounds reusing the names (RSS measured after the
   first round's pods were Running and idle for %v); %d exits (container PID 1 SIGKILLed from the host,
   latency to the watch event showing it terminated); %d testapp pods with an httpGet readiness probe every 1 s,
@@ -216,5 +231,16 @@ func header(c config, env *benchEnv) string {
   from the apiserver's audit log)
 
 `, time.Now().UTC().Format(time.RFC3339), env.hostletCommit, env.kubeletVersion, runtime.NumCPU(),
-		strings.TrimSpace(string(kernel)), c.pods, c.rounds, c.idle, c.exits, c.probed, c.window)
+		strings.TrimSpace(string(kernel)), scenarioList(c), c.pods, c.rounds, c.idle, c.exits, c.probed, c.window)
+}
+
+// scenarioList names the scenarios run, in scenarioNames' order.
+func scenarioList(c config) string {
+	var on []string
+	for _, s := range scenarioNames {
+		if c.scenarios[s] {
+			on = append(on, s)
+		}
+	}
+	return strings.Join(on, ", ")
 }

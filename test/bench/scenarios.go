@@ -67,17 +67,23 @@ func (b *bench) runNode(ctx context.Context, t target) (*nodeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	log.Infof("[%s] start and delete %d pods", t.label, b.cfg.pods)
-	if err := b.startDelete(ctx, t, r); err != nil {
-		return nil, fmt.Errorf("start/delete: %w", err)
+	if b.cfg.scenarios["burst"] {
+		log.Infof("[%s] start and delete %d pods", t.label, b.cfg.pods)
+		if err := b.startDelete(ctx, t, r); err != nil {
+			return nil, fmt.Errorf("start/delete: %w", err)
+		}
 	}
-	log.Infof("[%s] exit -> status, %d pods", t.label, b.cfg.exits)
-	if err := b.exits(ctx, t, r); err != nil {
-		return nil, fmt.Errorf("exit latency: %w", err)
+	if b.cfg.scenarios["exit"] {
+		log.Infof("[%s] exit -> status, %d pods", t.label, b.cfg.exits)
+		if err := b.exits(ctx, t, r); err != nil {
+			return nil, fmt.Errorf("exit latency: %w", err)
+		}
 	}
-	log.Infof("[%s] steady cost: %d pods probed every second, %v", t.label, b.cfg.probed, b.cfg.window)
-	if err := b.steady(ctx, t, r); err != nil {
-		return nil, fmt.Errorf("steady: %w", err)
+	if b.cfg.scenarios["probed"] {
+		log.Infof("[%s] steady cost: %d pods probed every second, %v", t.label, b.cfg.probed, b.cfg.window)
+		if err := b.steady(ctx, t, r); err != nil {
+			return nil, fmt.Errorf("steady: %w", err)
+		}
 	}
 	cpu1, err := cpuTime(t.agentPid)
 	if err != nil {
@@ -209,6 +215,14 @@ func (b *bench) startDeleteRound(ctx context.Context, t target, r *nodeResult, r
 	for i := range b.cfg.pods {
 		pods = append(pods, sleeperPod(t.node, t.ns, "start", i))
 	}
+	// The first round is profiled (-profile), start and delete.
+	prof := t.prof
+	if round > 0 {
+		prof = nil
+	}
+	if err := prof.begin(); err != nil {
+		return err
+	}
 	mark := t.cpuMark()
 	tr, created, running, err := b.launch(ctx, t, "start", pods, "running",
 		map[string]cond{"running": harness.PodRunning}, 3*time.Minute)
@@ -217,6 +231,9 @@ func (b *bench) startDeleteRound(ctx context.Context, t target, r *nodeResult, r
 	}
 	defer tr.stop()
 	r.startCPU.since(t, mark)
+	if err := prof.end("burst-start"); err != nil {
+		return err
+	}
 	r.start = append(r.start, latencies(created, running)...)
 	r.allRunning = max(r.allRunning, span(created, running))
 	if round == 0 {
@@ -230,12 +247,18 @@ func (b *bench) startDeleteRound(ctx context.Context, t target, r *nodeResult, r
 			return err
 		}
 	}
+	if err := prof.begin(); err != nil {
+		return err
+	}
 	mark = t.cpuMark()
 	deleted, goneAt, err := b.remove(ctx, tr, pods, 3*time.Minute)
 	if err != nil {
 		return err
 	}
 	r.delCPU.since(t, mark)
+	if err := prof.end("burst-delete"); err != nil {
+		return err
+	}
 	r.del = append(r.del, latencies(deleted, goneAt)...)
 	r.allGone = max(r.allGone, span(deleted, goneAt))
 	r.count(fmt.Sprintf("burst of %d, round %d", len(pods), round+1), pods, running, goneAt)
