@@ -377,7 +377,8 @@ func (p *Pod) adopt(ctx context.Context) {
 		p.finished = p.finished || p.isTerminalPhase()
 		return
 	}
-	if len(infos) > 0 && p.cfg.Runtime.SandboxReady(p.pod) {
+	// A worker run again after a panic never sets a finished pod up again.
+	if !p.finished && len(infos) > 0 && p.cfg.Runtime.SandboxReady(p.pod) {
 		if ips, err := p.cfg.Runtime.PrepareSandbox(ctx, p.pod); err == nil {
 			p.podIPs, p.sandboxOK = ips, true
 		}
