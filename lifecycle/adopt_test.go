@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -125,4 +126,30 @@ func TestAdoptLostSandboxNever(t *testing.T) {
 	), func(s *scenario) { s.rt.sandbox = false })
 	s.wantCalls()
 	s.wantPhase(v1.PodFailed)
+}
+
+// A pod whose containers all ended for good before a restart of hostlet
+// (its terminal status not written yet) gets no new sandbox, so no volumes
+// either, as the kubelet's computePodActions: it ends as it is and is
+// released.
+func TestAdoptFinishedPodGetsNoSandbox(t *testing.T) {
+	pod := restartPolicy(testPod("a"), v1.RestartPolicyOnFailure)
+	pod.Status.Phase = v1.PodRunning
+	s := newScenario(t, pod, holding(
+		ContainerInfo{ID: "a0", Name: "a", Exited: true, StartedAt: epoch.Add(-time.Minute), FinishedAt: epoch.Add(-time.Second)},
+	), func(s *scenario) { s.rt.sandbox = false })
+	if got := s.calls("sandbox", "start", "released"); !slices.Equal(got, []string{"released Succeeded"}) {
+		t.Fatalf("calls %q, want only the release", got)
+	}
+	s.wantPhase(v1.PodSucceeded)
+
+	// The same for an init container that failed for good.
+	pod = withInit(testPod("a"), v1.Container{Name: "i"})
+	pod.Status.Phase = v1.PodPending
+	s = newScenario(t, pod, holding(
+		ContainerInfo{ID: "i0", Name: "i", Exited: true, ExitCode: 1, StartedAt: epoch.Add(-time.Minute), FinishedAt: epoch.Add(-time.Second)},
+	), func(s *scenario) { s.rt.sandbox = false })
+	if got := s.calls("sandbox", "start", "released"); !slices.Equal(got, []string{"released Failed"}) {
+		t.Fatalf("calls %q, want only the release", got)
+	}
 }

@@ -28,6 +28,12 @@ type Config struct {
 	// Terminated is called once a deleted pod has stopped everything, with
 	// its final status; the caller writes it and removes the pod.
 	Terminated func(*v1.Pod)
+	// Released is called once, from the worker, when a pod ended without
+	// being deleted (Succeeded or Failed, its containers stopped and its
+	// final status published): what it no longer needs on the host
+	// (volumes, cgroup) goes, as with the kubelet's SyncTerminatedPod;
+	// its containers (for their logs) and its status stay.
+	Released func(*v1.Pod)
 	// Prober runs probes and lifecycle hooks.
 	Prober Prober
 	// Clock is the worker's time (back-off, deadlines, grace periods, probe
@@ -112,6 +118,8 @@ type Pod struct {
 	// ends Failed with this reason, message and extra conditions.
 	failure  *StopRequest
 	stopDone bool
+	// released: Released was called; nothing of the pod runs again.
+	released bool
 	// podCgroupShrink: a resize's pod-level decrease is still to be made
 	// (its containers are resized already; resize.go).
 	podCgroupShrink bool
@@ -173,7 +181,9 @@ func (p *Pod) Exited(info ContainerInfo) {
 }
 
 // Stop ends the pod Failed without deleting it; the returned channel is
-// closed once its containers are stopped and the status is published.
+// closed once its containers are stopped, the status is published and what
+// it held on the host is released (as the kubelet's eviction manager waits
+// for an evicted pod's resources to be reclaimed).
 func (p *Pod) Stop(req StopRequest) <-chan struct{} {
 	p.mu.Lock()
 	if p.stopReq == nil {
@@ -234,6 +244,12 @@ func (p *Pod) Run(ctx context.Context) {
 		next := p.syncOnce(ctx)
 		p.resizeProgress()
 		p.publish()
+		if p.finished && !p.released {
+			p.released = true
+			if p.cfg.Released != nil {
+				p.cfg.Released(p.Status())
+			}
+		}
 		if p.failure != nil && !p.stopDone {
 			p.stopDone = true
 			close(p.stopped)
@@ -358,10 +374,11 @@ func (p *Pod) adopt(ctx context.Context) {
 		// Only its termination is left: nothing is set up again and no
 		// probe runs, so readiness never comes back.
 		p.sandboxOK = p.cfg.Runtime.SandboxReady(p.pod)
-		p.finished = p.isTerminalPhase()
+		p.finished = p.finished || p.isTerminalPhase()
 		return
 	}
-	if len(infos) > 0 && p.cfg.Runtime.SandboxReady(p.pod) {
+	// A worker run again after a panic never sets a finished pod up again.
+	if !p.finished && len(infos) > 0 && p.cfg.Runtime.SandboxReady(p.pod) {
 		if ips, err := p.cfg.Runtime.PrepareSandbox(ctx, p.pod); err == nil {
 			p.podIPs, p.sandboxOK = ips, true
 		}
@@ -382,7 +399,7 @@ func (p *Pod) adopt(ctx context.Context) {
 			p.startProbes(c, rec)
 		}
 	}
-	p.finished = p.isTerminalPhase()
+	p.finished = p.finished || p.isTerminalPhase()
 }
 
 // rerunInit makes the init containers that ran in a sandbox now gone run
@@ -438,6 +455,13 @@ func (p *Pod) sync(ctx context.Context) time.Time {
 			p.logger().Warn("pod sandbox lost; recreating")
 			p.initialized, p.sandboxOK = false, false
 			p.rerunInit()
+		}
+		if p.mainDone() || p.initFailed() {
+			// Nothing of the pod is to run again (its containers exited
+			// before a restart of hostlet): it gets no new sandbox and no
+			// volumes, as the kubelet's computePodActions, and ends as it is.
+			p.finish(ctx)
+			return time.Time{}
 		}
 		if now.Before(p.sandboxRetry) {
 			return p.sandboxRetry
@@ -544,6 +568,20 @@ func (p *Pod) mainDone() bool {
 		}
 	}
 	return true
+}
+
+// initFailed reports that an init container failed for good, which ends
+// the pod.
+func (p *Pod) initFailed() bool {
+	spec := &p.pod.Spec
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		rec := p.containers[c.Name]
+		if !IsSidecar(c) && rec != nil && !rec.rerun && rec.cur.Exited && rec.cur.ExitCode != 0 && !ShouldRestart(c, spec, rec.cur.ExitCode) {
+			return true
+		}
+	}
+	return false
 }
 
 // ensureRunning starts or restarts a container unless it must wait (back-off

@@ -67,6 +67,11 @@ func newScenario(t *testing.T, pod *v1.Pod, setup ...func(*scenario)) *scenario 
 		Runtime: rt, Recorder: s.ev, Backoff: DefaultBackoff, Prober: s.pr, Clock: clk,
 		HostIPs:    []string{"192.0.2.1"},
 		Terminated: func(p *v1.Pod) { s.done <- p },
+		Released: func(p *v1.Pod) {
+			rt.mu.Lock()
+			rt.calls = append(rt.calls, "released "+string(p.Status.Phase))
+			rt.mu.Unlock()
+		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

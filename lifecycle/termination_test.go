@@ -119,3 +119,36 @@ func TestStopRequest(t *testing.T) {
 	s.step(time.Hour)
 	s.wantCalls()
 }
+
+// A pod that ends on its own is released once, with its terminal status,
+// after its containers and sandbox stopped; a stopped one before Stop's
+// channel closes (the eviction manager waits for its resources); a
+// deleted one never (its cleanup removes everything).
+func TestReleasedOnceTerminal(t *testing.T) {
+	s := newScenario(t, testPod("a"))
+	s.calls("") // all of the start
+	s.exit("a", 0)
+	if got := s.calls("teardown", "released"); !slices.Equal(got, []string{"teardown", "released Succeeded"}) {
+		t.Fatalf("calls %q, want the sandbox torn down, then the pod released", got)
+	}
+	s.step(time.Hour)
+	s.delete(30)
+	if got := s.calls("released", "sandbox", "start"); len(got) != 0 {
+		t.Fatalf("after the release: %q", got)
+	}
+
+	s = newScenario(t, restartPolicy(testPod("a"), v1.RestartPolicyAlways))
+	s.calls("start")
+	stopped := s.w.Stop(StopRequest{Grace: time.Second, Reason: "Evicted", Message: "m"})
+	s.settle()
+	<-stopped
+	if got := s.calls("released"); !slices.Equal(got, []string{"released Failed"}) {
+		t.Fatalf("calls %q, want the stopped pod released", got)
+	}
+
+	s = newScenario(t, restartPolicy(testPod("a"), v1.RestartPolicyAlways))
+	s.delete(30)
+	if got := s.calls("released"); len(got) != 0 {
+		t.Fatalf("a deleted pod was released: %q", got)
+	}
+}

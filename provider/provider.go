@@ -56,6 +56,9 @@ type Host interface {
 	ContainerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecycle.ContainerInfo
 	PodUpdated(old, pod *v1.Pod)
 	Cleanup(ctx context.Context, uid, namespace, name string)
+	// ReleasePod frees what a pod that ended holds on the host (volumes,
+	// sandbox, cgroup), keeping its containers for their logs.
+	ReleasePod(ctx context.Context, pod *v1.Pod)
 	// SaveAllocation and LoadAllocation keep what the node admitted for a
 	// pod's containers across restarts of hostlet.
 	SaveAllocation(uid types.UID, a lifecycle.Allocation) error
@@ -97,6 +100,9 @@ type Provider struct {
 	// lister is the node's pod informer cache: the API's view of which
 	// incarnation of a name is current.
 	lister corelisters.PodLister
+	// releasedTerminal are the pods that ended without a worker whose
+	// leftovers the sweep released (sweep.go); owned by the sweep.
+	releasedTerminal map[types.UID]bool
 }
 
 // New creates the provider; Run must be called before pods arrive.
@@ -188,11 +194,24 @@ func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) (err error) {
 func (p *Provider) GetPod(ctx context.Context, namespace, name string) (*v1.Pod, error) {
 	p.mu.Lock()
 	_, e := p.current(namespace, name)
+	lister := p.lister
 	p.mu.Unlock()
 	if e == nil {
+		// A pod that ended before hostlet restarted has no worker; as on
+		// the kubelet, its logs are still served, from its final status.
+		if lister != nil {
+			if pod, err := lister.Pods(namespace).Get(name); err == nil && podEnded(pod) {
+				return pod.DeepCopy(), nil
+			}
+		}
 		return nil, errdefs.NotFoundf("pod %s/%s not found", namespace, name)
 	}
 	return view(e), nil
+}
+
+// podEnded: the pod is in a terminal phase, which it never leaves.
+func podEnded(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 }
 
 // GetPodByUID returns one incarnation of a pod the node runs, with its
@@ -238,6 +257,13 @@ func (p *Provider) NotifyPods(ctx context.Context, cb func(*v1.Pod)) {
 // whatever happens to the provider's context.
 func (p *Provider) cleanupHost(uid, namespace, name string) {
 	p.host.Cleanup(context.WithoutCancel(p.ctx), uid, namespace, name)
+}
+
+// released frees what a pod that ended without being deleted holds on the
+// host, as the kubelet's SyncTerminatedPod, on its worker: an evicted pod's
+// emptyDir no longer holds the node's disk until the pod is deleted.
+func (p *Provider) released(pod *v1.Pod) {
+	p.host.ReleasePod(context.WithoutCancel(p.ctx), pod)
 }
 
 // ActivePods returns the pods the node runs that have not finished.

@@ -56,6 +56,11 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		// Finished and removed already; a late event must not restart it.
 		return admission{}
 	}
+	if podEnded(pod) && pod.DeletionTimestamp == nil {
+		// It ended before a restart of hostlet and its volumes may be gone:
+		// it never runs again (the sweep releases what it left).
+		return admission{}
+	}
 	l := lifecycle.PodLogger(pod)
 	alloc := p.allocation(pod)
 	// A pod already being deleted (hostlet restarted during its termination)
@@ -80,6 +85,7 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		HostIPs:    p.cfg.NodeIPs,
 		Publish:    p.publish,
 		Terminated: p.terminated,
+		Released:   p.released,
 		Prober:     p.prober,
 	})
 	p.allocated(w, pod, alloc)

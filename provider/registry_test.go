@@ -112,3 +112,24 @@ func TestCreatePodPanicReleasesTheLock(t *testing.T) {
 	}
 	p.mu.Unlock()
 }
+
+// A pod that ended before hostlet restarted is never started again (its
+// volumes may be gone; p.node is nil, so an admission would panic), and is
+// still found by name for its logs.
+func TestEndedPodNotStarted(t *testing.T) {
+	p, api := testRegistry(t)
+	pod := registryPod("done", "u1")
+	pod.Status.Phase = v1.PodSucceeded
+	_ = api.Add(pod)
+	if err := p.CreatePod(context.Background(), pod); err != nil || len(p.pods) != 0 {
+		t.Fatalf("CreatePod of an ended pod = %v, %d workers", err, len(p.pods))
+	}
+	if got, err := p.GetPod(context.Background(), "ns", "done"); err != nil || got.UID != "u1" || got.Status.Phase != v1.PodSucceeded {
+		t.Fatalf("GetPod of an ended pod without a worker = %v, %v", got, err)
+	}
+	running := registryPod("running", "u2")
+	_ = api.Add(running)
+	if _, err := p.GetPod(context.Background(), "ns", "running"); !errdefs.IsNotFound(err) {
+		t.Fatalf("GetPod of a running pod without a worker = %v, want NotFound", err)
+	}
+}

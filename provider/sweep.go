@@ -64,6 +64,7 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 			_ = p.DeletePod(ctx, pod)
 		}
 	}
+	p.releaseTerminal(ctx, list, workers)
 
 	// What exists on the host is listed before the workers are read again:
 	// a pod's worker is registered before it creates anything, so whatever
@@ -147,6 +148,38 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 		}
 		log.WithFields(log.Fields{"uid": uid, "pod": key(ns, name)}).Info("removing leftovers of a pod that no longer exists")
 		p.cleanupHost(string(uid), ns, name)
+	}
+}
+
+// releaseTerminal frees what the pods that ended and have no worker hold
+// on the host, once each: a restarted hostlet is not given them (virtual-
+// kubelet skips pods in a terminal phase), so what their worker did not
+// release before the restart is released here, as the kubelet's pod
+// workers finish a terminated pod they find at startup.
+func (p *Provider) releaseTerminal(ctx context.Context, list []*v1.Pod, workers map[types.UID]*v1.Pod) {
+	if p.releasedTerminal == nil {
+		p.releasedTerminal = map[types.UID]bool{}
+	}
+	inAPI := make(map[types.UID]bool, len(list))
+	for _, pod := range list {
+		inAPI[pod.UID] = true
+		if !podEnded(pod) || pod.DeletionTimestamp != nil || workers[pod.UID] != nil || p.releasedTerminal[pod.UID] {
+			continue
+		}
+		// A worker that finished meanwhile: its cleanup is under way.
+		p.mu.Lock()
+		_, done := p.gone[pod.UID]
+		p.mu.Unlock()
+		if done {
+			continue
+		}
+		p.releasedTerminal[pod.UID] = true
+		p.host.ReleasePod(ctx, pod)
+	}
+	for uid := range p.releasedTerminal {
+		if !inAPI[uid] {
+			delete(p.releasedTerminal, uid)
+		}
 	}
 }
 

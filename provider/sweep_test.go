@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/hostlet/hostlet/runtime"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -26,7 +28,7 @@ func (c sweepContainers) ListContainers(context.Context, string) ([]runtime.Cont
 
 type sweepHost struct {
 	Host
-	cleaned []string
+	cleaned, released []string
 }
 
 func (h *sweepHost) Cleanup(_ context.Context, uid, namespace, name string) {
@@ -65,5 +67,47 @@ func TestSweepRemovesOnlyOwnOrphans(t *testing.T) {
 	slices.Sort(host.cleaned)
 	if want := []string{"cgonly /", "dironly /", "gone ns/old", "lo ns/logsonly", "older ns/older"}; !slices.Equal(host.cleaned, want) {
 		t.Fatalf("cleaned %q, want %q", host.cleaned, want)
+	}
+}
+
+func (h *sweepHost) ReleasePod(_ context.Context, pod *v1.Pod) {
+	h.released = append(h.released, string(pod.UID))
+}
+
+// Pods that ended and have no worker (a restarted hostlet is not given
+// them) are released by the sweep, once each; those with a worker are
+// their worker's, those still running or being deleted are left alone.
+func TestSweepReleasesTerminalPods(t *testing.T) {
+	p, api := testRegistry(t)
+	p.cfg.RootDir = t.TempDir()
+	host := &sweepHost{}
+	p.host = host
+	p.rt = sweepContainers{}
+	phase := func(pod *v1.Pod, ph v1.PodPhase) *v1.Pod { pod.Status.Phase = ph; return pod }
+	worked := phase(registryPod("worked", "worked"), v1.PodFailed)
+	p.register(worked)
+	deleting := phase(registryPod("deleting", "deleting"), v1.PodFailed)
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	for _, pod := range []*v1.Pod{
+		phase(registryPod("evicted", "evicted"), v1.PodFailed),
+		phase(registryPod("done", "done"), v1.PodSucceeded),
+		phase(registryPod("running", "running"), v1.PodRunning),
+		worked, deleting,
+	} {
+		_ = api.Add(pod)
+	}
+	p.sweep(context.Background(), p.lister)
+	slices.Sort(host.released)
+	if want := []string{"done", "evicted"}; !slices.Equal(host.released, want) {
+		t.Fatalf("released %q, want %q", host.released, want)
+	}
+	host.released = nil
+	p.sweep(context.Background(), p.lister)
+	if len(host.released) != 0 {
+		t.Fatalf("released again: %q", host.released)
+	}
+	if len(host.cleaned) != 0 {
+		t.Fatalf("cleaned %q: terminal pods in the API are not orphans", host.cleaned)
 	}
 }

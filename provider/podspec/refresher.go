@@ -31,11 +31,17 @@ type refresher struct {
 	cache map[string]cachedToken
 	keys  map[types.UID]map[string]bool
 	meta  map[types.UID]metav1.ObjectMeta
+	// released are the pods that ended: their volumes are gone and are
+	// never written again. writing is held while one pod's volumes are
+	// refreshed, so a release waits for a refresh under way.
+	released map[types.UID]bool
+	writing  sync.Mutex
 }
 
 func newRefresher(r *Runtime) *refresher {
 	return &refresher{r: r, due: map[types.UID]time.Time{}, wake: make(chan struct{}, 1),
-		cache: map[string]cachedToken{}, keys: map[types.UID]map[string]bool{}, meta: map[types.UID]metav1.ObjectMeta{}}
+		cache: map[string]cachedToken{}, keys: map[types.UID]map[string]bool{}, meta: map[types.UID]metav1.ObjectMeta{},
+		released: map[types.UID]bool{}}
 }
 
 // volumeResync is how often the content volumes of a running pod are
@@ -68,6 +74,10 @@ func (t *refresher) scheduleResync(pod *v1.Pod, due time.Time) {
 		return
 	}
 	t.mu.Lock()
+	if t.released[pod.UID] {
+		t.mu.Unlock()
+		return
+	}
 	if cur, ok := t.due[pod.UID]; !ok || due.Before(cur) {
 		t.due[pod.UID] = due
 	}
@@ -170,8 +180,47 @@ func (t *refresher) dropTokens(uid types.UID) {
 func (t *refresher) forget(uid types.UID) {
 	t.mu.Lock()
 	delete(t.due, uid)
+	delete(t.released, uid)
 	t.dropTokens(uid)
 	t.mu.Unlock()
+}
+
+// release takes a pod that ended off the refresh for good, once a refresh
+// of it under way is done: its volumes are about to be removed and nothing
+// may write them again, as the kubelet's volume manager drops a terminated
+// pod from its desired state.
+func (t *refresher) release(uid types.UID) {
+	t.writing.Lock()
+	defer t.writing.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.released[uid] = true
+	delete(t.due, uid)
+	t.dropTokens(uid)
+}
+
+// refresh rewrites one pod's content volumes, unless it was released.
+func (t *refresher) refresh(ctx context.Context, uid types.UID) {
+	t.writing.Lock()
+	defer t.writing.Unlock()
+	t.mu.Lock()
+	released := t.released[uid]
+	t.mu.Unlock()
+	if released {
+		return
+	}
+	pod := t.podFor(uid)
+	if pod == nil || pod.DeletionTimestamp != nil {
+		return
+	}
+	sb, err := t.r.rt.Sandbox(string(uid))
+	var ips []string
+	if err == nil {
+		ips = sb.IPs
+	}
+	if err := t.r.setupVolumes(ctx, pod, ips); err != nil {
+		log.WithError(err).WithField("pod", key(pod.Namespace, pod.Name)).Warn("refreshing volumes")
+	}
 }
 
 func (t *refresher) run(ctx context.Context) {
@@ -191,16 +240,7 @@ func (t *refresher) run(ctx context.Context) {
 		}
 		t.mu.Unlock()
 		for _, uid := range dueNow {
-			if pod := t.podFor(uid); pod != nil && pod.DeletionTimestamp == nil {
-				sb, err := t.r.rt.Sandbox(string(uid))
-				var ips []string
-				if err == nil {
-					ips = sb.IPs
-				}
-				if err := t.r.setupVolumes(ctx, pod, ips); err != nil {
-					log.WithError(err).WithField("pod", key(pod.Namespace, pod.Name)).Warn("refreshing volumes")
-				}
-			}
+			t.refresh(ctx, uid)
 		}
 		wait := time.Hour
 		if !next.IsZero() {

@@ -355,18 +355,39 @@ func isContentVolume(v *v1.Volume) bool {
 }
 
 // teardownVolumes unmounts the pod's subPath binds and tmpfs volumes, and
-// removes its files. Nothing is removed while anything under the pod's
-// directory is still mounted: a removal would reach through the mount
-// (a subPath of a hostPath volume is the host's own data).
+// removes its files.
 func (r *Runtime) teardownVolumes(uid string) error {
+	_, err := removeUnmounted(filepath.Join(r.cfg.RootDir, "pods", uid))
+	return err
+}
+
+// teardownPodVolumes unmounts and removes the volumes of a pod that ended
+// and their subPath binds, as the kubelet's volume manager tears down a
+// terminated pod's volumes; the rest of its directory (its containers'
+// termination messages) stays until the pod is deleted. It reports whether
+// there was anything to remove.
+func (r *Runtime) teardownPodVolumes(uid string) (bool, error) {
 	podDir := filepath.Join(r.cfg.RootDir, "pods", uid)
-	if _, err := os.Lstat(podDir); errors.Is(err, os.ErrNotExist) {
-		return nil
+	subpaths, err := removeUnmounted(filepath.Join(podDir, subPathsDir))
+	if err != nil {
+		return subpaths, err
 	}
-	if err := unmountUnder(podDir); err != nil {
-		return fmt.Errorf("not removing %s: %w", podDir, err)
+	vols, err := removeUnmounted(filepath.Join(podDir, "volumes"))
+	return subpaths || vols, err
+}
+
+// removeUnmounted unmounts everything at or below dir and removes it,
+// reporting whether it existed. Nothing is removed while anything below dir
+// is still mounted: a removal would reach through the mount (a subPath of a
+// hostPath volume is the host's own data).
+func removeUnmounted(dir string) (bool, error) {
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return false, nil
 	}
-	return os.RemoveAll(podDir)
+	if err := unmountUnder(dir); err != nil {
+		return true, fmt.Errorf("not removing %s: %w", dir, err)
+	}
+	return true, os.RemoveAll(dir)
 }
 
 // mountSubPath is a mount's subPath, or its subPathExpr expanded with the

@@ -78,14 +78,26 @@ func runUserns(t *testing.T, pod *v1.Pod) string {
 // A pod with hostUsers: false runs in its own user namespace: not the
 // identity map of the host, a 65536-ID block of its own, persisted in the
 // pod dir; its volume is idmapped, so what it writes carries the IDs it sees
-// on the host too, not the high host IDs.
+// on the host too, not the high host IDs. A pod that ended gives its block
+// and its volumes back, as the kubelet's SyncTerminatedPod.
 func TestHostSafetyUserNamespace(t *testing.T) {
 	skipIfNoCluster(t)
 	ns := cluster.NewNamespace(t)
 	script := "echo uid_map: $(cat /proc/self/uid_map); echo gid_map: $(cat /proc/self/gid_map); " +
 		"touch /data/root-file && echo owner: $(stat -c %u:%g /data/root-file); echo id: $(id -u)"
-	a := usernsPod(ns, "userns-a", script)
-	out := runUserns(t, a)
+	bpod := usernsPod(ns, "userns-b", script)
+	bpod.Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: ptrTo(int64(1000)), RunAsGroup: ptrTo(int64(1000))}
+	bpod.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumMemory
+	outB := runUserns(t, bpod)
+	// a stays running, so that its pod dir can be looked at.
+	a := usernsPod(ns, "userns-a", script+"; sleep 3600")
+	cluster.CreatePod(t, a)
+	waitPhase(t, ns, a.Name, v1.PodRunning)
+	var out string
+	pollUntil(t, time.Minute, "the output of "+a.Name, func() bool {
+		out, _ = cluster.Kubectl(ctxT(t), "-n", ns, "logs", a.Name)
+		return strings.Contains(out, "id: ")
+	})
 	inside, host, size := uidMapOf(t, out)
 	if inside != 0 || host == 0 || size == 4294967295 {
 		t.Fatalf("uid_map of a hostUsers: false pod: %q", out)
@@ -120,12 +132,9 @@ func TestHostSafetyUserNamespace(t *testing.T) {
 		t.Errorf("userns file %s (%v), want host ID %d", b, err, host)
 	}
 
-	// A second pod gets a block of its own; a non-root user keeps its ID
-	// on the idmapped volume.
-	bpod := usernsPod(ns, "userns-b", script)
-	bpod.Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: ptrTo(int64(1000)), RunAsGroup: ptrTo(int64(1000))}
-	bpod.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumMemory
-	outB := runUserns(t, bpod)
+	// A second pod got a block of its own; a non-root user keeps its ID
+	// on the idmapped volume. It ended: its block file and its volume are
+	// gone with its pod still there.
 	_, hostB, _ := uidMapOf(t, outB)
 	if hostB == host || (hostB < host+65536 && host < hostB+65536) {
 		t.Errorf("two pods overlap: %d and %d", host, hostB)
@@ -133,9 +142,19 @@ func TestHostSafetyUserNamespace(t *testing.T) {
 	if !strings.Contains(outB, "owner: 1000:1000") || !strings.Contains(outB, "id: 1000") {
 		t.Errorf("runAsUser 1000 in a user namespace on a tmpfs emptyDir: %q", outB)
 	}
+	pb, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), bpod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, 30*time.Second, "the block and volume of the ended pod released", func() bool {
+		dir := filepath.Join(node.RootDir(), "pods", string(pb.UID))
+		_, errU := os.Stat(filepath.Join(dir, "userns"))
+		_, errV := os.Stat(filepath.Join(dir, "volumes", "data"))
+		return os.IsNotExist(errU) && os.IsNotExist(errV)
+	})
 
 	// Deleting the pod frees its block and its file.
-	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), a.Name, metav1.DeleteOptions{}); err != nil {
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), a.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, ns, a.Name)
