@@ -2,6 +2,7 @@ package podspec
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
@@ -31,6 +33,24 @@ func countActions(client *fake.Clientset, verb, resource string) int {
 		}
 	}
 	return n
+}
+
+// watchStarted closes once the cache's watch of resource is registered with
+// the fake's tracker: the fake has no resourceVersions, so a change made
+// between its List and its Watch would never be delivered.
+func watchStarted(client *fake.Clientset, resource string) <-chan struct{} {
+	started := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor(resource, func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := client.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		once.Do(func() { close(started) })
+		return true, w, err
+	})
+	return started
 }
 
 // eventually waits for the watch to deliver what cond looks for; the test's
@@ -61,10 +81,12 @@ func TestObjectCacheReadsFromOneWatch(t *testing.T) {
 func TestObjectCacheSeesUpdatesAndDeletion(t *testing.T) {
 	s := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Data: map[string][]byte{"k": []byte("one")}}
 	c, client, _ := newTestCache(t, s)
+	started := watchStarted(client, "secrets")
 	ctx := t.Context()
 	if _, err := c.Secret(ctx, "ns", "s"); err != nil {
 		t.Fatal(err)
 	}
+	<-started
 	s2 := s.DeepCopy()
 	s2.Data["k"] = []byte("two")
 	if _, err := client.CoreV1().Secrets("ns").Update(ctx, s2, metav1.UpdateOptions{}); err != nil {
