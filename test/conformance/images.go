@@ -52,7 +52,7 @@ const (
 
 // imageInputs are the files the images are made of.
 type imageInputs struct {
-	busybox, agnhost, nnp, curl, pause []byte
+	busybox, agnhost, nnp, curl, nc, pause []byte
 	cert, key                          []byte
 	applets                            []string // busybox applet paths, e.g. "bin/sh"
 }
@@ -177,6 +177,8 @@ func agnhostLayer(in imageInputs) []layerEntry {
 		{name: "uploads", mode: 0o755, dir: true},
 		{name: "bin/bash", mode: 0o755, data: []byte(bashShim)},
 		{name: "usr/bin/curl", mode: 0o755, data: in.curl},
+		// Before busybox's /bin/nc in PATH, which lacks -v, -t and -u.
+		{name: "usr/bin/nc", mode: 0o755, data: in.nc},
 		{name: "etc/passwd", mode: 0o644, data: []byte(basePasswd + agnhostUser)},
 		{name: "etc/group", mode: 0o644, data: []byte(baseGroup + agnhostGroup)},
 		{name: "home/user-defined-in-image", mode: 0o755, dir: true},
@@ -316,7 +318,7 @@ func writeDockerArchive(path string, refs []string, img v1.Image) error {
 
 // readImageInputs gathers the binaries: busybox from Debian's
 // busybox-static, agnhost, nnp and the porter certificate from the tools
-// dir (test/cluster/e2e/build.sh), curl and pause built from this module.
+// dir (test/cluster/e2e/build.sh), curl, nc and pause built from this module.
 func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInputs, error) {
 	var in imageInputs
 	var err error
@@ -336,7 +338,7 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 	for _, p := range []struct {
 		dst *[]byte
 		pkg string
-	}{{&in.curl, "./test/conformance/curl"}, {&in.pause, "./test/conformance/pause"}} {
+	}{{&in.curl, "./test/conformance/curl"}, {&in.nc, "./test/conformance/nc"}, {&in.pause, "./test/conformance/pause"}} {
 		out := filepath.Join(scratch, filepath.Base(p.pkg))
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, p.pkg)
 		cmd.Dir = root
