@@ -53,8 +53,10 @@ const (
 // imageInputs are the files the images are made of.
 type imageInputs struct {
 	busybox, agnhost, nnp, curl, nc, pause []byte
-	cert, key                          []byte
-	applets                            []string // busybox applet paths, e.g. "bin/sh"
+	// agnhostBusybox is busybox without its nc applet (see noNCApplet).
+	agnhostBusybox []byte
+	cert, key      []byte
+	applets        []string // busybox applet paths, e.g. "bin/sh"
 }
 
 // imageKind says which stand-in serves an upstream image repository.
@@ -177,8 +179,11 @@ func agnhostLayer(in imageInputs) []layerEntry {
 		{name: "uploads", mode: 0o755, dir: true},
 		{name: "bin/bash", mode: 0o755, data: []byte(bashShim)},
 		{name: "usr/bin/curl", mode: 0o755, data: in.curl},
-		// Before busybox's /bin/nc in PATH, which lacks -v, -t and -u.
+		// netcat-openbsd's client flags (-v, -t, -u), which busybox's nc
+		// lacks; its shell would run its own applet whatever PATH says.
+		{name: "bin/busybox", mode: 0o755, data: in.agnhostBusybox},
 		{name: "usr/bin/nc", mode: 0o755, data: in.nc},
+		{name: "bin/nc", mode: 0o777, link: "/usr/bin/nc"},
 		{name: "etc/passwd", mode: 0o644, data: []byte(basePasswd + agnhostUser)},
 		{name: "etc/group", mode: 0o644, data: []byte(baseGroup + agnhostGroup)},
 		{name: "home/user-defined-in-image", mode: 0o755, dir: true},
@@ -350,6 +355,9 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 			return in, err
 		}
 	}
+	if in.agnhostBusybox, err = noNCApplet(in.busybox); err != nil {
+		return in, err
+	}
 	list, err := exec.CommandContext(ctx, "/usr/bin/busybox", "--list-full").Output()
 	if err != nil {
 		return in, fmt.Errorf("busybox --list-full: %w", err)
@@ -362,4 +370,18 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 		}
 	}
 	return in, nil
+}
+
+// noNCApplet returns busybox with its nc applet renamed nd. Debian's static
+// busybox is built with FEATURE_SH_STANDALONE: its sh runs an applet of the
+// name before searching PATH, so without this `nc` in a script would never
+// reach the image's /usr/bin/nc. The applet names are one sorted
+// NUL-separated table that busybox binary-searches: "nd" keeps the order
+// ("nameif" < "nd" < "netstat").
+func noNCApplet(busybox []byte) ([]byte, error) {
+	old, repl := []byte("\x00nameif\x00nc\x00netstat\x00"), []byte("\x00nameif\x00nd\x00netstat\x00")
+	if n := bytes.Count(busybox, old); n != 1 {
+		return nil, fmt.Errorf("busybox: the applet table entry %q appears %d times, want once", old, n)
+	}
+	return bytes.Replace(busybox, old, repl, 1), nil
 }
