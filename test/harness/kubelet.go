@@ -42,12 +42,24 @@ type Kubelet struct {
 	restore func() error
 }
 
-// kubeletConfig is the kubelet's KubeletConfiguration: cgroupfs, the same
-// authn/authz a real node has (x509 client CA and webhooks), a serving cert
-// from the cluster CA, and what would act on the shared machine switched off
-// or made lenient (no eviction or image GC, no iptables chains, no healthz
-// port on a fixed number, pod logs and plugins under the cluster dir).
-const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+// KubeletConfig is what KubeletConfigYAML needs to know.
+type KubeletConfig struct {
+	Address                     string // where the kubelet API listens
+	Port                        int
+	CertFile, KeyFile, ClientCA string
+	CgroupRoot                  string // must exist (MakeCgroupRoot)
+	CRISocket                   string // containerd's, with the CRI plugin
+	PodLogsDir, VolumePluginDir string
+	ClusterDNS, ClusterDomain   string // optional
+}
+
+// KubeletConfigYAML is the kubelet's KubeletConfiguration: cgroupfs, the
+// same authn/authz a real node has (x509 client CA and webhooks), and what
+// would act on the shared machine switched off or made lenient (no eviction
+// or image GC, no iptables chains, no healthz port on a fixed number, pod
+// logs and plugins where the caller says).
+func KubeletConfigYAML(k KubeletConfig) string {
+	s := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %[1]s
 port: %[2]d
@@ -80,7 +92,12 @@ makeIPTablesUtilChains: false
 oomScoreAdj: 0
 podLogsDir: %[8]q
 volumePluginDir: %[9]q
-`
+`, k.Address, k.Port, k.CertFile, k.KeyFile, k.ClientCA, k.CgroupRoot, k.CRISocket, k.PodLogsDir, k.VolumePluginDir)
+	if k.ClusterDNS != "" {
+		s += fmt.Sprintf("clusterDNS: [%q]\nclusterDomain: %q\n", k.ClusterDNS, k.ClusterDomain)
+	}
+	return s
+}
 
 // kubeletSysctls are the kernel settings the kubelet rewrites at start
 // (setupKernelTunables). They are global, not per network namespace, and
@@ -111,7 +128,7 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 		return nil, err
 	}
 	cgroupRoot := c.inst.cgroupRoot() + "/kubelet-" + opts.NodeName
-	if err := makeCgroupRoot(cgroupRoot); err != nil {
+	if err := MakeCgroupRoot(cgroupRoot); err != nil {
 		return nil, err
 	}
 	if k.restore, err = saveSysctls(); err != nil {
@@ -130,11 +147,12 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 		return nil, err
 	}
 	root := filepath.Join(k.dir, "root")
-	cfg := fmt.Sprintf(kubeletConfig, c.NodeIP(), ports[0], cert, key, c.pki.CACert, cgroupRoot,
-		ContainerdSocketIn(k.criDir()), filepath.Join(k.dir, "pod-logs"), filepath.Join(k.dir, "volume-plugins"))
-	if opts.ClusterDNS != "" {
-		cfg += fmt.Sprintf("clusterDNS: [%q]\nclusterDomain: %q\n", opts.ClusterDNS, opts.ClusterDomain)
-	}
+	cfg := KubeletConfigYAML(KubeletConfig{
+		Address: c.NodeIP(), Port: ports[0], CertFile: cert, KeyFile: key, ClientCA: c.pki.CACert,
+		CgroupRoot: cgroupRoot, CRISocket: ContainerdSocketIn(k.criDir()),
+		PodLogsDir: filepath.Join(k.dir, "pod-logs"), VolumePluginDir: filepath.Join(k.dir, "volume-plugins"),
+		ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain,
+	})
 	cfgPath := filepath.Join(k.dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
@@ -155,7 +173,7 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 	if k.kubelet, err = StartProcess("kubelet", c.logPath("kubelet-"+opts.NodeName), env, b, a...); err != nil {
 		return nil, err
 	}
-	if err := c.waitProcessNodeReady(ctx, k.kubelet, opts.NodeName); err != nil {
+	if err := c.WaitProcessNodeReady(ctx, k.kubelet, opts.NodeName); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -225,9 +243,9 @@ func (k *Kubelet) Stop() {
 	}
 }
 
-// waitProcessNodeReady waits for the Node to be Ready, giving up early if
-// the process behind it exits.
-func (c *Cluster) waitProcessNodeReady(ctx context.Context, p *Process, name string) error {
+// WaitProcessNodeReady waits for the Node to be Ready, giving up early if
+// the process behind it (a kubelet) exits.
+func (c *Cluster) WaitProcessNodeReady(ctx context.Context, p *Process, name string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -243,9 +261,9 @@ func (c *Cluster) waitProcessNodeReady(ctx context.Context, p *Process, name str
 	return nil
 }
 
-// makeCgroupRoot creates root in every hierarchy: the kubelet refuses a
+// MakeCgroupRoot creates root in every hierarchy: the kubelet refuses a
 // cgroupRoot that does not exist.
-func makeCgroupRoot(root string) error {
+func MakeCgroupRoot(root string) error {
 	mounts, err := CgroupMounts()
 	if err != nil {
 		return err
