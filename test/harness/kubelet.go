@@ -40,6 +40,7 @@ type Kubelet struct {
 	client  *containerd.Client
 	kubelet *Process
 	restore func() error
+	logf    func(string, ...any)
 }
 
 // KubeletConfig is what KubeletConfigYAML needs to know.
@@ -117,7 +118,7 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 	if err != nil {
 		return nil, err
 	}
-	k := &Kubelet{dir: filepath.Join(c.dir, "kubelet", opts.NodeName)}
+	k := &Kubelet{dir: filepath.Join(c.dir, "kubelet", opts.NodeName), logf: c.logf}
 	ok := false
 	defer func() {
 		if !ok {
@@ -232,13 +233,13 @@ func (k *Kubelet) ImportImage(ctx context.Context, archive string) error {
 func (k *Kubelet) Stop() {
 	k.kubelet.Stop(15 * time.Second)
 	if k.client != nil {
-		RemoveAllContainers(context.Background(), k.client, func(string, ...any) {})
+		RemoveAllContainers(context.Background(), k.client, k.logf)
 		k.client.Close()
 	}
 	k.cri.Stop(10 * time.Second)
 	if k.restore != nil {
 		if err := k.restore(); err != nil {
-			fmt.Fprintf(os.Stderr, "harness: kubelet: restoring kernel settings: %v\n", err)
+			k.logf("harness: kubelet: restoring kernel settings: %v", err)
 		}
 	}
 }
