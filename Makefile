@@ -11,7 +11,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 APT_PACKAGES := libseccomp-dev busybox-static containernetworking-plugins iptables iproute2 dbus-daemon
 
-.PHONY: all build deps components images dev dev-down test unit e2e vet clean conformance bench compat
+.PHONY: all build deps components images dev dev-down test unit e2e vet clean conformance conformance-compare bench compat
 
 all: build
 
@@ -85,6 +85,14 @@ compat: deps components
 ## Pass runner flags with CONFORMANCE_FLAGS, e.g. CONFORMANCE_FLAGS='-focus Probing'.
 conformance: deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/conformance $(CONFORMANCE_FLAGS)
+
+## conformance-compare: the same selection against hostlet, then against the
+## upstream kubelet of the pinned release (containerd's CRI) on the same
+## setup, with both counts side by side and the tests only hostlet fails
+## (hostlet's bugs; what both fail is the environment's). E.g.
+## CONFORMANCE_FLAGS='-focus sig-network' for the Services and DNS part.
+conformance-compare: deps components
+	HOSTLET_CACHE=$(CACHE) go run ./test/conformance -node-kind hostlet,kubelet $(CONFORMANCE_FLAGS)
 
 ## bench: hostlet against the upstream kubelet of the pinned release, two
 ## nodes of one local cluster on this machine, the same pods on each in turn

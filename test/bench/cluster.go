@@ -62,24 +62,6 @@ func deleteLeftovers(c *harness.Cluster, targets []target) error {
 	return nil
 }
 
-// waitNodeReady waits for the Node to be Ready, giving up early if the
-// process behind it exits.
-func waitNodeReady(ctx context.Context, c *harness.Cluster, p *harness.Process, name string) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-p.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if err := c.WaitNodeReady(ctx, name); err != nil {
-		return p.Failure(err)
-	}
-	return nil
-}
-
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

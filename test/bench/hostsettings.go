@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-
-	"github.com/hostlet/hostlet/test/harness"
 )
 
 // cgroupRoot is the kubelet's cgroupRoot: its QoS and pod cgroups go below
@@ -31,21 +29,6 @@ func lockRun(path string) (unlock func() error, err error) {
 		return nil, fmt.Errorf("another bench is running (%s is locked): %w", path, err)
 	}
 	return f.Close, nil
-}
-
-// makeCgroupRoot creates root in every hierarchy: the kubelet refuses a
-// cgroupRoot that does not exist.
-func makeCgroupRoot(root string) error {
-	mounts, err := harness.CgroupMounts()
-	if err != nil {
-		return err
-	}
-	for _, m := range mounts {
-		if err := os.MkdirAll(filepath.Join(m, root), 0o755); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // kubeletSysctls are the kernel settings the kubelet rewrites at start

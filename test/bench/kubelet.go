@@ -2,54 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/hostlet/hostlet/test/harness"
 )
-
-// kubeletConfig is the upstream kubelet's KubeletConfiguration: cgroupfs on
-// this cgroup v1 host, the same authn/authz a real node has (x509 client CA
-// and webhooks), a serving cert from the harness CA, and everything that
-// would otherwise act on the shared machine switched off or made lenient
-// (no eviction or image GC in a short run, no iptables chains, no healthz
-// port on a fixed number, pod logs and plugins under the run's dir).
-const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: 127.0.0.1
-port: %[1]d
-readOnlyPort: 0
-healthzPort: 0
-tlsCertFile: %[2]q
-tlsPrivateKeyFile: %[3]q
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: true
-  x509:
-    clientCAFile: %[4]q
-authorization:
-  mode: Webhook
-cgroupDriver: cgroupfs
-cgroupRoot: %[5]q
-failCgroupV1: false
-failSwapOn: false
-containerRuntimeEndpoint: unix://%[6]s
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard:
-  memory.available: "1Mi"
-  nodefs.available: "1%%"
-  nodefs.inodesFree: "1%%"
-  imagefs.available: "1%%"
-makeIPTablesUtilChains: false
-oomScoreAdj: 0
-podLogsDir: %[7]q
-volumePluginDir: %[8]q
-`
 
 // kubeletNode is the upstream kubelet running as a node.
 type kubeletProc struct {
@@ -79,8 +37,13 @@ func startKubelet(ctx context.Context, c *harness.Cluster, dir, name, nodeIP, cg
 	if err != nil {
 		return nil, err
 	}
-	cfg := fmt.Sprintf(kubeletConfig, port, cert, key, c.CACertFile(), cgroupRoot, cri.socket(),
-		filepath.Join(dir, "pod-logs"), filepath.Join(dir, "volume-plugins"))
+	// The API on 127.0.0.1, the node's address aside: nothing but the
+	// API server talks to it.
+	cfg := harness.KubeletConfigYAML(harness.KubeletConfig{
+		Address: "127.0.0.1", Port: port, CertFile: cert, KeyFile: key, ClientCA: c.CACertFile(),
+		CgroupRoot: cgroupRoot, CRISocket: cri.socket(),
+		PodLogsDir: filepath.Join(dir, "pod-logs"), VolumePluginDir: filepath.Join(dir, "volume-plugins"),
+	})
 	cfgPath := filepath.Join(dir, "kubelet-config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
@@ -96,7 +59,7 @@ func startKubelet(ctx context.Context, c *harness.Cluster, dir, name, nodeIP, cg
 	if err != nil {
 		return nil, err
 	}
-	if err := waitNodeReady(ctx, c, k.p, name); err != nil {
+	if err := c.WaitProcessNodeReady(ctx, k.p, name); err != nil {
 		k.stop()
 		return nil, err
 	}

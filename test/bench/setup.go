@@ -117,7 +117,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 	if err := harness.RemoveCgroupRoot(cgroupRoot); err != nil {
 		return nil, fmt.Errorf("a previous run's cgroups: %w", err)
 	}
-	if err := makeCgroupRoot(cgroupRoot); err != nil {
+	if err := harness.MakeCgroupRoot(cgroupRoot); err != nil {
 		return nil, err
 	}
 	for _, a := range imgs.test {

@@ -39,38 +39,113 @@ func prepareImages(ctx context.Context, c config, tools tooling) ([]builtImage, 
 	return imgs, nil
 }
 
-// testEnv is the running cluster with its hostlet node.
+// nodeKind is what runs as the cluster's node: hostlet, or the upstream
+// kubelet (same release as the suite) against containerd's CRI, to tell
+// hostlet's failures from this environment's.
+type nodeKind string
+
+const (
+	kindHostlet nodeKind = "hostlet"
+	kindKubelet nodeKind = "kubelet"
+)
+
+// testEnv is the running cluster with its node.
 type testEnv struct {
 	cluster *harness.Cluster
 	node    *harness.Hostlet
+	kubelet *harness.Kubelet
 }
 
-func startCluster(ctx context.Context, c config, imgs []builtImage) (*testEnv, error) {
+// startCluster starts a cluster with one node of kind. With network the
+// node lives in its own network namespace (a real address), gets
+// --cluster-dns, and kube-proxy and CoreDNS are deployed: what the
+// [sig-network] tests need. The kubelet always gets its own namespace: it
+// refuses a loopback node IP.
+func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKind, network bool) (*testEnv, error) {
 	bin := c.hostlet
-	if bin == "" {
+	if kind == kindHostlet && bin == "" {
 		var err error
 		if bin, err = harness.BuildHostlet(ctx); err != nil {
 			return nil, err
 		}
 	}
-	cl, err := harness.Start(ctx, harness.Options{Logf: logf, KeepDir: c.keep})
+	cl, err := harness.Start(ctx, harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: network || kind == kindKubelet})
 	if err != nil {
 		return nil, err
 	}
 	env := &testEnv{cluster: cl}
+	fail := func(err error) (*testEnv, error) {
+		env.stopNode()
+		cl.Stop()
+		return nil, err
+	}
+	name := nodeName(c, kind)
+	var importImage func(context.Context, string) error
+	switch kind {
+	case kindKubelet:
+		opts := harness.KubeletOptions{NodeName: name, SandboxImage: pauseRef(imgs)}
+		for _, img := range imgs {
+			opts.Images = append(opts.Images, img.archive)
+		}
+		if network {
+			opts.ClusterDNS, opts.ClusterDomain = harness.ClusterDNS, harness.ClusterDomain
+		}
+		if env.kubelet, err = cl.StartKubelet(ctx, opts); err != nil {
+			return fail(fmt.Errorf("kubelet: %w (logs: %s)", err, cl.LogDir()))
+		}
+		importImage = env.kubelet.ImportImage
+	default:
+		for _, img := range imgs {
+			if err := cl.ImportImage(ctx, img.archive); err != nil {
+				return fail(err)
+			}
+		}
+		logf("imported %d images into containerd namespace %s", len(imgs), harness.ContainerdNamespace)
+		var extra []string
+		if network {
+			extra = []string{"--cluster-dns", harness.ClusterDNS, "--cluster-domain", harness.ClusterDomain}
+		}
+		if env.node, err = cl.StartHostlet(ctx, harness.HostletOptions{Binary: bin, NodeName: name, ExtraArgs: extra}); err != nil {
+			return fail(fmt.Errorf("hostlet: %w (log: %s)", err, env.logTail()))
+		}
+		importImage = cl.ImportImage
+	}
+	if network {
+		t0 := time.Now()
+		if err := cl.DeployNetworkAddons(ctx, harness.NetworkAddons{ImageDir: filepath.Join(c.cache, "images"), Import: importImage}); err != nil {
+			return fail(err)
+		}
+		logf("kube-proxy and CoreDNS up in %v", time.Since(t0).Round(time.Second))
+	}
+	logf("cluster up: node %s (%s) ready, kubeconfig %s", name, kind, cl.KubeconfigPath())
+	return env, nil
+}
+
+// nodeName is -node for hostlet; the kubelet's node is named for it.
+func nodeName(c config, kind nodeKind) string {
+	if kind == kindKubelet {
+		return "kubelet-conformance"
+	}
+	return c.nodeName
+}
+
+// pauseRef is the reference of the pause image among imgs: the CRI's
+// sandbox image.
+func pauseRef(imgs []builtImage) string {
 	for _, img := range imgs {
-		if err := cl.ImportImage(ctx, img.archive); err != nil {
-			cl.Stop()
-			return nil, err
+		for _, r := range img.refs {
+			if strings.Contains(r, "/pause:") {
+				return r
+			}
 		}
 	}
-	logf("imported %d images into containerd namespace %s", len(imgs), harness.ContainerdNamespace)
-	if env.node, err = cl.StartHostlet(ctx, harness.HostletOptions{Binary: bin, NodeName: c.nodeName}); err != nil {
-		cl.Stop()
-		return nil, fmt.Errorf("hostlet: %w (log: %s)", err, env.logTail())
+	return ""
+}
+
+func (e *testEnv) stopNode() {
+	if e.kubelet != nil {
+		e.kubelet.Stop()
 	}
-	logf("cluster up: node %s ready, kubeconfig %s", c.nodeName, cl.KubeconfigPath())
-	return env, nil
 }
 
 // stop copies the components' logs (hostlet's above all) into the run's
@@ -85,6 +160,7 @@ func (e *testEnv) stop(runDir string) {
 			}
 		}
 	}
+	e.stopNode()
 	e.cluster.Stop()
 }
 

@@ -52,9 +52,11 @@ const (
 
 // imageInputs are the files the images are made of.
 type imageInputs struct {
-	busybox, agnhost, nnp, curl, pause []byte
-	cert, key                          []byte
-	applets                            []string // busybox applet paths, e.g. "bin/sh"
+	busybox, agnhost, nnp, curl, nc, pause []byte
+	// agnhostBusybox is busybox without its nc applet (see noNCApplet).
+	agnhostBusybox []byte
+	cert, key      []byte
+	applets        []string // busybox applet paths, e.g. "bin/sh"
 }
 
 // imageKind says which stand-in serves an upstream image repository.
@@ -177,6 +179,11 @@ func agnhostLayer(in imageInputs) []layerEntry {
 		{name: "uploads", mode: 0o755, dir: true},
 		{name: "bin/bash", mode: 0o755, data: []byte(bashShim)},
 		{name: "usr/bin/curl", mode: 0o755, data: in.curl},
+		// netcat-openbsd's client flags (-v, -t, -u), which busybox's nc
+		// lacks; its shell would run its own applet whatever PATH says.
+		{name: "bin/busybox", mode: 0o755, data: in.agnhostBusybox},
+		{name: "usr/bin/nc", mode: 0o755, data: in.nc},
+		{name: "bin/nc", mode: 0o777, link: "/usr/bin/nc"},
 		{name: "etc/passwd", mode: 0o644, data: []byte(basePasswd + agnhostUser)},
 		{name: "etc/group", mode: 0o644, data: []byte(baseGroup + agnhostGroup)},
 		{name: "home/user-defined-in-image", mode: 0o755, dir: true},
@@ -316,7 +323,7 @@ func writeDockerArchive(path string, refs []string, img v1.Image) error {
 
 // readImageInputs gathers the binaries: busybox from Debian's
 // busybox-static, agnhost, nnp and the porter certificate from the tools
-// dir (test/cluster/e2e/build.sh), curl and pause built from this module.
+// dir (test/cluster/e2e/build.sh), curl, nc and pause built from this module.
 func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInputs, error) {
 	var in imageInputs
 	var err error
@@ -336,7 +343,7 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 	for _, p := range []struct {
 		dst *[]byte
 		pkg string
-	}{{&in.curl, "./test/conformance/curl"}, {&in.pause, "./test/conformance/pause"}} {
+	}{{&in.curl, "./test/conformance/curl"}, {&in.nc, "./test/conformance/nc"}, {&in.pause, "./test/conformance/pause"}} {
 		out := filepath.Join(scratch, filepath.Base(p.pkg))
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, p.pkg)
 		cmd.Dir = root
@@ -347,6 +354,9 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 		if *p.dst, err = os.ReadFile(out); err != nil {
 			return in, err
 		}
+	}
+	if in.agnhostBusybox, err = noNCApplet(in.busybox); err != nil {
+		return in, err
 	}
 	list, err := exec.CommandContext(ctx, "/usr/bin/busybox", "--list-full").Output()
 	if err != nil {
@@ -360,4 +370,18 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 		}
 	}
 	return in, nil
+}
+
+// noNCApplet returns busybox with its nc applet renamed nd. Debian's static
+// busybox is built with FEATURE_SH_STANDALONE: its sh runs an applet of the
+// name before searching PATH, so without this `nc` in a script would never
+// reach the image's /usr/bin/nc. The applet names are one sorted
+// NUL-separated table that busybox binary-searches: "nd" keeps the order
+// ("nameif" < "nd" < "netstat").
+func noNCApplet(busybox []byte) ([]byte, error) {
+	old, repl := []byte("\x00nameif\x00nc\x00netstat\x00"), []byte("\x00nameif\x00nd\x00netstat\x00")
+	if n := bytes.Count(busybox, old); n != 1 {
+		return nil, fmt.Errorf("busybox: the applet table entry %q appears %d times, want once", old, n)
+	}
+	return bytes.Replace(busybox, old, repl, 1), nil
 }

@@ -174,6 +174,9 @@ func (s summary) print(w io.Writer, known knownFailures) {
 		fmt.Fprintf(w, "\nfailed:\n")
 		for _, r := range s.failed {
 			tag := "NEW  "
+			if known == nil { // no known failures apply (the kubelet's run)
+				tag = "fail "
+			}
 			reason, k := known[r.name]
 			if k {
 				tag = "known"

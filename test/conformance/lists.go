@@ -122,7 +122,8 @@ func scanLines(path string, r io.Reader, fn func(n int, line string) error) erro
 
 // universeDirs are the e2e source dirs whose node-level conformance tests
 // the selection must account for.
-var universeDirs = []string{"test/e2e/common/node/", "test/e2e/node/", "test/e2e/common/storage/"}
+var universeDirs = []string{"test/e2e/common/node/", "test/e2e/node/", "test/e2e/common/storage/",
+	"test/e2e/common/network/", "test/e2e/network/"}
 
 // inUniverse says whether a test (source location as e2e.test --list-tests
 // prints it, full name) must appear in selection.txt.

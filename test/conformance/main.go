@@ -7,12 +7,19 @@
 //  2. builds the test images under their upstream names (agnhost, busybox,
 //     pause, nonewprivs, nonroot, an nginx stand-in) from local binaries;
 //  3. starts the local cluster (test/harness) with hostlet as its only
-//     node and imports the images into hostlet's containerd namespace;
+//     node and imports the images into hostlet's containerd namespace; the
+//     [sig-network] tests get a cluster of their own whose node has its own
+//     network namespace, --cluster-dns, kube-proxy and CoreDNS;
 //  4. runs the selected tests with ginkgo in parallel, then prints a
 //     summary and fails if a test outside known-failures.txt failed.
 //
-// Results (JUnit report, e2e output, component logs, summary) go to
-// <results>/<time>, with <results>/latest pointing at the newest run.
+// -node-kind kubelet runs the same with the upstream kubelet as the node
+// (containerd's CRI); -node-kind hostlet,kubelet runs both in turn and
+// prints their counts side by side (make conformance-compare).
+//
+// Results (per node kind and part: JUnit report, e2e output, component
+// logs; the summary) go to <results>/<time>, with <results>/latest pointing
+// at the newest run.
 package main
 
 import (
@@ -46,6 +53,7 @@ type config struct {
 	listsDir   string // test/conformance
 	keepRuns   int
 	extraFlags string
+	nodeKinds  []nodeKind
 }
 
 func main() {
@@ -67,10 +75,20 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster's state dir after the run")
 	flag.IntVar(&c.keepRuns, "keep-runs", 10, "how many runs' results to keep")
 	flag.StringVar(&c.extraFlags, "e2e-flags", "", "extra space-separated flags for e2e.test")
+	kinds := flag.String("node-kind", "hostlet", "what runs as the node: hostlet, kubelet (the upstream kubelet against containerd's CRI), or hostlet,kubelet (both in turn, results side by side)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		flag.Usage()
 		os.Exit(2)
+	}
+	for _, k := range strings.Split(*kinds, ",") {
+		switch nodeKind(k) {
+		case kindHostlet, kindKubelet:
+			c.nodeKinds = append(c.nodeKinds, nodeKind(k))
+		default:
+			fmt.Fprintf(os.Stderr, "conformance: -node-kind %q: want hostlet, kubelet or hostlet,kubelet\n", *kinds)
+			os.Exit(2)
+		}
 	}
 	c.cache = cache
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -134,38 +152,106 @@ func run(ctx context.Context, c config) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	env, err := startCluster(ctx, c, images)
-	if err != nil {
-		return 1, err
-	}
-	logf("running %d tests with %d ginkgo processes", len(names), c.procs)
-	t1 := time.Now()
-	runErr := runGinkgo(ctx, c, tools, env, names, runDir)
-	elapsed := time.Since(t1).Round(time.Second)
-	env.stop(runDir)
-	if ctx.Err() != nil {
-		return 130, errors.New("interrupted")
-	}
-
-	results, err := readJUnit(filepath.Join(runDir, "junit_01.xml"))
-	if err != nil {
-		return 1, fmt.Errorf("%w (ginkgo: %v); see %s", err, runErr, filepath.Join(runDir, "e2e.log"))
-	}
-	s := summarize(results, names, known)
 	var out strings.Builder
-	s.print(&out, known)
-	if c.skipKnown {
-		fmt.Fprintf(&out, "\n%d known failures not run (-skip-known)\n", len(sel.run)-len(withoutKnown(sel.run, known)))
+	byKind := map[nodeKind]summary{}
+	code := 0
+	for _, kind := range c.nodeKinds {
+		results, elapsed, err := runKind(ctx, c, tools, images, kind, names, runDir)
+		if ctx.Err() != nil {
+			return 130, errors.New("interrupted")
+		}
+		if err != nil {
+			return 1, err
+		}
+		k := known
+		if kind != kindHostlet {
+			k = nil
+		}
+		s := summarize(results, names, k)
+		byKind[kind] = s
+		fmt.Fprintf(&out, "\n==== %s ====", kind)
+		if kind == kindHostlet {
+			s.print(&out, known)
+			if c.skipKnown {
+				fmt.Fprintf(&out, "\n%d known failures not run (-skip-known)\n", len(sel.run)-len(withoutKnown(sel.run, known)))
+			}
+		} else {
+			// known-failures.txt is hostlet's: the kubelet's failures are
+			// this environment's.
+			s.print(&out, nil)
+		}
+		fmt.Fprintf(&out, "\n%d tests on %s in %v with %d processes; results: %s\n", len(names), kind, elapsed, c.procs, runDir)
+		if kind == kindHostlet && !s.ok() {
+			code = 1
+		}
 	}
-	fmt.Fprintf(&out, "\n%d tests in %v with %d processes; results: %s\n", len(names), elapsed, c.procs, runDir)
+	if len(c.nodeKinds) > 1 {
+		printComparison(&out, names, byKind[kindHostlet], byKind[kindKubelet])
+	}
 	os.WriteFile(filepath.Join(runDir, "summary.txt"), []byte(out.String()), 0o644)
 	io.WriteString(os.Stdout, out.String())
-	if !s.ok() {
-		fmt.Println("FAIL: tests outside known-failures.txt failed (or the suite itself did)")
-		return 1, nil
+	if _, ran := byKind[kindHostlet]; !ran {
+		return 0, nil
 	}
-	fmt.Println("OK: every failure is a known one")
+	if code != 0 {
+		fmt.Println("FAIL: tests outside known-failures.txt failed on hostlet (or the suite itself did)")
+		return code, nil
+	}
+	fmt.Println("OK: every failure on hostlet is a known one")
 	return 0, nil
+}
+
+// runKind runs the tests against a node of kind: the [sig-network] ones in
+// a cluster with the node's own network and kube-proxy and CoreDNS, the
+// others in the plain one (so a core-only run is what it always was). Each
+// part's report, e2e output and logs go to <runDir>/<kind>-<part>.
+func runKind(ctx context.Context, c config, tools tooling, images []builtImage, kind nodeKind, names []string, runDir string) ([]result, time.Duration, error) {
+	var all []result
+	var elapsed time.Duration
+	core, network := splitNetwork(names)
+	for _, part := range []struct {
+		name    string
+		tests   []string
+		network bool
+	}{{"core", core, false}, {"network", network, true}} {
+		if len(part.tests) == 0 {
+			continue
+		}
+		dir := filepath.Join(runDir, string(kind)+"-"+part.name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, 0, err
+		}
+		env, err := startCluster(ctx, c, images, kind, part.network)
+		if err != nil {
+			return nil, 0, err
+		}
+		logf("running %d %s tests on %s with %d ginkgo processes", len(part.tests), part.name, kind, c.procs)
+		t1 := time.Now()
+		runErr := runGinkgo(ctx, c, tools, env, part.tests, dir)
+		elapsed += time.Since(t1).Round(time.Second)
+		env.stop(dir)
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		results, err := readJUnit(filepath.Join(dir, "junit_01.xml"))
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w (ginkgo: %v); see %s", err, runErr, filepath.Join(dir, "e2e.log"))
+		}
+		all = append(all, results...)
+	}
+	return all, elapsed, nil
+}
+
+// splitNetwork separates the [sig-network] tests from the others.
+func splitNetwork(names []string) (core, network []string) {
+	for _, n := range names {
+		if strings.HasPrefix(n, "[sig-network]") {
+			network = append(network, n)
+		} else {
+			core = append(core, n)
+		}
+	}
+	return core, network
 }
 
 // loadLists reads selection.txt and known-failures.txt and checks them

@@ -3,8 +3,10 @@
 // tests run `sh -c "curl http://HOST:8080/echo?msg=..."` inside it. It
 // supports the curl flags the e2e sources use:
 //
-//	curl [-sSfkIL] [-X METHOD] [-H HEADER]... [-d DATA] [-o FILE] [-w FORMAT]
-//	     [-m SECONDS] [--connect-timeout SECONDS] URL
+//	curl [-sSfkILigq] [-X METHOD] [-H HEADER]... [-d DATA] [-o FILE] [-w FORMAT]
+//	     [-m SECONDS] [--connect-timeout SECONDS] [--interface IP] URL
+//
+// -g (no URL globbing) and -q (no curlrc) are what it does anyway.
 //
 // Exit codes follow curl's where it matters to a caller: 0 success, 2 bad
 // usage, 7 failed to connect, 22 HTTP error with -f, 28 timeout.
@@ -24,11 +26,11 @@ import (
 )
 
 type options struct {
-	silent, showError, fail, insecure, head, follow bool
-	method, data, output, writeOut                  string
-	headers                                         []string
-	maxTime, connectTimeout                         time.Duration
-	url                                             string
+	silent, showError, fail, insecure, head, follow, include bool
+	method, data, output, writeOut, iface                    string
+	headers                                                  []string
+	maxTime, connectTimeout                                  time.Duration
+	url                                                      string
 }
 
 func main() {
@@ -77,6 +79,11 @@ func parse(args []string) (options, error) {
 				o.head = true
 			case "--location":
 				o.follow = true
+			case "--include":
+				o.include = true
+			case "--globoff", "--disable":
+			case "--interface":
+				o.iface, err = takes(&i, name, val)
 			case "--request":
 				o.method, err = takes(&i, name, val)
 			case "--header":
@@ -133,6 +140,9 @@ func parse(args []string) (options, error) {
 				o.head = true
 			case 'L':
 				o.follow = true
+			case 'i':
+				o.include = true
+			case 'g', 'q':
 			case 'X', 'H', 'd', 'o', 'w', 'm':
 				if v, err = takes(&i, "-"+string(c), rest); err != nil {
 					return o, err
@@ -194,8 +204,17 @@ func run(o options) int {
 	if o.data != "" && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
+	dialer := &net.Dialer{Timeout: o.connectTimeout}
+	if o.iface != "" {
+		// An address, as the e2e sources pass it (curl also takes a name).
+		ip := net.ParseIP(o.iface)
+		if ip == nil {
+			return o.failWith(45, fmt.Errorf("--interface %q: only an IP address is supported", o.iface))
+		}
+		dialer.LocalAddr = &net.TCPAddr{IP: ip}
+	}
 	tr := &http.Transport{
-		DialContext:     (&net.Dialer{Timeout: o.connectTimeout}).DialContext,
+		DialContext:     dialer.DialContext,
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: o.insecure},
 	}
 	client := &http.Client{Transport: tr, Timeout: o.maxTime}
@@ -225,12 +244,15 @@ func run(o options) int {
 	if o.fail && resp.StatusCode >= 400 {
 		return o.failWith(22, fmt.Errorf("the requested URL returned error: %d", resp.StatusCode))
 	}
-	if o.head {
+	if o.head || o.include {
 		fmt.Fprintf(out, "%s %s\r\n", resp.Proto, resp.Status)
 		resp.Header.Write(out)
 		fmt.Fprint(out, "\r\n")
-	} else if _, err := io.Copy(out, resp.Body); err != nil {
-		return o.failWith(56, err)
+	}
+	if !o.head {
+		if _, err := io.Copy(out, resp.Body); err != nil {
+			return o.failWith(56, err)
+		}
 	}
 	if o.writeOut != "" {
 		w := strings.NewReplacer(`%{http_code}`, fmt.Sprintf("%03d", resp.StatusCode), `%{response_code}`,

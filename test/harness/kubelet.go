@@ -1,0 +1,303 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+)
+
+// CRINamespace is where containerd's CRI plugin keeps the kubelet's images
+// and containers.
+const CRINamespace = "k8s.io"
+
+// KubeletOptions says how to run the upstream kubelet as a node of the
+// cluster, in hostlet's place (to compare the two on the same setup).
+type KubeletOptions struct {
+	// NodeName is the node's name. Required.
+	NodeName string
+	// SandboxImage is the pause image's reference; it must be among Images.
+	SandboxImage string
+	// Images are archives imported into the CRI containerd before the
+	// kubelet starts (nothing is pulled).
+	Images []string
+	// ClusterDNS and ClusterDomain are the kubelet's clusterDNS and
+	// clusterDomain (as hostlet's --cluster-dns, --cluster-domain).
+	ClusterDNS, ClusterDomain string
+}
+
+// Kubelet is the upstream kubelet (test/cluster/build.sh kubelet, the
+// pinned release) running as a node against a containerd of its own with
+// the CRI plugin, both in the node's network namespace with
+// Options.NodeNetns, on the cluster's CNI config (bridge, pod subnet).
+type Kubelet struct {
+	dir     string
+	cri     *Process
+	client  *containerd.Client
+	kubelet *Process
+	restore func() error
+	logf    func(string, ...any)
+}
+
+// KubeletConfig is what KubeletConfigYAML needs to know.
+type KubeletConfig struct {
+	Address                     string // where the kubelet API listens
+	Port                        int
+	CertFile, KeyFile, ClientCA string
+	CgroupRoot                  string // must exist (MakeCgroupRoot)
+	CRISocket                   string // containerd's, with the CRI plugin
+	PodLogsDir, VolumePluginDir string
+	ClusterDNS, ClusterDomain   string // optional
+}
+
+// KubeletConfigYAML is the kubelet's KubeletConfiguration: cgroupfs, the
+// same authn/authz a real node has (x509 client CA and webhooks), and what
+// would act on the shared machine switched off or made lenient (no eviction
+// or image GC, no iptables chains, no healthz port on a fixed number, pod
+// logs and plugins where the caller says).
+func KubeletConfigYAML(k KubeletConfig) string {
+	s := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %[1]s
+port: %[2]d
+readOnlyPort: 0
+healthzPort: 0
+tlsCertFile: %[3]q
+tlsPrivateKeyFile: %[4]q
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %[5]q
+authorization:
+  mode: Webhook
+cgroupDriver: cgroupfs
+cgroupRoot: %[6]q
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://%[7]s
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: "1Mi"
+  nodefs.available: "1%%"
+  nodefs.inodesFree: "1%%"
+  imagefs.available: "1%%"
+makeIPTablesUtilChains: false
+oomScoreAdj: 0
+podLogsDir: %[8]q
+volumePluginDir: %[9]q
+`, k.Address, k.Port, k.CertFile, k.KeyFile, k.ClientCA, k.CgroupRoot, k.CRISocket, k.PodLogsDir, k.VolumePluginDir)
+	if k.ClusterDNS != "" {
+		s += fmt.Sprintf("clusterDNS: [%q]\nclusterDomain: %q\n", k.ClusterDNS, k.ClusterDomain)
+	}
+	return s
+}
+
+// kubeletSysctls are the kernel settings the kubelet rewrites at start
+// (setupKernelTunables). They are global, not per network namespace, and
+// this is a shared machine: Stop puts them back.
+var kubeletSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// StartKubelet starts the CRI containerd, imports opts.Images, then the
+// kubelet, and waits until the node is Ready. Its state, logs and cgroups
+// are the cluster's (<dir>/kubelet/<name>, the cluster's cgroup root), so
+// Cluster.Stop's sweep catches what Kubelet.Stop leaves; call Kubelet.Stop
+// first.
+func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
+	bin, err := BuildComponent(ctx, c.logf, "kubelet")
+	if err != nil {
+		return nil, err
+	}
+	k := &Kubelet{dir: filepath.Join(c.dir, "kubelet", opts.NodeName), logf: c.logf}
+	ok := false
+	defer func() {
+		if !ok {
+			k.Stop()
+		}
+	}()
+	if err := k.startCRI(ctx, c, opts); err != nil {
+		return nil, err
+	}
+	cgroupRoot := c.inst.cgroupRoot() + "/kubelet-" + opts.NodeName
+	if err := MakeCgroupRoot(cgroupRoot); err != nil {
+		return nil, err
+	}
+	if k.restore, err = saveSysctls(); err != nil {
+		return nil, err
+	}
+	kubeconfig, err := c.NodeKubeconfig(opts.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	cert, key, err := c.KubeletServingCert(opts.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(k.dir, "root")
+	cfg := KubeletConfigYAML(KubeletConfig{
+		Address: c.NodeIP(), Port: ports[0], CertFile: cert, KeyFile: key, ClientCA: c.pki.CACert,
+		CgroupRoot: cgroupRoot, CRISocket: ContainerdSocketIn(k.criDir()),
+		PodLogsDir: filepath.Join(k.dir, "pod-logs"), VolumePluginDir: filepath.Join(k.dir, "volume-plugins"),
+		ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain,
+	})
+	cfgPath := filepath.Join(k.dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--config", cfgPath,
+		"--kubeconfig", kubeconfig,
+		"--hostname-override", opts.NodeName,
+		"--node-ip", c.NodeIP(),
+		"--root-dir", root,
+		"--cert-dir", filepath.Join(root, "pki"),
+	}
+	if c.net != nil {
+		args = append(args, "--node-labels", NodeNetnsLabel+"=true")
+	}
+	env := append(os.Environ(), "PATH="+c.binDir+":"+os.Getenv("PATH"))
+	b, a := c.net.command(bin, args...)
+	if k.kubelet, err = StartProcess("kubelet", c.logPath("kubelet-"+opts.NodeName), env, b, a...); err != nil {
+		return nil, err
+	}
+	if err := c.WaitProcessNodeReady(ctx, k.kubelet, opts.NodeName); err != nil {
+		return nil, err
+	}
+	ok = true
+	return k, nil
+}
+
+func (k *Kubelet) criDir() string { return filepath.Join(k.dir, "containerd") }
+
+// startCRI starts the kubelet's containerd (CRI on, the cluster's CNI
+// config and plugins) and imports the images into its CRI namespace.
+func (k *Kubelet) startCRI(ctx context.Context, c *Cluster, opts KubeletOptions) error {
+	for _, d := range []string{filepath.Join(k.dir, "pod-logs"), filepath.Join(k.dir, "volume-plugins")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	cfgPath, err := WriteContainerdConfig(k.criDir(), &CRIConfig{
+		SandboxImage: opts.SandboxImage, CNIBinDir: c.CNIBinDir(), CNIConfDir: c.CNIConfDir(),
+	})
+	if err != nil {
+		return err
+	}
+	env := append(os.Environ(), "PATH="+c.binDir+":"+os.Getenv("PATH"))
+	b, a := c.net.command(filepath.Join(c.binDir, "containerd"), "--config", cfgPath)
+	if k.cri, err = StartProcess("cri-containerd", c.logPath("cri-containerd-"+opts.NodeName), env, b, a...); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = k.cri.WaitFor(wctx, "its socket", 100*time.Millisecond, func(ctx context.Context) (err error) {
+		k.client, err = DialContainerd(ctx, ContainerdSocketIn(k.criDir()), CRINamespace)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, img := range opts.Images {
+		if err := k.ImportImage(ctx, img); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ImportImage imports an OCI or docker archive into the CRI namespace and
+// unpacks it, so the kubelet finds it present (as Cluster.ImportImage does
+// for hostlet).
+func (k *Kubelet) ImportImage(ctx context.Context, archive string) error {
+	_, err := ImportArchive(ctx, k.client, CRINamespace, archive)
+	return err
+}
+
+// Stop stops the kubelet, removes the containers it left (so the shims
+// exit and unmount cleanly), stops its containerd and puts the kernel
+// settings back. Safe on a partly started Kubelet.
+func (k *Kubelet) Stop() {
+	k.kubelet.Stop(15 * time.Second)
+	if k.client != nil {
+		RemoveAllContainers(context.Background(), k.client, k.logf)
+		k.client.Close()
+	}
+	k.cri.Stop(10 * time.Second)
+	if k.restore != nil {
+		if err := k.restore(); err != nil {
+			k.logf("harness: kubelet: restoring kernel settings: %v", err)
+		}
+	}
+}
+
+// WaitProcessNodeReady waits for the Node to be Ready, giving up early if
+// the process behind it (a kubelet) exits.
+func (c *Cluster) WaitProcessNodeReady(ctx context.Context, p *Process, name string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := c.WaitNodeReady(ctx, name); err != nil {
+		return p.Failure(err)
+	}
+	return nil
+}
+
+// MakeCgroupRoot creates root in every hierarchy: the kubelet refuses a
+// cgroupRoot that does not exist.
+func MakeCgroupRoot(root string) error {
+	mounts, err := CgroupMounts()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		if err := os.MkdirAll(filepath.Join(m, root), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// saveSysctls reads kubeletSysctls and returns the function that writes
+// them back.
+func saveSysctls() (restore func() error, err error) {
+	saved := map[string]string{}
+	for _, k := range kubeletSysctls {
+		b, err := os.ReadFile("/proc/sys/" + k)
+		if err != nil {
+			return nil, err
+		}
+		saved[k] = strings.TrimSpace(string(b))
+	}
+	return func() error {
+		var errs []string
+		for k, v := range saved {
+			if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("%s", strings.Join(errs, "; "))
+		}
+		return nil
+	}, nil
+}
