@@ -117,12 +117,14 @@ func checkContainerd(ctx context.Context, cfg PreflightConfig) (string, error) {
 	return "", nil
 }
 
-// checkCNI wants a network config and every plugin it names (and loopback,
-// which every pod gets) in a plugin directory.
+// checkCNI wants every plugin the host's network config names in a plugin
+// directory. No config yet is only a warning: a cluster's CNI DaemonSet
+// (flannel, Calico, Cilium) writes it once the node has joined, and the node
+// reports NetworkReady=false until then, as the kubelet's does.
 func checkCNI(_ context.Context, cfg PreflightConfig) (string, error) {
 	files, err := libcni.ConfFiles(cfg.CNIConfDir, []string{".conf", ".conflist", ".json"})
 	if err != nil || len(files) == 0 {
-		return "", fmt.Errorf("no CNI network config in %s (install a CNI config for this host's pod network, or set --cni-conf-dir)", cfg.CNIConfDir)
+		return fmt.Sprintf("no CNI network config in %s yet: the node stays NotReady until the cluster's CNI DaemonSet or you install one (or set --cni-conf-dir)", cfg.CNIConfDir), nil
 	}
 	var list *libcni.NetworkConfigList
 	if strings.HasSuffix(files[0], ".conflist") {
@@ -136,7 +138,8 @@ func checkCNI(_ context.Context, cfg PreflightConfig) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("CNI config %s: %w", files[0], err)
 	}
-	need := []string{"loopback"}
+	// No loopback: hostlet brings lo up itself.
+	var need []string
 	for _, p := range list.Plugins {
 		need = append(need, p.Network.Type)
 	}
