@@ -121,6 +121,7 @@ func (o *options) evictionConfig(nodeCfg node.Config) (eviction.Config, error) {
 	return eviction.Config{
 		Hard: nodeCfg.EvictionHard, Soft: soft, SoftGrace: grace,
 		MaxPodGrace: time.Duration(o.evictionMaxGrace) * time.Second, MinReclaim: minReclaim,
+		PressureTransitionPeriod: o.pressurePeriod,
 	}, nil
 }
 

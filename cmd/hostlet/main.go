@@ -81,7 +81,6 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	nodeCfg.EvictionSoft, nodeCfg.PressureTransitionPeriod = evictionCfg.Soft, o.pressurePeriod
 	rotation, err := o.logRotation()
 	if err != nil {
 		return err
@@ -165,8 +164,12 @@ func run(ctx context.Context, o *options) error {
 	go containerGC.Run(ctx, o.containerGC)
 	usage := diskusage.New(rt, o.volumeStatsPeriod, clock.RealClock{})
 	go usage.Run(ctx)
-	go eviction.New(evictionCfg, nd, prov, evictionStats{rt, spec, usage}, containerGC.GarbageCollect, imageGC.DeleteUnusedImages,
-		events, nd.Ref(), clock.RealClock{}).Run(ctx, o.evictionInterval)
+	evictions := eviction.New(evictionCfg, nd, prov, evictionStats{rt, spec, usage}, containerGC.GarbageCollect, imageGC.DeleteUnusedImages,
+		events, nd.Ref(), clock.RealClock{})
+	// The node's pressure conditions are the eviction manager's, from its
+	// own observations each round.
+	nd.SetPressure(evictions)
+	go evictions.Run(ctx, o.evictionInterval)
 	go nd.Run(ctx, o.statusUpdateFreq)
 	go func() {
 		if err := rt.Network().Watch(ctx, nd.UpdateStatus); err != nil {
