@@ -8,7 +8,9 @@ import (
 )
 
 // nodeConditions are the pressure conditions the thresholds drive, as the
-// kubelet's: every threshold met, soft ones whatever their grace period.
+// kubelet's: every threshold met, soft ones whatever their grace period,
+// and those acted on that have not got back above their minimum reclaim
+// (the kubelet's thresholdsNotYetResolved).
 func nodeConditions(met []threshold) map[v1.NodeConditionType]bool {
 	out := map[v1.NodeConditionType]bool{}
 	for _, t := range met {

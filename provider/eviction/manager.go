@@ -248,7 +248,7 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 	// Crossed now, or acted on before and not yet relieved by the minimum
 	// reclaim.
 	crossed := merge(m.crossed(obs), m.unresolved(m.met, obs))
-	if m.observeConditions(nodeConditions(m.crossed(obs)), now) {
+	if m.observeConditions(nodeConditions(crossed), now) {
 		m.signals.UpdateStatus()
 	}
 	first := map[thresholdKey]time.Time{}
