@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hostlet/hostlet/provider/diskusage"
 	"github.com/hostlet/hostlet/provider/eviction"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podspec"
@@ -24,6 +26,9 @@ type evictionFlags struct {
 	minimumReclaim    map[string]string
 	pressurePeriod    time.Duration
 	evictionInterval  time.Duration
+	// volumeStatsPeriod is how often the pods' disk usage, which eviction
+	// and /stats/summary read, is measured again.
+	volumeStatsPeriod time.Duration
 }
 
 func (e *evictionFlags) flags(fs *pflag.FlagSet) {
@@ -35,6 +40,7 @@ func (e *evictionFlags) flags(fs *pflag.FlagSet) {
 	// The kubelet's housekeeping period; tests shorten it.
 	fs.DurationVar(&e.evictionInterval, "eviction-monitoring-interval", 10*time.Second, "")
 	_ = fs.MarkHidden("eviction-monitoring-interval")
+	fs.DurationVar(&e.volumeStatsPeriod, "volume-stats-agg-period", diskusage.DefaultPeriod, "how often the disk usage of pods' volumes, logs and writable layers is measured (for stats and local storage eviction)")
 }
 
 // softThresholds parses --eviction-soft and its grace periods as the
@@ -115,19 +121,26 @@ func (o *options) evictionConfig(nodeCfg node.Config) (eviction.Config, error) {
 	return eviction.Config{
 		Hard: nodeCfg.EvictionHard, Soft: soft, SoftGrace: grace,
 		MaxPodGrace: time.Duration(o.evictionMaxGrace) * time.Second, MinReclaim: minReclaim,
+		PressureTransitionPeriod: o.pressurePeriod,
 	}, nil
 }
 
 // evictionStats is what the eviction manager measures pods with: the
-// runtime's samples, writable layers and log dirs, and the pods' volume
-// directories.
+// runtime's samples and log dirs, the pods' volume directories, and the
+// disk usage cache the stats summary reads too.
 type evictionStats struct {
 	*runtime.Runtime
 	volumes *podspec.Runtime
+	usage   *diskusage.Cache
 }
 
 func (e evictionStats) VolumeDir(pod *v1.Pod, name string) string {
 	return e.volumes.VolumeDir(pod, name)
 }
 
-func (evictionStats) DirUsage(dir string) (runtime.DiskUsage, error) { return runtime.DirUsage(dir) }
+// RootfsUsage is the cache's figure, not the runtime's fresh measurement.
+func (e evictionStats) RootfsUsage(ctx context.Context, id string) (runtime.DiskUsage, error) {
+	return e.usage.RootfsUsage(ctx, id)
+}
+
+func (e evictionStats) DirUsage(dir string) (runtime.DiskUsage, error) { return e.usage.DirUsage(dir) }

@@ -18,6 +18,7 @@ import (
 	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/provider"
 	"github.com/hostlet/hostlet/provider/devices"
+	"github.com/hostlet/hostlet/provider/diskusage"
 	"github.com/hostlet/hostlet/provider/dra"
 	"github.com/hostlet/hostlet/provider/eviction"
 	"github.com/hostlet/hostlet/provider/gc"
@@ -80,7 +81,6 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	nodeCfg.EvictionSoft, nodeCfg.PressureTransitionPeriod = evictionCfg.Soft, o.pressurePeriod
 	rotation, err := o.logRotation()
 	if err != nil {
 		return err
@@ -162,8 +162,14 @@ func run(ctx context.Context, o *options) error {
 	containerGC := gc.NewContainerGC(rt, o.containerGCPolicy(), clock.RealClock{}, events, nd.Ref())
 	go imageGC.Run(ctx, o.imageGCPeriod)
 	go containerGC.Run(ctx, o.containerGC)
-	go eviction.New(evictionCfg, nd, prov, evictionStats{rt, spec}, containerGC.GarbageCollect, imageGC.DeleteUnusedImages,
-		events, nd.Ref(), clock.RealClock{}).Run(ctx, o.evictionInterval)
+	usage := diskusage.New(rt, o.volumeStatsPeriod, clock.RealClock{})
+	go usage.Run(ctx)
+	evictions := eviction.New(evictionCfg, nd, prov, evictionStats{rt, spec, usage}, containerGC.GarbageCollect, imageGC.DeleteUnusedImages,
+		events, nd.Ref(), clock.RealClock{})
+	// The node's pressure conditions are the eviction manager's, from its
+	// own observations each round.
+	nd.SetPressure(evictions)
+	go evictions.Run(ctx, o.evictionInterval)
 	go nd.Run(ctx, o.statusUpdateFreq)
 	go func() {
 		if err := rt.Network().Watch(ctx, nd.UpdateStatus); err != nil {
@@ -191,7 +197,7 @@ func run(ctx context.Context, o *options) error {
 		Cert: cert, ClientCAFile: o.clientCA,
 		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
-		Node: nd, Stats: rt, Volumes: spec, Metrics: prov.Metrics(),
+		Node: nd, Stats: rt, Usage: usage, Volumes: spec, Metrics: prov.Metrics(),
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
 	}); err != nil {

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hostlet/hostlet/provider/grpcsock"
 	log "github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
@@ -29,7 +29,7 @@ type endpoint struct {
 // dial connects to a plugin's socket and reads its options, as the kubelet
 // does while the plugin's Register call is still open.
 func dial(ctx context.Context, resource, socket string) (*endpoint, error) {
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpcsock.Dial(socket)
 	if err != nil {
 		return nil, err
 	}

@@ -3,13 +3,12 @@ package devices
 import (
 	"context"
 	"fmt"
-	"github.com/hostlet/hostlet/crash"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/hostlet/hostlet/provider/grpcsock"
 	log "github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -33,22 +32,9 @@ func (m *Manager) serve(ctx context.Context) error {
 	if err := removeSockets(m.cfg.Dir); err != nil {
 		return err
 	}
-	ln, err := net.Listen("unix", filepath.Join(m.cfg.Dir, "kubelet.sock"))
-	if err != nil {
-		return err
-	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(crash.UnaryServerInterceptor(log.WithField("server", "device plugin registration"))))
-	pluginapi.RegisterRegistrationServer(srv, &registration{m: m})
-	go func() {
-		<-ctx.Done()
-		srv.Stop()
-	}()
-	go func() {
-		if err := srv.Serve(ln); err != nil {
-			log.WithError(err).Error("devices: registration server stopped")
-		}
-	}()
-	return nil
+	return grpcsock.Serve(ctx, filepath.Join(m.cfg.Dir, "kubelet.sock"), "device plugin registration", func(srv *grpc.Server) {
+		pluginapi.RegisterRegistrationServer(srv, &registration{m: m})
+	})
 }
 
 // removeSockets removes every socket in dir (the kubelet's cleanup of its

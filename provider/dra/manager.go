@@ -14,9 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hostlet/hostlet/provider/grpcsock"
 	log "github.com/sirupsen/logrus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,7 +136,7 @@ func (m *Manager) client(name string) (drapb.DRAPluginClient, func(), error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("DRA driver %s is not registered", name)
 	}
-	conn, err := grpc.NewClient("unix://"+d.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpcsock.Dial(d.endpoint)
 	if err != nil {
 		return nil, nil, err
 	}

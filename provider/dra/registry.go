@@ -3,16 +3,16 @@ package dra
 import (
 	"context"
 	"fmt"
-	"github.com/hostlet/hostlet/crash"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/hostlet/hostlet/crash"
+	"github.com/hostlet/hostlet/provider/grpcsock"
 	log "github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
@@ -77,7 +77,7 @@ func (m *Manager) register(ctx context.Context, socket string) {
 		return
 	}
 	l := log.WithField("socket", socket)
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpcsock.Dial(socket)
 	if err != nil {
 		l.WithError(err).Warn("dra: plugin registration")
 		return

@@ -16,8 +16,10 @@ import (
 // resourceInodes is the kubelet's internal resource for inode signals.
 const resourceInodes v1.ResourceName = "inodes"
 
-// Disk measures what pods keep on the node's disks (runtime.Runtime for
-// writable layers, logs and directories, podspec.Runtime for volumes).
+// Disk is what pods keep on the node's disks: their log and volume
+// directories (runtime.Runtime, podspec.Runtime) and the usage of those and
+// of writable layers as last measured (diskusage.Cache, which the stats
+// summary reads too).
 type Disk interface {
 	RootfsUsage(ctx context.Context, id string) (runtime.DiskUsage, error)
 	LogDir(namespace, name, uid string) string
@@ -64,10 +66,9 @@ type volumeDisk struct {
 	usage runtime.DiskUsage
 }
 
-// measureDisk measures the local storage of the pods with live containers
-// (the pods the kubelet's summary has stats for). Only under disk pressure
-// that node-level reclaim did not relieve: a walk of every pod's logs and
-// volumes, as fresh as the eviction needs.
+// measureDisk is the local storage of the pods with live containers (the
+// pods the kubelet's summary has stats for), as the usage cache last
+// measured it.
 func measureDisk(ctx context.Context, d Disk, pods []*v1.Pod, stats map[*v1.Pod]usage) map[*v1.Pod]diskUsage {
 	out := map[*v1.Pod]diskUsage{}
 	for _, p := range pods {

@@ -15,7 +15,7 @@ import (
 
 // hasStorageLimit: a pod the kubelet's local storage eviction can act on,
 // one with an ephemeral-storage limit or an emptyDir sizeLimit. Only these
-// are measured every round.
+// are looked at every round.
 func hasStorageLimit(pod *v1.Pod) bool {
 	if _, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[v1.ResourceEphemeralStorage]; ok {
 		return true

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
@@ -45,12 +46,18 @@ type Config struct {
 	// must get back before the pressure counts as relieved
 	// (--eviction-minimum-reclaim).
 	MinReclaim node.Thresholds
+	// PressureTransitionPeriod is how long a pressure condition stays on
+	// after its threshold was last observed met
+	// (--eviction-pressure-transition-period).
+	PressureTransitionPeriod time.Duration
 }
 
-// Signals reads the node's eviction signals (node.Node).
+// Signals reads the node's eviction signals (node.Node), and is told when
+// the pressure conditions change so that the status shows them at once.
 type Signals interface {
 	Observe(ctx context.Context) node.Observations
 	HasDedicatedImageFs(ctx context.Context) (bool, error)
+	UpdateStatus()
 }
 
 // Pods are the node's running pods and the way to end one through its own
@@ -91,6 +98,13 @@ type Manager struct {
 	// met are the thresholds acted on in the last round: they stay met
 	// until their signal is above threshold and minimum reclaim.
 	met []threshold
+
+	// mu guards the node conditions, which the node's status reads.
+	mu sync.Mutex
+	// conditions are the pressure conditions on; conditionsLastObserved is
+	// when each was last observed.
+	conditions             map[v1.NodeConditionType]bool
+	conditionsLastObserved map[v1.NodeConditionType]time.Time
 }
 
 type thresholdKey struct {
@@ -109,7 +123,8 @@ type threshold struct {
 // reclaim of dead containers and unused images.
 func New(cfg Config, signals Signals, pods Pods, stats Stats, containerGC, imageGC Reclaim, events record.EventRecorder, nodeRef *v1.ObjectReference, clk clock.WithTicker) *Manager {
 	return &Manager{cfg: cfg, signals: signals, pods: pods, stats: stats, containerGC: containerGC, imageGC: imageGC,
-		events: events, nodeRef: nodeRef, clock: clk, firstMet: map[thresholdKey]time.Time{}}
+		events: events, nodeRef: nodeRef, clock: clk, firstMet: map[thresholdKey]time.Time{},
+		conditions: map[v1.NodeConditionType]bool{}, conditionsLastObserved: map[v1.NodeConditionType]time.Time{}}
 }
 
 // diskReclaim is the kubelet's node-level reclaim for the disk signals:
@@ -226,11 +241,16 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 		m.reclaim = diskReclaim(dedicated, m.containerGC, m.imageGC)
 		m.dedicatedImageFs = dedicated
 	}
+	// One observation per round drives both eviction and the node's
+	// pressure conditions, as the kubelet's synchronize.
 	obs := m.signals.Observe(ctx)
 	now := m.clock.Now()
 	// Crossed now, or acted on before and not yet relieved by the minimum
 	// reclaim.
 	crossed := merge(m.crossed(obs), m.unresolved(m.met, obs))
+	if m.observeConditions(nodeConditions(crossed), now) {
+		m.signals.UpdateStatus()
+	}
 	first := map[thresholdKey]time.Time{}
 	var due []threshold
 	for _, t := range crossed {

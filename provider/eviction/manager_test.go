@@ -24,11 +24,14 @@ const mi = 1 << 20
 type fakeSignals struct {
 	obs       node.Observations
 	dedicated bool
+	updates   int // UpdateStatus calls
 }
 
 func (f *fakeSignals) Observe(context.Context) node.Observations { return f.obs }
 
 func (f *fakeSignals) HasDedicatedImageFs(context.Context) (bool, error) { return f.dedicated, nil }
+
+func (f *fakeSignals) UpdateStatus() { f.updates++ }
 
 type stopCall struct {
 	uid types.UID

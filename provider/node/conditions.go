@@ -14,7 +14,8 @@ import (
 // keeping transition times of unchanged ones and recording the kubelet's
 // node events on transitions. The kubelet sets no NetworkUnavailable
 // condition (that is the cloud route controller's or the CNI's), so neither
-// does hostlet: a broken CNI shows in Ready.
+// does hostlet: a broken CNI shows in Ready. The pressure conditions are
+// the eviction manager's, from the observations of its last round.
 func (n *Node) conditions(ctx context.Context, health error, prev []v1.NodeCondition) []v1.NodeCondition {
 	// Whole seconds, as the API stores them, so times read back compare equal.
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
@@ -37,9 +38,11 @@ func (n *Node) conditions(ctx context.Context, health error, prev []v1.NodeCondi
 		ready = v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: "KubeletNotReady", Message: "[" + strings.Join(notReady, ", ") + "]"}
 	}
 
-	pressure := n.pressure(ctx, health == nil)
+	n.mu.Lock()
+	pressure := n.pressure
+	n.mu.Unlock()
 	cond := func(t v1.NodeConditionType, okReason, okMsg, badReason, badMsg string) v1.NodeCondition {
-		if pressure[t] {
+		if pressure != nil && pressure.UnderPressure(t) {
 			return v1.NodeCondition{Type: t, Status: v1.ConditionTrue, Reason: badReason, Message: badMsg}
 		}
 		return v1.NodeCondition{Type: t, Status: v1.ConditionFalse, Reason: okReason, Message: okMsg}
@@ -97,37 +100,6 @@ func (n *Node) recordTransition(c v1.NodeCondition) {
 		reason = event[1]
 	}
 	n.cfg.Events.Eventf(n.Ref(), v1.EventTypeNormal, reason, "Node %s status is now: %s", n.cfg.Name, reason)
-}
-
-// pressure compares the host's signals with the eviction thresholds, soft
-// ones regardless of their grace period, as the kubelet's eviction manager
-// derives its node conditions: a condition stays on until it has not been
-// observed for the pressure transition period, so it does not flap.
-func (n *Node) pressure(ctx context.Context, runtimeUp bool) map[v1.NodeConditionType]bool {
-	out := map[v1.NodeConditionType]bool{}
-	obs := n.observe(ctx, runtimeUp)
-	for _, ts := range []Thresholds{n.cfg.EvictionHard, n.cfg.EvictionSoft} {
-		for _, t := range ts.Met(obs) {
-			out[signalCondition[t.Signal]] = true
-		}
-	}
-	now := time.Now()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.pressureSeen == nil {
-		n.pressureSeen = map[v1.NodeConditionType]time.Time{}
-	}
-	for c := range out {
-		n.pressureSeen[c] = now
-	}
-	for c, at := range n.pressureSeen {
-		if now.Sub(at) < n.cfg.PressureTransitionPeriod {
-			out[c] = true
-		} else if !out[c] {
-			delete(n.pressureSeen, c)
-		}
-	}
-	return out
 }
 
 // pressureConditions lists the node's pressure conditions that are True,

@@ -36,16 +36,9 @@ type Config struct {
 	MaxPods      int
 	Reserved     v1.ResourceList // system-reserved + kube-reserved
 	EvictionHard Thresholds
-	// EvictionSoft are the soft thresholds: they set pressure conditions at
-	// once, whatever their grace period (the eviction manager waits it out).
-	EvictionSoft Thresholds
-	// PressureTransitionPeriod is how long a pressure condition stays on
-	// after its signal was last seen crossed
-	// (--eviction-pressure-transition-period).
-	PressureTransitionPeriod time.Duration
-	RootDir                  string
-	Port                     int32
-	Version                  string
+	RootDir      string
+	Port         int32
+	Version      string
 	// Events receives the node's events (NodeReady, NodeHasDiskPressure, ...).
 	Events record.EventRecorder
 	// Lister, if set, serves the Node as the cluster has it, for admission
@@ -74,13 +67,27 @@ type Node struct {
 	notify       func(*v1.Node)
 	shuttingDown bool
 	imageFs      string // containerd's snapshotter root, once known
-	// pressureSeen is when each pressure condition's signal was last seen
-	// crossed.
-	pressureSeen map[v1.NodeConditionType]time.Time
+	// pressure, once set, says which pressure conditions are on.
+	pressure Pressure
 	// apiChanged is kicked by every change of the Node in the API.
 	apiChanged chan struct{}
 	// statusNow is kicked by UpdateStatus.
 	statusNow chan struct{}
+}
+
+// Pressure is the eviction manager's view of the node's pressure
+// conditions (eviction.Manager), which the kubelet's status reads too.
+type Pressure interface {
+	UnderPressure(c v1.NodeConditionType) bool
+}
+
+// SetPressure has the node's pressure conditions follow p: the eviction
+// manager is made after the node, whose signals it observes. Until then
+// none is on.
+func (n *Node) SetPressure(p Pressure) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.pressure = p
 }
 
 // Runtime is what the node reads of the container runtime.

@@ -14,12 +14,6 @@ import (
 // filesystems' free bytes and inodes from statfs, pid.available from the
 // kernel's limit less the running processes.
 func (n *Node) Observe(ctx context.Context) Observations {
-	return n.observe(ctx, true)
-}
-
-// observe is Observe asking containerd for the image filesystem only if
-// runtimeUp.
-func (n *Node) observe(ctx context.Context, runtimeUp bool) Observations {
 	obs := Observations{}
 	if mem, err := hostMemory(); err == nil {
 		obs[SignalMemoryAvailable] = Observation{Available: int64(*mem.AvailableBytes), Capacity: int64(*mem.AvailableBytes + *mem.WorkingSetBytes)}
@@ -28,7 +22,7 @@ func (n *Node) observe(ctx context.Context, runtimeUp bool) Observations {
 		obs[SignalAllocatableMemoryAvailable] = o
 	}
 	fsObserve(obs, n.cfg.RootDir, SignalNodeFsAvailable, SignalNodeFsInodesFree)
-	if dir := n.imageFsDir(ctx, runtimeUp); dir != "" {
+	if dir := n.imageFsDir(ctx, true); dir != "" {
 		fsObserve(obs, dir, SignalImageFsAvailable, SignalImageFsInodesFree)
 	}
 	maxPID := readInt("/proc/sys/kernel/pid_max")

@@ -9,13 +9,9 @@ package podresources
 import (
 	"context"
 	"fmt"
-	"github.com/hostlet/hostlet/crash"
-	"net"
-	"os"
-	"path/filepath"
 	"sort"
 
-	log "github.com/sirupsen/logrus"
+	"github.com/hostlet/hostlet/provider/grpcsock"
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,28 +40,9 @@ type server struct {
 // Serve listens on the socket (a stale one from before is replaced) and
 // serves until ctx ends.
 func Serve(ctx context.Context, cfg Config) error {
-	if err := os.MkdirAll(filepath.Dir(cfg.Socket), 0o750); err != nil {
-		return err
-	}
-	if err := os.Remove(cfg.Socket); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	ln, err := net.Listen("unix", cfg.Socket)
-	if err != nil {
-		return err
-	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(crash.UnaryServerInterceptor(log.WithField("server", "pod resources"))))
-	api.RegisterPodResourcesListerServer(srv, &server{cfg: cfg})
-	go func() {
-		<-ctx.Done()
-		srv.Stop()
-	}()
-	go func() {
-		if err := srv.Serve(ln); err != nil {
-			log.WithError(err).Error("pod resources API stopped")
-		}
-	}()
-	return nil
+	return grpcsock.Serve(ctx, cfg.Socket, "pod resources", func(srv *grpc.Server) {
+		api.RegisterPodResourcesListerServer(srv, &server{cfg: cfg})
+	})
 }
 
 func (s *server) List(_ context.Context, _ *api.ListPodResourcesRequest) (*api.ListPodResourcesResponse, error) {

@@ -51,10 +51,11 @@ type Config struct {
 	APIPods corelisters.PodLister
 	Runtime Runtime
 	Events  Recorder
-	// Node, Stats and Volumes are read for /stats/summary and
+	// Node, Stats, Usage and Volumes are read for /stats/summary and
 	// /metrics/resource; Metrics are more collectors for /metrics.
 	Node    NodeStats
 	Stats   StatsRuntime
+	Usage   DiskUsage
 	Volumes Volumes
 	Metrics []prometheus.Collector
 	// ProbeMetrics are served on /metrics/probes.
@@ -88,9 +89,8 @@ type Recorder interface {
 
 // server answers the kubelet API's pod routes.
 type server struct {
-	cfg   Config
-	cpu   cpuRates
-	usage usageCache
+	cfg Config
+	cpu cpuRates
 }
 
 // Package server is the kubelet's HTTPS API for the pods hostlet runs.

@@ -26,8 +26,15 @@ type NodeStats interface {
 // (runtime.Runtime).
 type StatsRuntime interface {
 	ContainerStats(ctx context.Context) (map[string]runtime.ContainerStats, error)
-	RootfsUsage(ctx context.Context, id string) (runtime.DiskUsage, error)
 	PodNetworkStats(uid string) ([]runtime.InterfaceStats, error)
+}
+
+// DiskUsage serves the pods' writable layers and directories as last
+// measured in the background (diskusage.Cache, which the eviction manager
+// reads too).
+type DiskUsage interface {
+	RootfsUsage(ctx context.Context, id string) (runtime.DiskUsage, error)
+	DirUsage(dir string) (runtime.DiskUsage, error)
 }
 
 // Volumes finds a pod volume's directory on the host (podspec.Runtime).
@@ -179,7 +186,7 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 			continue
 		}
 		dir := s.cfg.Volumes.VolumeDir(pod, vol.Name)
-		u, err := s.dirUsage(dir)
+		u, err := s.cfg.Usage.DirUsage(dir)
 		if err != nil {
 			continue
 		}
@@ -205,9 +212,7 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 // pod's ephemeral storage.
 func (s *server) containerFs(ctx context.Context, pod *v1.Pod, st v1.ContainerStatus, id string, imageFs *statsv1alpha1.FsStats, ephemeral *runtime.DiskUsage) (rootfs, logs *statsv1alpha1.FsStats) {
 	now := metav1.Now()
-	// The measurement may outlive this request: not its context.
-	measure := func() (runtime.DiskUsage, error) { return s.cfg.Stats.RootfsUsage(context.WithoutCancel(ctx), id) }
-	if u, err := s.usage.get("rootfs:"+id, measure); err == nil {
+	if u, err := s.cfg.Usage.RootfsUsage(ctx, id); err == nil {
 		fs := *imageFs
 		fs.UsedBytes, fs.InodesUsed = ptr.To(u.Bytes), ptr.To(u.Inodes)
 		rootfs = &fs
@@ -217,7 +222,7 @@ func (s *server) containerFs(ctx context.Context, pod *v1.Pod, st v1.ContainerSt
 		log.WithError(err).WithField("container", id).Debug("rootfs usage")
 	}
 	dir := filepath.Join(s.cfg.Runtime.LogDir(pod.Namespace, pod.Name, string(pod.UID)), st.Name)
-	if u, err := s.dirUsage(dir); err == nil {
+	if u, err := s.cfg.Usage.DirUsage(dir); err == nil {
 		if logs = node.FsStats(dir, now); logs != nil {
 			logs.UsedBytes, logs.InodesUsed = ptr.To(u.Bytes), ptr.To(u.Inodes)
 			ephemeral.Bytes += u.Bytes
@@ -312,9 +317,4 @@ func reportedVolume(v v1.Volume) bool {
 // count against the pod's ephemeral storage (memory-backed ones do not).
 func localEphemeral(v v1.Volume) bool {
 	return v.GitRepo != nil || (v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) || v.ConfigMap != nil
-}
-
-// dirUsage is a directory's usage from the background-measured cache.
-func (s *server) dirUsage(dir string) (runtime.DiskUsage, error) {
-	return s.usage.get("dir:"+dir, func() (runtime.DiskUsage, error) { return runtime.DirUsage(dir) })
 }

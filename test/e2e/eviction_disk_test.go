@@ -41,6 +41,7 @@ func TestEvictionDisk(t *testing.T) {
 		"--node-status-update-frequency", "1s",
 		"--eviction-monitoring-interval", "2s",
 		"--eviction-pressure-transition-period", "2s",
+		"--volume-stats-agg-period", "2s",
 	}})
 	t.Cleanup(func() { h.Stop(); _ = unix.Unmount(root, unix.MNT_DETACH) })
 	ctx := ctxT(t)

@@ -39,37 +39,16 @@ func TestJoinAndLeave(t *testing.T) {
 	skipIfNoCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	helm, err := harness.BuildHelm(ctx, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin, err := harness.BuildHostlet(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := cluster.Client()
 
 	// The cluster side, as a user installs it.
-	notes, err := cluster.Helm(ctx, helm, "install", "hostlet", filepath.Join(root, "charts", "hostlet"),
-		"--namespace", "kube-system", "--set", "clusterInfo.server="+cluster.APIServerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	uninstalled := false
-	t.Cleanup(func() {
-		if !uninstalled {
-			cluster.Helm(context.Background(), helm, "uninstall", "hostlet", "--namespace", "kube-system")
-		}
-	})
-	m := regexp.MustCompile(`hostlet join (https://\S+) --token (\S+) --discovery-token-ca-cert-hash \$CA_HASH`).FindStringSubmatch(notes)
-	if m == nil {
-		t.Fatalf("NOTES print no join command:\n%s", notes)
-	}
-	server, token := m[1], m[2]
+	chart := installChart(ctx, t, "hostlet", "--set", "clusterInfo.server="+cluster.APIServerURL())
+	notes := chart.notes
+	server, token := chart.joinCommand(t, "")
 	hashCmd := regexp.MustCompile(`(?s)CA_HASH=(sha256:\$\(.*?\| cut -d' ' -f1\))`).FindStringSubmatch(notes)
 	if hashCmd == nil {
 		t.Fatalf("NOTES print no CA hash one-liner:\n%s", notes)
@@ -87,7 +66,7 @@ func TestJoinAndLeave(t *testing.T) {
 	t.Logf("NOTES: hostlet join %s --token %s --discovery-token-ca-cert-hash %s", server, token, caHash)
 
 	// An upgrade keeps the generated token and cluster-info with its signature.
-	upgraded, err := cluster.Helm(ctx, helm, "upgrade", "hostlet", filepath.Join(root, "charts", "hostlet"),
+	upgraded, err := cluster.Helm(ctx, chart.helm, "upgrade", chart.release, chart.dir,
 		"--namespace", "kube-system", "--set", "clusterInfo.server="+cluster.APIServerURL())
 	if err != nil {
 		t.Fatal(err)
@@ -98,11 +77,7 @@ func TestJoinAndLeave(t *testing.T) {
 
 	state := filepath.Join(t.TempDir(), "state")
 	join := func(name, server, token, hash string, extra ...string) (string, error) {
-		args := append([]string{"join", server, "--token", token, "--discovery-token-ca-cert-hash", hash}, cluster.JoinArgs(state, name)...)
-		args = append(args, "--discovery-timeout", "10s", "--tls-bootstrap-timeout", "2m", "--hostlet-arg", "v=4")
-		cmd := exec.CommandContext(ctx, bin, append(args, extra...)...)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
+		return hostletJoin(ctx, bin, state, name, server, token, hash, append([]string{"--discovery-timeout", "10s", "--hostlet-arg", "v=4"}, extra...)...)
 	}
 	stateEmpty := func(t *testing.T) {
 		t.Helper()
@@ -301,10 +276,9 @@ func TestJoinAndLeave(t *testing.T) {
 		t.Fatalf("leave left the state dir: %v %v", err, entries)
 	}
 
-	if _, err := cluster.Helm(ctx, helm, "uninstall", "hostlet", "--namespace", "kube-system", "--wait"); err != nil {
+	if err := chart.uninstall(ctx); err != nil {
 		t.Fatal(err)
 	}
-	uninstalled = true
 	if _, err := client.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("bootstrap token Secret after uninstall: %v", err)
 	}
@@ -315,6 +289,68 @@ func TestJoinAndLeave(t *testing.T) {
 	if err != nil || len(crbs.Items) != 0 {
 		t.Errorf("ClusterRoleBindings of the release after uninstall: %v %d", err, len(crbs.Items))
 	}
+}
+
+// chartRelease is the cluster side of `hostlet join`: charts/hostlet
+// installed with helm into kube-system, as a user installs it.
+type chartRelease struct {
+	helm, dir, release string
+	// notes are what the install printed: the join command.
+	notes       string
+	uninstalled bool
+}
+
+// installChart installs the chart as release with the extra helm args; it
+// is uninstalled at cleanup unless the test did so itself.
+func installChart(ctx context.Context, t *testing.T, release string, args ...string) *chartRelease {
+	t.Helper()
+	helm, err := harness.BuildHelm(ctx, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &chartRelease{helm: helm, dir: filepath.Join(root, "charts", "hostlet"), release: release}
+	r.notes, err = cluster.Helm(ctx, helm, append([]string{"install", release, r.dir, "--namespace", "kube-system"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !r.uninstalled {
+			_ = r.uninstall(context.Background())
+		}
+	})
+	return r
+}
+
+func (r *chartRelease) uninstall(ctx context.Context) error {
+	_, err := cluster.Helm(ctx, r.helm, "uninstall", r.release, "--namespace", "kube-system", "--wait")
+	if err == nil {
+		r.uninstalled = true
+	}
+	return err
+}
+
+// joinCommand is the server and token of the join command the notes
+// print, the one whose line goes on with tail after the CA hash.
+func (r *chartRelease) joinCommand(t *testing.T, tail string) (server, token string) {
+	t.Helper()
+	m := regexp.MustCompile(`hostlet join (https://\S+) --token (\S+) --discovery-token-ca-cert-hash \$CA_HASH` + regexp.QuoteMeta(tail)).FindStringSubmatch(r.notes)
+	if m == nil {
+		t.Fatalf("NOTES print no join command ending %q:\n%s", tail, r.notes)
+	}
+	return m[1], m[2]
+}
+
+// hostletJoin runs `hostlet join` on this host for node name, its state in
+// state, as the host's admin runs it.
+func hostletJoin(ctx context.Context, bin, state, name, server, token, hash string, extra ...string) (string, error) {
+	args := append([]string{"join", server, "--token", token, "--discovery-token-ca-cert-hash", hash}, cluster.JoinArgs(state, name)...)
+	args = append(append(args, "--tls-bootstrap-timeout", "2m"), extra...)
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	return string(out), err
 }
 
 func caHashOf(t *testing.T, file string) string {

@@ -12,9 +12,7 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -51,15 +49,7 @@ func TestServingCertificates(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	helm, err := harness.BuildHelm(ctx, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := hostletBinary(t)
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := cluster.ImportImage(ctx, img.Archive); err != nil {
 		t.Fatal(err)
 	}
@@ -87,24 +77,14 @@ servingCertApprover:
 		t.Fatal(err)
 	}
 	const release = "serving"
-	notes, err := cluster.Helm(ctx, helm, "install", release, filepath.Join(root, "charts", "hostlet"), "--namespace", "kube-system", "-f", values)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cluster.Helm(context.Background(), helm, "uninstall", release, "--namespace", "kube-system", "--wait")
-	})
+	chart := installChart(ctx, t, release, "-f", values)
 	approverPods := map[string]string{"app.kubernetes.io/instance": release, "app.kubernetes.io/component": "serving-approver"}
 	waitRunning(t, "kube-system", approverPods, 1, nodeName)
 
-	m := regexp.MustCompile(`hostlet join (https://\S+) --token (\S+) --discovery-token-ca-cert-hash \$CA_HASH --hostlet-arg (rotate-server-certificates=true)\n`).FindStringSubmatch(notes)
-	if m == nil {
-		t.Fatalf("NOTES print no join command with rotate-server-certificates:\n%s", notes)
-	}
+	const rotate = "rotate-server-certificates=true"
+	server, token := chart.joinCommand(t, " --hostlet-arg "+rotate+"\n")
 	state := filepath.Join(t.TempDir(), "state")
-	args := append([]string{"join", m[1], "--token", m[2], "--discovery-token-ca-cert-hash", caHashOf(t, cluster.CACertFile()),
-		"--hostlet-arg", m[3], "--tls-bootstrap-timeout", "2m"}, cluster.JoinArgs(state, servingNode)...)
-	if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
+	if out, err := hostletJoin(ctx, bin, state, servingNode, server, token, caHashOf(t, cluster.CACertFile()), "--hostlet-arg", rotate); err != nil {
 		t.Fatalf("hostlet join: %v\n%s", err, out)
 	}
 	h, err := cluster.StartJoinedHostlet(ctx, harness.HostletOptions{Binary: bin, NodeName: servingNode}, filepath.Join(state, "config.yaml"))
