@@ -126,7 +126,8 @@ func run(ctx context.Context, o *options) error {
 	if err := startDevices(ctx, o.rootDir, dm, nd, inf); err != nil {
 		return err
 	}
-	claims := dra.New(dra.Config{RegistryDir: filepath.Join(o.rootDir, "plugins_registry"), Client: c.api})
+	claims := dra.New(dra.Config{RegistryDir: filepath.Join(o.rootDir, "plugins_registry"), Client: c.api,
+		Checkpoint: filepath.Join(o.rootDir, dra.CheckpointName)})
 	if err := claims.Start(ctx); err != nil {
 		return err
 	}

@@ -31,6 +31,9 @@ type Config struct {
 	// Client reads ResourceClaims (the Node authorizer lets a node read
 	// those of its pods).
 	Client kubernetes.Interface
+	// Checkpoint is the file what was prepared is kept in across restarts
+	// (<root-dir>/CheckpointName); none when empty.
+	Checkpoint string
 }
 
 type driver struct {
@@ -52,10 +55,38 @@ type Manager struct {
 	drivers map[string]driver
 	// pods holds what was prepared, by pod UID and the pod's claim name.
 	pods map[types.UID]map[string]prepared
+	// gone are pods whose claims a driver did not unprepare (not
+	// registered, or it failed): tried again when a driver registers, as
+	// the kubelet keeps them in its claim cache until unprepared.
+	gone map[types.UID]bool
 }
 
+// New reads back what was prepared before a restart; an unreadable
+// checkpoint is logged and started afresh (the claims of adopted pods are
+// then prepared again, which drivers answer idempotently).
 func New(cfg Config) *Manager {
-	return &Manager{cfg: cfg, drivers: map[string]driver{}, pods: map[types.UID]map[string]prepared{}}
+	pods, gone, err := load(cfg.Checkpoint)
+	if err != nil {
+		log.WithError(err).WithField("file", cfg.Checkpoint).Warn("dra: checkpoint not read; claims of running pods are prepared again")
+	}
+	return &Manager{cfg: cfg, drivers: map[string]driver{}, pods: pods, gone: gone}
+}
+
+// record sets (or with nil, drops) a pod's prepared claims and writes the
+// checkpoint; called with m.mu held.
+func (m *Manager) record(uid types.UID, claims map[string]prepared) {
+	if claims == nil {
+		if _, ok := m.pods[uid]; !ok && !m.gone[uid] {
+			return
+		}
+		delete(m.pods, uid)
+		delete(m.gone, uid)
+	} else {
+		m.pods[uid] = claims
+	}
+	if err := save(m.cfg.Checkpoint, m.pods, m.gone); err != nil {
+		log.WithError(err).WithField("file", m.cfg.Checkpoint).Warn("dra: checkpoint not written")
+	}
 }
 
 // Start watches the registry dir.
@@ -124,7 +155,7 @@ func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
 		out[pc.Name] = p
 	}
 	m.mu.Lock()
-	m.pods[pod.UID] = out
+	m.record(pod.UID, out)
 	m.mu.Unlock()
 	return nil
 }
@@ -202,45 +233,81 @@ func slicesHasRequest(names []string, request string) bool {
 }
 
 // Unprepare has the drivers unprepare the claims of a pod that is gone,
-// unless another pod of the node still uses them (a shared claim).
+// unless another pod of the node still uses them (a shared claim). Claims
+// a driver did not unprepare stay recorded and are tried again when a
+// driver registers.
 func (m *Manager) Unprepare(ctx context.Context, uid types.UID) {
 	m.mu.Lock()
 	claims := m.pods[uid]
-	delete(m.pods, uid)
 	inUse := map[types.UID]bool{}
-	for _, other := range m.pods {
-		for _, p := range other {
+	for other, ps := range m.pods {
+		if other == uid || m.gone[other] {
+			continue
+		}
+		for _, p := range ps {
 			inUse[p.claim.UID] = true
 		}
 	}
 	m.mu.Unlock()
-	for _, p := range claims {
-		if inUse[p.claim.UID] {
+	failed := map[string]prepared{}
+	for name, p := range claims {
+		if !inUse[p.claim.UID] && !m.unprepare(ctx, p.claim) {
+			failed[name] = p
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(failed) == 0 {
+		m.record(uid, nil)
+		return
+	}
+	m.gone[uid] = true
+	m.record(uid, failed)
+}
+
+// unprepare asks each driver of the claim to unprepare it; false if one
+// could not.
+func (m *Manager) unprepare(ctx context.Context, claim *resourceapi.ResourceClaim) bool {
+	ok := true
+	drivers := map[string]bool{}
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		drivers[r.Driver] = true
+	}
+	for d := range drivers {
+		l := log.WithFields(log.Fields{"driver": d, "claim": claim.Namespace + "/" + claim.Name})
+		client, done, err := m.client(d)
+		if err != nil {
+			l.WithError(err).Warn("dra: claim not unprepared yet")
+			ok = false
 			continue
 		}
-		drivers := map[string]bool{}
-		for _, r := range p.claim.Status.Allocation.Devices.Results {
-			drivers[r.Driver] = true
+		resp, err := client.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{claimRef(claim)}})
+		done()
+		if err == nil {
+			if r := resp.Claims[string(claim.UID)]; r != nil && r.Error != "" {
+				err = errors.New(r.Error)
+			}
 		}
-		for d := range drivers {
-			client, done, err := m.client(d)
-			if err != nil {
-				log.WithError(err).Warn("dra: unprepare")
-				continue
-			}
-			l := log.WithFields(log.Fields{"driver": d, "claim": p.claim.Namespace + "/" + p.claim.Name})
-			resp, err := client.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{claimRef(p.claim)}})
-			if err == nil {
-				if r := resp.Claims[string(p.claim.UID)]; r != nil && r.Error != "" {
-					err = errors.New(r.Error)
-				}
-			}
-			if err != nil {
-				l.WithError(err).Warn("dra: NodeUnprepareResources")
-			} else {
-				l.Info("dra: claim unprepared")
-			}
-			done()
+		if err != nil {
+			l.WithError(err).Warn("dra: NodeUnprepareResources")
+			ok = false
+			continue
 		}
+		l.Info("dra: claim unprepared")
+	}
+	return ok
+}
+
+// retryUnprepare tries again the claims of pods gone whose unprepare
+// failed (a driver just registered).
+func (m *Manager) retryUnprepare(ctx context.Context) {
+	m.mu.Lock()
+	var uids []types.UID
+	for uid := range m.gone {
+		uids = append(uids, uid)
+	}
+	m.mu.Unlock()
+	for _, uid := range uids {
+		m.Unprepare(ctx, uid)
 	}
 }

@@ -106,6 +106,7 @@ func (m *Manager) register(ctx context.Context, socket string) {
 		m.drivers[info.Name] = driver{endpoint: info.Endpoint, registration: socket}
 		m.mu.Unlock()
 		l.WithFields(log.Fields{"driver": info.Name, "endpoint": info.Endpoint}).Info("dra: driver registered")
+		defer m.retryUnprepare(ctx)
 	} else {
 		l.WithField("driver", info.Name).Warn("dra: plugin refused: " + status.Error)
 	}

@@ -41,10 +41,11 @@ func (r *Runtime) prepareClaims(ctx context.Context, pod *v1.Pod) error {
 }
 
 // reprepareClaims prepares again the claims of a pod whose sandbox exists
-// (adopted after a restart of hostlet, which keeps no record of them):
-// drivers answer NodePrepareResources again with the same devices, which
-// its restarted containers and the unprepare at cleanup need. Its
-// containers run already, so a driver not back yet is only logged.
+// (adopted after a restart of hostlet) when the DRA manager's checkpoint
+// does not hold them (it was unreadable): drivers answer
+// NodePrepareResources again with the same devices, which its restarted
+// containers and the unprepare at cleanup need. Its containers run
+// already, so a driver not back yet is only logged.
 func (r *Runtime) reprepareClaims(ctx context.Context, pod *v1.Pod) {
 	if r.cfg.Claims == nil || len(pod.Spec.ResourceClaims) == 0 {
 		return
