@@ -59,6 +59,9 @@ func up(args []string) error {
 	hostletBin := fs.String("hostlet", "", "hostlet binary to run as a node")
 	images := fs.String("images", "", "directory of *.tar OCI archives to import")
 	node := fs.String("node", "hostlet-dev", "node name for hostlet")
+	// A real node address, as in a cluster: the API server's node proxy
+	// refuses loopback ones, and NodePorts need one.
+	netns := fs.Bool("node-netns", true, "run containerd and hostlet in a network namespace of their own with a real address")
 	fs.Parse(args)
 	if *dir == "" {
 		return errors.New("--dir is required")
@@ -92,7 +95,7 @@ func up(args []string) error {
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, a...))
 	}
-	c, err := harness.Start(ctx, harness.Options{Dir: abs, KeepDir: true, Logf: logf})
+	c, err := harness.Start(ctx, harness.Options{Dir: abs, KeepDir: true, Logf: logf, NodeNetns: *netns})
 	if err != nil {
 		return err
 	}
