@@ -137,25 +137,15 @@ func deployKubeProxy(t *testing.T, c *harness.Cluster) {
 	}
 }
 
-// deployComponent builds a test/cluster component (build.sh <name>) and its
-// image with build, imports it into c's containerd and applies manifest
-// with vars and the image's reference as IMAGE.
+// deployComponent deploys a test/cluster component on c
+// (harness.Cluster.DeployComponent), its image imported into c's containerd.
 func deployComponent(ctx context.Context, t *testing.T, c *harness.Cluster, name string,
 	build func(ctx context.Context, outDir, bin string) (images.Image, error), manifest string, vars map[string]string) {
 	t.Helper()
-	bin, err := harness.BuildComponent(ctx, t.Logf, name)
-	if err != nil {
+	a := harness.NetworkAddons{ImageDir: filepath.Join(imageCache(), "images"), Import: c.ImportImage}
+	if err := c.DeployComponent(ctx, a, name, build, manifest, vars); err != nil {
 		t.Fatal(err)
 	}
-	img, err := build(ctx, filepath.Join(imageCache(), "images"), bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ImportImage(ctx, img.Archive); err != nil {
-		t.Fatal(err)
-	}
-	vars["IMAGE"] = img.Ref
-	applyTemplate(t, c, manifest, vars)
 }
 
 // imageCache is $HOSTLET_CACHE or ~/.cache/hostlet, as build.sh has it.
@@ -165,30 +155,6 @@ func imageCache() string {
 	}
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".cache", "hostlet")
-}
-
-// applyTemplate fills ${KEY}s of a manifest in and applies it with kubectl.
-func applyTemplate(t *testing.T, c *harness.Cluster, path string, vars map[string]string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pairs []string
-	for k, v := range vars {
-		pairs = append(pairs, "${"+k+"}", v)
-	}
-	out := strings.NewReplacer(pairs...).Replace(string(b))
-	if i := strings.Index(out, "${"); i >= 0 {
-		t.Fatalf("%s: no value for %.20s", path, out[i:])
-	}
-	f := filepath.Join(t.TempDir(), filepath.Base(path))
-	if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if o, err := c.Kubectl(ctxT(t), "apply", "-f", f); err != nil {
-		t.Fatalf("%v\n%s", err, o)
-	}
 }
 
 func httpGet(ctx context.Context, url string) (int, string, error) {

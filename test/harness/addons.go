@@ -47,12 +47,12 @@ func (c *Cluster) DeployNetworkAddons(ctx context.Context, a NetworkAddons) erro
 		return err
 	}
 	testdata := filepath.Join(root, "test", "e2e", "testdata")
-	if err := c.deployAddon(ctx, a, "kube-proxy", images.BuildKubeProxy, filepath.Join(testdata, "kube-proxy.yaml"), map[string]string{
+	if err := c.DeployComponent(ctx, a, "kube-proxy", images.BuildKubeProxy, filepath.Join(testdata, "kube-proxy.yaml"), map[string]string{
 		"APISERVER": c.APIServerURL(), "CLUSTER_CIDR": c.PodSubnet(), "NODE_LABEL": NodeNetnsLabel,
 	}); err != nil {
 		return err
 	}
-	if err := c.deployAddon(ctx, a, "coredns", images.BuildCoreDNS, filepath.Join(testdata, "coredns.yaml"), map[string]string{
+	if err := c.DeployComponent(ctx, a, "coredns", images.BuildCoreDNS, filepath.Join(testdata, "coredns.yaml"), map[string]string{
 		"DOMAIN": ClusterDomain, "DNS_IP": ClusterDNS,
 	}); err != nil {
 		return err
@@ -81,9 +81,10 @@ func (c *Cluster) DeployNetworkAddons(ctx context.Context, a NetworkAddons) erro
 	return nil
 }
 
-// deployAddon builds component name and its image with build, imports it
-// and applies manifest with vars and the image's reference as IMAGE.
-func (c *Cluster) deployAddon(ctx context.Context, a NetworkAddons, name string,
+// DeployComponent builds test/cluster component name (build.sh <name>)
+// and its image with build, imports it with a.Import and applies manifest
+// with its ${KEY}s filled from vars and the image's reference as IMAGE.
+func (c *Cluster) DeployComponent(ctx context.Context, a NetworkAddons, name string,
 	build func(ctx context.Context, outDir, bin string) (images.Image, error), manifest string, vars map[string]string) error {
 	bin, err := BuildComponent(ctx, c.logf, name)
 	if err != nil {
