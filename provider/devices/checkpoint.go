@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+
+	"github.com/google/renameio/v2"
 )
 
 // checkpointName is the file under the device plugin dir holding the
@@ -50,21 +52,5 @@ func writeCheckpoint(path string, cp checkpoint) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return renameio.WriteFile(path, b, 0o600, renameio.WithTempDir(filepath.Dir(path)))
 }

@@ -77,6 +77,21 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if x, ok := got.Assignments.get("p1", "c", res); !ok || !slices.Equal(x.DeviceIDs, []string{"a"}) || !slices.Equal(x.Response, []byte{1, 2}) {
 		t.Errorf("assignment lost: %+v", got)
 	}
+	// Replaced in place: the assignments are the node's alone (0600) and no
+	// temp file is left next to the checkpoint.
+	cp.Registered[res] = []string{"a"}
+	if err := writeCheckpoint(path, cp); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("checkpoint mode %v, err %v; want 0600", st.Mode().Perm(), err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Errorf("files next to the checkpoint: %v", entries)
+	}
+	if got, _ := readCheckpoint(path); !slices.Equal(got.Registered[res], []string{"a"}) {
+		t.Errorf("rewritten checkpoint registered = %v", got.Registered)
+	}
 	if err := os.WriteFile(path, []byte("{torn"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
@@ -119,32 +120,28 @@ func servingFiles(l Layout, nodeName string) ([]file, error) {
 	}, nil
 }
 
-// write puts f in place atomically (temp file, rename) and leaves an
-// identical file alone, so a rerun of join changes nothing that is right.
+// write puts f in place atomically and leaves an identical file alone, so a
+// rerun of join changes nothing that is right.
 func (f file) write() error {
 	if old, err := os.ReadFile(f.path); err == nil && bytes.Equal(old, f.data) {
 		return os.Chmod(f.path, f.mode)
 	}
-	if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+	dir := filepath.Dir(f.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(f.path), "."+filepath.Base(f.path)+".*")
+	// f.mode exactly, whatever the umask or an old file's mode (a key left
+	// 0644 by hand becomes 0600 again): renameio.WriteFile would keep the
+	// old file's mode.
+	t, err := renameio.NewPendingFile(f.path, renameio.WithStaticPermissions(f.mode), renameio.WithTempDir(dir))
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(f.mode); err != nil {
-		tmp.Close()
+	defer t.Cleanup()
+	if _, err := t.Write(f.data); err != nil {
 		return err
 	}
-	if _, err := tmp.Write(f.data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), f.path)
+	return t.CloseAtomicallyReplace()
 }
 
 // remove deletes what join wrote under l, and StateDir and its pki

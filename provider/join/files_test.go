@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -37,6 +38,39 @@ func TestFileWriteIsAtomicAndIdempotent(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(f.path))
 	if len(entries) != 1 {
 		t.Errorf("temp files left: %v", entries)
+	}
+}
+
+// A file join rewrites gets join's mode, whatever the old file had or the
+// umask says: a key chmod'ed 0644 by hand is private again after a rerun.
+func TestFileWriteSetsMode(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "pki", "hostlet.key")
+	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := (file{path: key, mode: 0o600, data: []byte("new")}).write(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("rewritten key mode %v, err %v; want 0600", st.Mode().Perm(), err)
+	}
+	// A new world-readable file is 0644 even under a umask that would strip
+	// group and other bits: the unit and the CA must be readable.
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	ca := filepath.Join(dir, "pki", "ca.crt")
+	if err := (file{path: ca, mode: 0o644, data: []byte("ca")}).write(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(ca); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("new CA mode %v, err %v; want 0644", st.Mode().Perm(), err)
 	}
 }
 

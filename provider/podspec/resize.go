@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/google/renameio/v2"
 	"github.com/hostlet/hostlet/lifecycle"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
@@ -35,11 +36,7 @@ func (r *Runtime) SaveAllocation(uid types.UID, a lifecycle.Allocation) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return renameio.WriteFile(path, b, 0o600, renameio.WithTempDir(filepath.Dir(path)))
 }
 
 // LoadAllocation reads a pod's recorded allocation; ok is false when there

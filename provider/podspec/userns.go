@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/google/renameio/v2"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
@@ -175,25 +176,10 @@ func (a *usernsAllocator) write(uid types.UID, m runtime.IDMap) error {
 	if err != nil {
 		return err
 	}
-	tmp := a.file(uid) + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
+	if err := renameio.WriteFile(a.file(uid), data, 0o640, renameio.WithTempDir(dir)); err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, a.file(uid)); err != nil {
-		return err
-	}
+	// renameio syncs the file, not the rename: the directory entry too.
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

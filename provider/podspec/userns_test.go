@@ -40,6 +40,14 @@ func TestUsernsAllocator(t *testing.T) {
 	if !strings.Contains(string(data), `"uidMappings":[{"hostId":`) || !strings.Contains(string(data), `"containerId":0,"length":65536}]`) {
 		t.Errorf("userns file = %s", data)
 	}
+	// Written whole (no temp file left in the pod dir), readable by the
+	// node's group at most.
+	if entries, _ := os.ReadDir(filepath.Join(dir, "b")); len(entries) != 1 {
+		t.Errorf("pod dir holds %v, want the userns file only", entries)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "b", "userns")); err != nil || st.Mode().Perm()&^0o640 != 0 {
+		t.Errorf("userns file mode %v, err %v; want at most 0640", st.Mode().Perm(), err)
+	}
 
 	// A restart reads the allocations back and keeps them apart.
 	r := newUsernsAllocator(dir)
