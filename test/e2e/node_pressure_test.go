@@ -11,6 +11,7 @@ import (
 	"github.com/hostlet/hostlet/test/harness"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A node whose root dir sits on a small tmpfs turns DiskPressure True when
@@ -76,6 +77,45 @@ func TestNodeDiskPressure(t *testing.T) {
 	}
 	if _, err := cluster.WaitForNode(ctxT(t), name, time.Minute, conditionIs(v1.NodeDiskPressure, v1.ConditionFalse, "")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A harness node whose disk is 90% full (the kubelet's default
+// nodefs.available<10% crossed) runs pods all the same: the harness's
+// thresholds (harness.EvictionHard) leave the tests independent of how full
+// the shared disk is.
+func TestHarnessNodeOnFullDisk(t *testing.T) {
+	skipIfNoCluster(t)
+	root := t.TempDir()
+	if err := unix.Mount("tmpfs", root, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	// Full before the node starts: its first eviction pass sees it.
+	if err := os.WriteFile(filepath.Join(root, "fill"), make([]byte, 58<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const name = "hostlet-full-disk"
+	h := extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: []string{
+		"--root-dir", root,
+		"--eviction-monitoring-interval", "1s",
+	}})
+	t.Cleanup(h.Stop) // before the unmount
+
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "on-full-disk", "true")
+	pod.Spec.NodeName = name
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, pod.Name, v1.PodSucceeded)
+	n, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := nodeCondition(n, v1.NodeDiskPressure); c == nil || c.Status != v1.ConditionFalse {
+		t.Errorf("DiskPressure %+v on a 90%% full disk", c)
+	}
+	for _, tn := range n.Spec.Taints {
+		t.Errorf("node tainted %v", tn)
 	}
 }
 

@@ -92,8 +92,9 @@ func hostMemTotal(t *testing.T) int64 {
 }
 
 // The node's capacity is the host's (CPUs, MemTotal, the root dir's
-// filesystem) and allocatable subtracts the default hard eviction
-// thresholds (memory.available<100Mi, nodefs.available<10%).
+// filesystem) and allocatable subtracts the hard eviction thresholds the
+// harness set (harness.EvictionHard: a quantity for memory.available, a
+// percentage for nodefs.available).
 func TestNodeCapacity(t *testing.T) {
 	skipIfNoCluster(t)
 	n, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), nodeName, metav1.GetOptions{})
@@ -110,10 +111,21 @@ func TestNodeCapacity(t *testing.T) {
 	}
 	disk := int64(fs.Blocks) * fs.Bsize
 	mem := hostMemTotal(t)
+	hard := map[string]string{}
+	for _, s := range strings.Split(harness.EvictionHard, ",") {
+		signal, v, _ := strings.Cut(s, "<")
+		hard[signal] = v
+	}
+	q := resource.MustParse(hard["memory.available"])
+	memThreshold := q.Value()
+	pct, err := strconv.ParseFloat(strings.TrimSuffix(hard["nodefs.available"], "%"), 64)
+	if err != nil {
+		t.Fatalf("harness.EvictionHard %q: nodefs.available: %v", harness.EvictionHard, err)
+	}
 	checkResources(t, n, map[v1.ResourceName][2]int64{
 		v1.ResourceCPU:              {int64(set.Count()) * 1000, int64(set.Count()) * 1000},
-		v1.ResourceMemory:           {mem, mem - 100<<20},
-		v1.ResourceEphemeralStorage: {disk, disk - int64(float64(disk)*0.10)},
+		v1.ResourceMemory:           {mem, mem - memThreshold},
+		v1.ResourceEphemeralStorage: {disk, disk - int64(float64(disk)*(pct/100))},
 		v1.ResourcePods:             {110, 110},
 	})
 	if got := n.Status.NodeInfo.KubeletVersion; got != "v1.35.4" {

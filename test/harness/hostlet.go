@@ -18,6 +18,15 @@ import (
 // select them, as they must not run where the node is the host itself.
 const NodeNetnsLabel = "hostlet.local/own-netns"
 
+// EvictionHard is the --eviction-hard of the harness's hostlet nodes, unless
+// ExtraArgs give one (which then replaces it whole, as the kubelet's flag
+// replaces its defaults). The machine's disk is shared: with the kubelet's
+// defaults (imagefs.available<15%, nodefs.available<10%) a disk others filled
+// turned the nodes DiskPressure, tainted them and had image reclaim remove
+// the imported test images, which cannot be pulled again. 1% trips only on
+// a disk nothing can run on anyway. Memory keeps the kubelet's default.
+const EvictionHard = "memory.available<100Mi,nodefs.available<1%,nodefs.inodesFree<1%,imagefs.available<1%"
+
 // HostletOptions says how to run one hostlet node.
 type HostletOptions struct {
 	// Binary is the hostlet executable (see BuildHostlet). Required.
@@ -108,6 +117,9 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--image-gc-high-threshold", "100",
 		// Pods' cgroups below the cluster's own root, removed with it.
 		"--cgroup-root", h.CgroupRoot(),
+	}
+	if !hasFlag(opts.ExtraArgs, "--eviction-hard") {
+		h.args = append(h.args, "--eviction-hard", EvictionHard)
 	}
 	if hostSwapOn() {
 		// The tests are about pods, not the host's swap (--fail-swap-on is
@@ -265,4 +277,14 @@ func (h *Hostlet) Restart(ctx context.Context) error {
 func hostSwapOn() bool {
 	b, err := os.ReadFile("/proc/swaps")
 	return err == nil && len(strings.Split(strings.TrimSpace(string(b)), "\n")) > 1
+}
+
+// hasFlag reports whether args set the flag name ("--x v" or "--x=v").
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
 }

@@ -9,6 +9,11 @@
 // DIR/ready, and stays in the foreground until SIGTERM/SIGINT, when it
 // stops everything. `down` signals the running `up` (DIR/localcluster.pid)
 // and waits for it to exit.
+//
+// The node gets the harness's flags, eviction thresholds included
+// (harness.EvictionHard, not the kubelet's defaults): a dev machine's disk
+// is often fuller than 85%, and DiskPressure would taint the node and
+// reclaim the imported images, which cannot be pulled back.
 package main
 
 import (
