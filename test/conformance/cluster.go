@@ -112,7 +112,7 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 	}
 	if network {
 		t0 := time.Now()
-		if err := cl.DeployNetworkAddons(ctx, harness.NetworkAddons{ImageDir: filepath.Join(c.cache, "images"), Import: importImage}); err != nil {
+		if err := cl.DeployNetworkAddons(ctx, harness.AddonImages{ImageDir: filepath.Join(c.cache, "images"), Import: importImage}); err != nil {
 			return fail(err)
 		}
 		logf("kube-proxy and CoreDNS up in %v", time.Since(t0).Round(time.Second))

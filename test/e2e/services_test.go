@@ -142,7 +142,7 @@ func deployKubeProxy(t *testing.T, c *harness.Cluster) {
 func deployComponent(ctx context.Context, t *testing.T, c *harness.Cluster, name string,
 	build func(ctx context.Context, outDir, bin string) (images.Image, error), manifest string, vars map[string]string) {
 	t.Helper()
-	a := harness.NetworkAddons{ImageDir: filepath.Join(imageCache(), "images"), Import: c.ImportImage}
+	a := harness.AddonImages{ImageDir: filepath.Join(imageCache(), "images"), Import: c.ImportImage}
 	if err := c.DeployComponent(ctx, a, name, build, manifest, vars); err != nil {
 		t.Fatal(err)
 	}

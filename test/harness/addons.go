@@ -23,8 +23,9 @@ const ClusterDNS = "10.96.0.10"
 // ClusterDomain is the cluster domain CoreDNS serves.
 const ClusterDomain = "cluster.local"
 
-// NetworkAddons says where DeployNetworkAddons puts the images.
-type NetworkAddons struct {
+// AddonImages says where the images of add-ons (DeployNetworkAddons,
+// DeployComponent) are built and how they reach the node's runtime.
+type AddonImages struct {
 	// ImageDir caches the built images (~/.cache/hostlet/images).
 	ImageDir string
 	// Import puts an image archive into the node's runtime (the cluster's
@@ -38,7 +39,7 @@ type NetworkAddons struct {
 // nodes; coredns.yaml: a Deployment behind ClusterDNS) and waits until
 // kube-proxy's healthz on the node says its rules are synced and CoreDNS is
 // rolled out. The cluster needs Options.NodeNetns and a Ready node.
-func (c *Cluster) DeployNetworkAddons(ctx context.Context, a NetworkAddons) error {
+func (c *Cluster) DeployNetworkAddons(ctx context.Context, a AddonImages) error {
 	if c.net == nil {
 		return fmt.Errorf("network addons need a node in its own network namespace (Options.NodeNetns)")
 	}
@@ -84,7 +85,7 @@ func (c *Cluster) DeployNetworkAddons(ctx context.Context, a NetworkAddons) erro
 // DeployComponent builds test/cluster component name (build.sh <name>)
 // and its image with build, imports it with a.Import and applies manifest
 // with its ${KEY}s filled from vars and the image's reference as IMAGE.
-func (c *Cluster) DeployComponent(ctx context.Context, a NetworkAddons, name string,
+func (c *Cluster) DeployComponent(ctx context.Context, a AddonImages, name string,
 	build func(ctx context.Context, outDir, bin string) (images.Image, error), manifest string, vars map[string]string) error {
 	bin, err := BuildComponent(ctx, c.logf, name)
 	if err != nil {
