@@ -14,6 +14,7 @@ import (
 
 	"github.com/containerd/containerd/v2/pkg/netns"
 	cnins "github.com/containernetworking/plugins/pkg/ns"
+	"github.com/google/renameio/v2"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -318,12 +319,10 @@ func writeSandboxFiles(s *Sandbox, cfg SandboxConfig) error {
 	return writeFileAtomic(s.HostnamePath(), []byte(hostname+"\n"), 0o644)
 }
 
+// writeFileAtomic replaces path whole, so a container starting meanwhile
+// never bind-mounts half a file.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return renameio.WriteFile(path, data, mode, renameio.WithTempDir(filepath.Dir(path)))
 }
 
 // ParseIPs is a helper for callers that need net.IP values of a sandbox.
