@@ -44,6 +44,9 @@ const (
 	// labelBackoff is "<applied>/<next>": the crash-loop delay applied after
 	// this instance exited and the one the next exit will get.
 	labelBackoff = "hostlet.backoff"
+	// labelShimGroup is the shim group in the container's spec
+	// (shimgroups.go); none on containers of older hostlets.
+	labelShimGroup = "hostlet.shim-group"
 )
 
 // State of a container as the runtime sees it.
@@ -158,7 +161,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 		labelImageID:       cfg.Image.ID,
 	}
 	maps.Copy(labels, stdioLabels(cfg))
+	group := r.shims.pick()
+	labels[labelShimGroup] = group
 	specOpts := append(specFor(cfg, args, termLog), r.deviceOpts(cfg.Devices)...)
+	specOpts = append(specOpts, oci.WithAnnotations(map[string]string{shimGroupAnnotation: group}))
 	_, err := r.client.NewContainer(ctx, id, append([]containerd.NewContainerOpts{
 		containerd.WithImage(cfg.Image.image),
 		containerd.WithNewSnapshot(id, cfg.Image.image, snapshotOpts(s.IDMap)...),
@@ -211,16 +217,30 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	if err := r.joinShimGroup(ctx, c, labels[labelShimGroup]); err != nil {
+		sink.close()
+		return err
+	}
 	stdio := newStdio(id, labels, sink)
+	if err := r.gate.enter(ctx); err != nil {
+		r.shims.created(id, false)
+		stdio.close()
+		sink.close()
+		return err
+	}
 	task, err := c.NewTask(ctx, cio.NewCreator(append(stdio.streams(), cio.WithFIFODir(r.fifoDir(id)))...))
+	r.shims.created(id, err == nil)
 	if err != nil {
+		r.gate.leave()
 		stdio.close()
 		sink.close()
 		return startError(err)
 	}
 	r.followLogs(id, task.IO(), sink, stdio)
-	if err := task.Start(ctx); err != nil {
-		_, _ = task.Delete(ctx, containerd.WithProcessKill)
+	err = task.Start(ctx)
+	r.gate.leave()
+	if err != nil {
+		_ = r.deleteTask(context.WithoutCancel(ctx), id, task, containerd.WithProcessKill)
 		return startError(err)
 	}
 	r.linkLog(labels, id)
@@ -310,9 +330,11 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return err
 	}
 	if task, err := c.Task(ctx, nil); err == nil {
-		if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		if err := r.deleteTask(ctx, id, task, containerd.WithProcessKill); err != nil {
 			return err
 		}
+	} else if errdefs.IsNotFound(err) {
+		r.shims.gone(id)
 	}
 	labels, _ := c.Labels(ctx)
 	// The symlink first, as the kubelet: a crash after the delete would
@@ -490,10 +512,61 @@ func (r *Runtime) finalize(ctx context.Context, id string) {
 	go func() {
 		defer close(done)
 		defer taskDeletes.Delete(id)
-		if _, err := task.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
+		if err := r.deleteTask(ctx, id, task); err != nil {
 			log.WithError(err).WithField("container", id).Warn("deleting exited task")
 		}
 	}()
+}
+
+// deleteTask deletes a task through the gate and, once it is gone, takes
+// it out of its shim group.
+func (r *Runtime) deleteTask(ctx context.Context, id string, task containerd.Task, opts ...containerd.ProcessDeleteOpts) error {
+	// Before the gate: it may wait for creations that need a place in it.
+	r.shims.deleting(id)
+	if err := r.gate.enter(ctx); err != nil {
+		return err
+	}
+	_, err := task.Delete(ctx, opts...)
+	r.gate.leave()
+	if err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
+	r.shims.gone(id)
+	return nil
+}
+
+// joinShimGroup begins the creation of the container's task in its shim
+// group (the caller ends it with shims.created), first moving the container
+// to an open group if its own was closed meanwhile (its shim exiting) or is
+// of an earlier hostlet run.
+func (r *Runtime) joinShimGroup(ctx context.Context, c containerd.Container, group string) error {
+	id := c.ID()
+	if group == "" || r.shims.join(id, group) {
+		return nil
+	}
+	spec, err := c.Spec(ctx)
+	if err != nil {
+		return err
+	}
+	for {
+		group = r.shims.pick()
+		if r.shims.join(id, group) {
+			break
+		}
+	}
+	if spec.Annotations == nil {
+		spec.Annotations = map[string]string{}
+	}
+	spec.Annotations[shimGroupAnnotation] = group
+	if err := r.storeSpec(ctx, id, spec); err != nil {
+		r.shims.created(id, false)
+		return err
+	}
+	if _, err := c.SetLabels(ctx, map[string]string{labelShimGroup: group}); err != nil {
+		r.shims.created(id, false)
+		return err
+	}
+	return nil
 }
 
 // waitTaskDelete waits for a task deletion finalize started, if any.

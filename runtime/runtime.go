@@ -69,6 +69,9 @@ type Runtime struct {
 	// symlinks go (logpaths.go).
 	podLogsDir, containerLogsDir string
 	cgroups                      *Cgroups
+	// gate and shims make bursts cheap: gate.go, shimgroups.go.
+	gate  gate
+	shims *shimGroups
 }
 
 func New(cfg Config) (*Runtime, error) {
@@ -107,6 +110,8 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	return &Runtime{
+		gate:       newGate(),
+		shims:      newShimGroups("hostlet-" + newID()[:12]),
 		cgroups:    cg,
 		client:     client,
 		ns:         cfg.Namespace,

@@ -1,0 +1,143 @@
+package runtime
+
+import (
+	"fmt"
+	"sync"
+)
+
+// shimGroupAnnotation makes containerd's runc shim serve every container
+// whose spec carries the same value: containerd-shim-runc-v2 reads it when
+// a task is created and joins the running shim of that group, as CRI does
+// for the containers of one pod. A shim is a process of its own (a Go
+// runtime's start and about 5 MiB each); sharing one between several pods'
+// containers makes bursts cheaper and the node lighter.
+const shimGroupAnnotation = "io.containerd.runc.v2.group"
+
+// containersPerShim bounds a shim's group: a shim that dies takes its
+// containers' stdio and exit codes with it, so one shim never carries the
+// whole node.
+const containersPerShim = 8
+
+// shimGroups hands containers their shim group and orders task creations
+// and deletions within a group so that none lands in an exiting shim.
+// containerd asks a shim to exit after each task deletion, and it does when
+// it has no task left, even if a creation is under way in it (CRI never
+// meets this: a pod's sandbox task outlives its containers). So:
+//   - a group's first task is created alone, and a group whose first
+//     creation failed is closed;
+//   - the deletion of a group's last task waits for the creations under way,
+//     and closes the group before it starts: no task joins it again;
+//   - groups of an earlier hostlet run are never joined (their shims may be
+//     exiting); their containers move to a group of this run.
+type shimGroups struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	prefix string // unique per run
+	seq    int
+	open   string                // the group new containers are given
+	groups map[string]*shimGroup // this run's groups that are not closed
+	byTask map[string]*shimGroup // container ID -> group of its task
+}
+
+type shimGroup struct {
+	name     string
+	given    int // containers given the group
+	creating int // task creations under way
+	tasks    int // tasks created and not deleted
+}
+
+func newShimGroups(prefix string) *shimGroups {
+	s := &shimGroups{prefix: prefix, groups: map[string]*shimGroup{}, byTask: map[string]*shimGroup{}}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// pick returns the group a new container is created in: the open one,
+// until it has been given containersPerShim containers or was closed.
+func (s *shimGroups) pick() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[s.open]
+	if g == nil || g.given >= containersPerShim {
+		s.seq++
+		g = &shimGroup{name: fmt.Sprintf("%s-%d", s.prefix, s.seq)}
+		s.groups[g.name] = g
+		s.open = g.name
+	}
+	g.given++
+	return g.name
+}
+
+// join is called before id's task is created in group, and created after.
+// It refuses a group that is closed or of another run: the caller moves
+// the container to a group from pick.
+func (s *shimGroups) join(id, group string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		g := s.groups[group]
+		if g == nil {
+			return false
+		}
+		if g.tasks == 0 && g.creating > 0 {
+			s.cond.Wait() // the group's first task is created alone
+			continue
+		}
+		g.creating++
+		s.byTask[id] = g
+		return true
+	}
+}
+
+// created ends a creation join began; ok says whether the task exists.
+func (s *shimGroups) created(id string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.cond.Broadcast()
+	g := s.byTask[id]
+	if g == nil {
+		return
+	}
+	g.creating--
+	if ok {
+		g.tasks++
+		return
+	}
+	delete(s.byTask, id)
+	if g.tasks == 0 {
+		s.close(g) // its shim, if it started, is exiting
+	}
+}
+
+// deleting is called before id's task is deleted: the last task of a group
+// waits for the creations under way, then closes the group.
+func (s *shimGroups) deleting(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.byTask[id]
+	if g == nil {
+		return
+	}
+	for g.tasks == 1 && g.creating > 0 {
+		s.cond.Wait()
+	}
+	if g.tasks <= 1 {
+		s.close(g)
+	}
+}
+
+// gone records that id's task no longer exists.
+func (s *shimGroups) gone(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.byTask[id]
+	if g == nil {
+		return
+	}
+	delete(s.byTask, id)
+	if g.tasks--; g.tasks <= 0 {
+		s.close(g)
+	}
+}
+
+func (s *shimGroups) close(g *shimGroup) { delete(s.groups, g.name) }

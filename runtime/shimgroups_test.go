@@ -1,0 +1,138 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+func TestShimGroupsFillThenOpenAnother(t *testing.T) {
+	s := newShimGroups("run")
+	seen := map[string]int{}
+	for i := 0; i < 2*containersPerShim+1; i++ {
+		id := fmt.Sprint(i)
+		g := s.pick()
+		if !s.join(id, g) {
+			t.Fatalf("container %d refused by the group it was just given (%s)", i, g)
+		}
+		s.created(id, true)
+		seen[g]++
+	}
+	if len(seen) != 3 || seen["run-1"] != containersPerShim || seen["run-2"] != containersPerShim || seen["run-3"] != 1 {
+		t.Fatalf("groups = %v, want %d, %d and 1 container", seen, containersPerShim, containersPerShim)
+	}
+}
+
+// A group whose last task is being deleted has a shim that is exiting:
+// nothing may join it again, not even a container given it before.
+func TestShimGroupsClosedByLastDeletion(t *testing.T) {
+	s := newShimGroups("run")
+	a, b := s.pick(), s.pick()
+	if a != b {
+		t.Fatalf("two containers in a row got %s and %s", a, b)
+	}
+	s.join("a", a)
+	s.created("a", true)
+	s.deleting("a")
+	if s.join("b", b) {
+		t.Fatal("a container joined a group whose last task was being deleted")
+	}
+	s.gone("a")
+	if g := s.pick(); g == a || !s.join("b", g) {
+		t.Fatalf("after the group closed, pick gave %s (closed: %s)", g, a)
+	}
+}
+
+// One task left after a deletion keeps the group open.
+func TestShimGroupsOpenWhileATaskRemains(t *testing.T) {
+	s := newShimGroups("run")
+	g := s.pick()
+	_, _ = s.pick(), s.pick()
+	for _, id := range []string{"a", "b"} {
+		s.join(id, g)
+		s.created(id, true)
+	}
+	s.deleting("a")
+	s.gone("a")
+	if !s.join("c", g) {
+		t.Fatal("group closed although a task remained in it")
+	}
+	s.created("c", true)
+	// Gone twice, or a task never counted, changes nothing.
+	s.gone("a")
+	s.gone("unknown")
+	if n := s.groups[g].tasks; n != 2 {
+		t.Fatalf("tasks = %d, want 2", n)
+	}
+}
+
+// The deletion of a group's last task waits for a creation under way, so
+// the shim still has a task when it is asked to exit.
+func TestShimGroupsLastDeletionWaitsForCreation(t *testing.T) {
+	s := newShimGroups("run")
+	g := s.pick()
+	_ = s.pick()
+	s.join("a", g)
+	s.created("a", true)
+	s.join("b", g) // b's task is being created
+	done := make(chan struct{})
+	go func() {
+		s.deleting("a")
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("the last task's deletion did not wait for the creation under way")
+	default:
+	}
+	s.created("b", true)
+	<-done
+	if s.groups[g] == nil {
+		t.Fatal("group closed although b's task is in it")
+	}
+}
+
+// A group's first task is created alone; if it fails, the group closes and
+// whoever waited moves on.
+func TestShimGroupsFirstCreationAlone(t *testing.T) {
+	s := newShimGroups("run")
+	g := s.pick()
+	_ = s.pick()
+	s.join("a", g)
+	joined := make(chan bool)
+	go func() { joined <- s.join("b", g) }()
+	select {
+	case <-joined:
+		t.Fatal("a second creation joined before the group's first task existed")
+	default:
+	}
+	s.created("a", false)
+	if <-joined {
+		t.Fatal("joined a group whose first creation failed")
+	}
+}
+
+// Containers of an earlier hostlet run carry a group this run never gave:
+// its shim may be exiting, so they move to a group of this run.
+func TestShimGroupsRefuseEarlierRun(t *testing.T) {
+	s := newShimGroups("new")
+	if s.join("x", "old-1") {
+		t.Fatal("joined a group of an earlier run")
+	}
+}
+
+func TestGateCancel(t *testing.T) {
+	g := make(gate, 1)
+	if err := g.enter(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.enter(ctx); err == nil {
+		t.Fatal("entered a full gate with a cancelled context")
+	}
+	g.leave()
+	if err := g.enter(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
