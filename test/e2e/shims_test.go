@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The containers of a burst share containerd shims, at most 8 to a shim,
+// each with its own process, output and exit; once they are deleted their
+// shims exit, and nothing is left to the next burst.
+func TestShimsSharedAndGone(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	const pods = 12
+	var wg sync.WaitGroup
+	for i := 0; i < pods; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each prints its own name, then sleeps until deleted.
+			cluster.CreatePod(t, busybox(ns, fmt.Sprintf("s-%d", i), "sh", "-c", fmt.Sprintf("echo hello-%d; trap 'exit 0' TERM; sleep 3600 & wait", i)))
+		}()
+	}
+	wg.Wait()
+	shims := map[int][]string{} // shim pid -> the containers it serves
+	for i := 0; i < pods; i++ {
+		name := fmt.Sprintf("s-%d", i)
+		p := waitPhase(t, ns, name, v1.PodRunning)
+		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+		c, err := cluster.ContainerdClient().LoadContainer(ctxT(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := c.Task(ctxT(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shim := parentOf(t, int(task.Pid()))
+		shims[shim] = append(shims[shim], name)
+		waitLogLine(t, ns, name, fmt.Sprintf("hello-%d", i))
+	}
+	// A group may already hold containers of earlier tests: at most three
+	// groups (its rest, 8, the remainder).
+	if len(shims) > 3 || len(shims) < 2 {
+		t.Errorf("%d pods' containers served by %d shims %v, want 2 or 3 (8 to a shim)", pods, len(shims), shims)
+	}
+	for pid, served := range shims {
+		if len(served) > 8 {
+			t.Errorf("shim %d serves %d of the pods' containers, want at most 8: %v", pid, len(served), served)
+		}
+	}
+	// Each container exits on its own: one deleted, the others still run.
+	deletePod(t, ns, "s-0")
+	waitGone(t, ns, "s-0")
+	for i := 1; i < pods; i++ {
+		if p, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), fmt.Sprintf("s-%d", i), metav1.GetOptions{}); err != nil || p.Status.Phase != v1.PodRunning {
+			t.Fatalf("pod s-%d not Running after s-0 was deleted: %v", i, err)
+		}
+	}
+	for i := 1; i < pods; i++ {
+		deletePod(t, ns, fmt.Sprintf("s-%d", i))
+	}
+	for i := 1; i < pods; i++ {
+		waitGone(t, ns, fmt.Sprintf("s-%d", i))
+	}
+	pollUntil(t, time.Minute, "the pods' shims to exit", func() bool {
+		for pid := range shims {
+			if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func deletePod(t *testing.T, ns, name string) {
+	t.Helper()
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// parentOf is pid's parent: for a container's first process, its shim.
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command's closing parenthesis: state, ppid.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
+}
+
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return f[0] == "Z"
+}
