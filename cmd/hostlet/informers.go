@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 
-	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -28,7 +28,10 @@ type nodeInformers struct {
 
 func newInformers(client kubernetes.Interface, name string) *nodeInformers {
 	i := &nodeInformers{
-		podFactory:     informers.NewSharedInformerFactoryWithOptions(client, 0, nodeutil.PodInformerFilter(name)),
+		podFactory: informers.NewSharedInformerFactoryWithOptions(client, 0,
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+				lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", name).String()
+			})),
 		serviceFactory: informers.NewSharedInformerFactory(client, 0),
 		unused:         informers.NewSharedInformerFactory(client, 0).Core().V1(),
 		nodeFactory: informers.NewSharedInformerFactoryWithOptions(client, 0,

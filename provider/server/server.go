@@ -24,11 +24,9 @@ import (
 	log "github.com/sirupsen/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
-	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	utilexec "k8s.io/utils/exec"
@@ -99,14 +97,7 @@ type server struct {
 // bearer tokens (TokenReview), then a SubjectAccessReview per request.
 func Serve(ctx context.Context, cfg Config) error {
 	s := &server{cfg: cfg}
-	caProvider, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca", cfg.ClientCAFile)
-	if err != nil {
-		return fmt.Errorf("client CA: %w", err)
-	}
-	auth, err := nodeutil.WebhookAuth(cfg.Client, cfg.NodeName, func(c *nodeutil.WebhookAuthConfig) error {
-		c.AuthnConfig.ClientCertificateCAContentProvider = caProvider
-		return nil
-	})
+	auth, err := newKubeletAuth(ctx, cfg.Client, cfg.ClientCAFile)
 	if err != nil {
 		return err
 	}
