@@ -44,7 +44,10 @@ func TestShimsSharedAndGone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		shim := parentOf(t, int(task.Pid()))
+		shim, err := parentOf(int(task.Pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
 		shims[shim] = append(shims[shim], name)
 		waitLogLine(t, ns, name, fmt.Sprintf("hello-%d", i))
 	}
@@ -72,14 +75,37 @@ func TestShimsSharedAndGone(t *testing.T) {
 	for i := 1; i < pods; i++ {
 		waitGone(t, ns, fmt.Sprintf("s-%d", i))
 	}
+	// A shim may also serve a container of an earlier test that is still
+	// running: that one stays, the others exit.
 	pollUntil(t, time.Minute, "the pods' shims to exit", func() bool {
+		serving := shimsServing(t)
 		for pid := range shims {
-			if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+			if syscall.Kill(pid, 0) == nil && !zombie(pid) && !serving[pid] {
 				return false
 			}
 		}
 		return true
 	})
+}
+
+// shimsServing is the set of shims that have a running container.
+func shimsServing(t *testing.T) map[int]bool {
+	ctx := ctxT(t)
+	ctrs, err := cluster.ContainerdClient().Containers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[int]bool{}
+	for _, c := range ctrs {
+		task, err := c.Task(ctx, nil)
+		if err != nil {
+			continue
+		}
+		if ppid, err := parentOf(int(task.Pid())); err == nil {
+			m[ppid] = true
+		}
+	}
+	return m
 }
 
 func deletePod(t *testing.T, ns, name string) {
@@ -90,19 +116,14 @@ func deletePod(t *testing.T, ns, name string) {
 }
 
 // parentOf is pid's parent: for a container's first process, its shim.
-func parentOf(t *testing.T, pid int) int {
-	t.Helper()
+func parentOf(pid int) (int, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	// The fields after the command's closing parenthesis: state, ppid.
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ppid
+	return strconv.Atoi(f[1])
 }
 
 func zombie(pid int) bool {
