@@ -222,26 +222,15 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		return err
 	}
 	stdio := newStdio(id, labels, sink)
-	if err := r.gate.enter(ctx); err != nil {
-		r.shims.created(id, false)
-		stdio.close()
-		sink.close()
+	if task, err := r.newTask(ctx, c, stdio, sink); err != nil {
+		if task != nil {
+			// Created, not started; its output is followed already.
+			_ = r.deleteTask(context.WithoutCancel(ctx), id, task, containerd.WithProcessKill)
+		} else {
+			stdio.close()
+			sink.close()
+		}
 		return err
-	}
-	task, err := c.NewTask(ctx, cio.NewCreator(append(stdio.streams(), cio.WithFIFODir(r.fifoDir(id)))...))
-	r.shims.created(id, err == nil)
-	if err != nil {
-		r.gate.leave()
-		stdio.close()
-		sink.close()
-		return startError(err)
-	}
-	r.followLogs(id, task.IO(), sink, stdio)
-	err = task.Start(ctx)
-	r.gate.leave()
-	if err != nil {
-		_ = r.deleteTask(context.WithoutCancel(ctx), id, task, containerd.WithProcessKill)
-		return startError(err)
 	}
 	r.linkLog(labels, id)
 	// The process runs: from here on nothing may fail the start, or the
@@ -259,6 +248,37 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		log.WithError(err).WithField("container", id).Warn("recording container start time")
 	}
 	return nil
+}
+
+// newTask creates and starts the task of a container whose creation
+// joinShimGroup began, through the gate. Deferred, so that even a panic in
+// containerd's client frees the gate's place and ends the creation in the
+// shim group (others may be waiting on either). A task that was created
+// but did not start is returned with the error, for the caller to delete
+// once out of the gate (deleting through it from here could wait forever).
+func (r *Runtime) newTask(ctx context.Context, c containerd.Container, st *stdio, sink *logSink) (task containerd.Task, err error) {
+	id := c.ID()
+	counted := false
+	defer func() {
+		if !counted {
+			r.shims.created(id, false)
+		}
+	}()
+	if err := r.gate.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer r.gate.leave()
+	task, err = c.NewTask(ctx, cio.NewCreator(append(st.streams(), cio.WithFIFODir(r.fifoDir(id)))...))
+	r.shims.created(id, err == nil)
+	counted = true
+	if err != nil {
+		return nil, startError(err)
+	}
+	r.followLogs(id, task.IO(), sink, st)
+	if err := task.Start(ctx); err != nil {
+		return task, startError(err)
+	}
+	return task, nil
 }
 
 // StartError is a failure of the container's process to start (bad command,
@@ -523,11 +543,14 @@ func (r *Runtime) finalize(ctx context.Context, id string) {
 func (r *Runtime) deleteTask(ctx context.Context, id string, task containerd.Task, opts ...containerd.ProcessDeleteOpts) error {
 	// Before the gate: it may wait for creations that need a place in it.
 	r.shims.deleting(id)
-	if err := r.gate.enter(ctx); err != nil {
+	err := func() error {
+		if err := r.gate.enter(ctx); err != nil {
+			return err
+		}
+		defer r.gate.leave() // even if the client panics
+		_, err := task.Delete(ctx, opts...)
 		return err
-	}
-	_, err := task.Delete(ctx, opts...)
-	r.gate.leave()
+	}()
 	if err != nil && !errdefs.IsNotFound(err) {
 		return err
 	}
