@@ -103,10 +103,7 @@ func (s *shimGroups) created(id string, ok bool) {
 		g.tasks++
 		return
 	}
-	delete(s.byTask, id)
-	if g.tasks == 0 {
-		s.close(g) // its shim, if it started, is exiting
-	}
+	s.forget(id, g) // with no task, its shim, if it started, is exiting
 }
 
 // deleting is called before id's task is deleted: the last task of a group
@@ -134,8 +131,14 @@ func (s *shimGroups) gone(id string) {
 	if g == nil {
 		return
 	}
+	g.tasks--
+	s.forget(id, g)
+}
+
+// forget drops id's task from g, closing g if none is left.
+func (s *shimGroups) forget(id string, g *shimGroup) {
 	delete(s.byTask, id)
-	if g.tasks--; g.tasks <= 0 {
+	if g.tasks <= 0 {
 		s.close(g)
 	}
 }
