@@ -44,8 +44,9 @@ const (
 	// labelBackoff is "<applied>/<next>": the crash-loop delay applied after
 	// this instance exited and the one the next exit will get.
 	labelBackoff = "hostlet.backoff"
-	// labelShimGroup is the shim group in the container's spec
-	// (shimgroups.go); none on containers of older hostlets.
+	// labelShimGroup is the shim group the container was created in
+	// (shimgroups.go), read at its start without loading the spec; none on
+	// containers of older hostlets.
 	labelShimGroup = "hostlet.shim-group"
 )
 
@@ -532,6 +533,7 @@ func (r *Runtime) finalize(ctx context.Context, id string) {
 	go func() {
 		defer close(done)
 		defer taskDeletes.Delete(id)
+		defer crash.Recover(log.WithField("container", id), nil)
 		if err := r.deleteTask(ctx, id, task); err != nil {
 			log.WithError(err).WithField("container", id).Warn("deleting exited task")
 		}
@@ -581,11 +583,8 @@ func (r *Runtime) joinShimGroup(ctx context.Context, c containerd.Container, gro
 		spec.Annotations = map[string]string{}
 	}
 	spec.Annotations[shimGroupAnnotation] = group
+	// Only the spec: the label is read once, by this start.
 	if err := r.storeSpec(ctx, id, spec); err != nil {
-		r.shims.created(id, false)
-		return err
-	}
-	if _, err := c.SetLabels(ctx, map[string]string{labelShimGroup: group}); err != nil {
 		r.shims.created(id, false)
 		return err
 	}
