@@ -9,13 +9,13 @@ import (
 	"time"
 
 	log "github.com/sirupsen/logrus"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	utilwebhook "k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/apiserver/plugin/pkg/authorizer/webhook"
 	"k8s.io/client-go/kubernetes"
 )
@@ -45,11 +45,15 @@ func newKubeletAuth(ctx context.Context, client kubernetes.Interface, clientCAFi
 	if err != nil {
 		return nil, fmt.Errorf("client CA: %w", err)
 	}
+	// The apiserver's DefaultAuthWebhookRetryBackoff, which the kubelet
+	// uses for both webhooks (here without importing the apiserver's
+	// options package).
+	backoff := utilwebhook.DefaultRetryBackoffWithInitialDelay(500 * time.Millisecond)
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
 		CacheTTL:                           2 * time.Minute,
 		ClientCertificateCAContentProvider: ca,
 		TokenAccessReviewClient:            client.AuthenticationV1(),
-		WebhookRetryBackoff:                webhookRetryBackoff(),
+		WebhookRetryBackoff:                &backoff,
 	}.New()
 	if err != nil {
 		return nil, err
@@ -58,18 +62,12 @@ func newKubeletAuth(ctx context.Context, client kubernetes.Interface, clientCAFi
 	// CEL compiler: that is only for match conditions, which a delegated
 	// authorizer never has, and building it keeps ~170 KiB of heap.
 	authz, err := webhook.NewFromInterface(client.AuthorizationV1(), 5*time.Minute, 30*time.Second,
-		*webhookRetryBackoff(), authorizer.DecisionNoOpinion, authorizerfactory.NewDelegatingAuthorizerMetrics(), nil)
+		backoff, authorizer.DecisionNoOpinion, authorizerfactory.NewDelegatingAuthorizerMetrics(), nil)
 	if err != nil {
 		return nil, err
 	}
 	go ca.Run(ctx, 1)
 	return delegatedAuth{authn, authz}, nil
-}
-
-// webhookRetryBackoff is the apiserver's DefaultAuthWebhookRetryBackoff,
-// which the kubelet uses for both webhooks.
-func webhookRetryBackoff() *wait.Backoff {
-	return &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 }
 
 // withKubeletAuth authenticates and authorizes every request as the
