@@ -182,16 +182,8 @@ func TestSidecar(t *testing.T) {
 	cluster.CreatePod(t, pod)
 	p = waitPhase(t, ns, "sidecar2", v1.PodRunning)
 	// Kill the sidecar's process from outside, through containerd.
-	id := strings.TrimPrefix(status(p, "side").ContainerID, "containerd://")
-	c, err := cluster.ContainerdClient().LoadContainer(ctxT(t), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, err := c.Task(ctxT(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := task.Kill(ctxT(t), syscall.SIGKILL); err != nil {
+	side := status(p, "side")
+	if err := taskOf(t, &side).Kill(ctxT(t), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ns, "sidecar2", time.Minute, "sidecar restarted", func(p *v1.Pod) bool { return status(p, "side").RestartCount >= 1 })

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/hostlet/hostlet/test/harness"
 	"github.com/hostlet/hostlet/test/images"
 	v1 "k8s.io/api/core/v1"
@@ -139,4 +141,19 @@ func waitGone(t *testing.T, ns, name string) {
 	if err != nil {
 		t.Fatalf("pod %s/%s not removed: %v", ns, name, err)
 	}
+}
+
+// taskOf is the containerd task of a container status's container.
+func taskOf(t *testing.T, st *v1.ContainerStatus) containerd.Task {
+	t.Helper()
+	ctx := namespaces.WithNamespace(ctxT(t), harness.ContainerdNamespace)
+	c, err := cluster.ContainerdClient().LoadContainer(ctx, strings.TrimPrefix(st.ContainerID, "containerd://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
 }

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/v2/pkg/namespaces"
-	"github.com/hostlet/hostlet/test/harness"
 	"github.com/opencontainers/cgroups"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -85,16 +83,7 @@ func sameQuantities(a, b v1.ResourceList) bool {
 // through /proc/<pid>/cgroup of its process.
 func containerCgroup(t *testing.T, st *v1.ContainerStatus, controller, file string) string {
 	t.Helper()
-	ctx := namespaces.WithNamespace(ctxT(t), harness.ContainerdNamespace)
-	c, err := cluster.ContainerdClient().LoadContainer(ctx, strings.TrimPrefix(st.ContainerID, "containerd://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, err := c.Task(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/cgroup", task.Pid()))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/cgroup", taskOf(t, st).Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,16 +35,7 @@ func TestShimsSharedAndGone(t *testing.T) {
 	for i := 0; i < pods; i++ {
 		name := fmt.Sprintf("s-%d", i)
 		p := waitPhase(t, ns, name, v1.PodRunning)
-		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-		c, err := cluster.ContainerdClient().LoadContainer(ctxT(t), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		task, err := c.Task(ctxT(t), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		shim, err := parentOf(int(task.Pid()))
+		shim, err := parentOf(int(taskOf(t, &p.Status.ContainerStatuses[0]).Pid()))
 		if err != nil {
 			t.Fatal(err)
 		}
