@@ -350,14 +350,14 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	} else if err != nil {
 		return err
 	}
+	labels, _ := c.Labels(ctx)
 	if task, err := c.Task(ctx, nil); err == nil {
 		if err := r.deleteTask(ctx, id, task, containerd.WithProcessKill); err != nil {
 			return err
 		}
 	} else if errdefs.IsNotFound(err) {
-		r.shims.gone(id)
+		r.shims.removed(id, labels[labelShimGroup])
 	}
-	labels, _ := c.Labels(ctx)
 	// The symlink first, as the kubelet: a crash after the delete would
 	// leave it dangling until the pod is cleaned up.
 	r.unlinkLog(labels, id)

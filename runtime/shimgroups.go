@@ -127,12 +127,36 @@ func (s *shimGroups) deleting(id string) {
 func (s *shimGroups) gone(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.taskGone(id)
+}
+
+// taskGone drops id's task if it had one; s.mu is held.
+func (s *shimGroups) taskGone(id string) bool {
 	g := s.byTask[id]
 	if g == nil {
-		return
+		return false
 	}
 	g.tasks--
 	s.forget(id, g)
+	return true
+}
+
+// removed records that id's container is deleted without a task. A group
+// none of whose containers has a task or a creation under way is closed
+// unless new containers are still given it: nothing runs in its shim, and a
+// container of it that starts later moves to an open group (join refuses).
+// Without this a full group whose containers were all removed before they
+// started would stay in the map for good.
+func (s *shimGroups) removed(id, group string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.taskGone(id) { // its task went away unseen
+		return
+	}
+	g := s.groups[group]
+	if g != nil && g.tasks == 0 && g.creating == 0 && (g.name != s.open || g.given >= containersPerShim) {
+		s.close(g)
+	}
 }
 
 // forget drops id's task from g, closing g if none is left.

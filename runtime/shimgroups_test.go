@@ -136,3 +136,46 @@ func TestGateCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A full group whose containers were all removed before any of them started
+// is dropped; a container of it that starts after all moves to another.
+func TestShimGroupsDroppedWhenNoneStarted(t *testing.T) {
+	s := newShimGroups("run")
+	var g string
+	for i := 0; i < containersPerShim; i++ {
+		g = s.pick()
+	}
+	for i := 0; i < containersPerShim-1; i++ {
+		s.removed(fmt.Sprint(i), g)
+	}
+	if len(s.groups) != 0 {
+		t.Fatalf("groups = %v after its containers were removed unstarted, want none", s.groups)
+	}
+	if s.join("last", g) {
+		t.Fatal("a container joined a dropped group")
+	}
+	if n := s.pick(); n == g || !s.join("last", n) {
+		t.Fatalf("pick gave %s after %s was dropped", n, g)
+	}
+}
+
+// The open group stays while it is still given containers, and a group
+// with a task is never dropped by a removal.
+func TestShimGroupsKeptWhileOpenOrRunning(t *testing.T) {
+	s := newShimGroups("run")
+	g := s.pick()
+	s.removed("a", g)
+	if s.groups[g] == nil {
+		t.Fatal("the open group was dropped while new containers are still given it")
+	}
+	s.pick()
+	s.join("b", g)
+	s.created("b", true)
+	for i := 2; i < containersPerShim; i++ {
+		s.pick()
+	}
+	s.removed("c", g)
+	if s.groups[g] == nil {
+		t.Fatal("a group with a running task was dropped")
+	}
+}
