@@ -6,7 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/containernetworking/cni/libcni"
 )
 
 const testConf = `{"cniVersion":"1.0.0","name":"from-daemonset","plugins":[{"type":"bridge","bridge":"x0"}]}`
@@ -164,5 +167,34 @@ func TestRuntimeConfPortMappings(t *testing.T) {
 	}
 	if rt := n.runtimeConf("id", "/ns", PodNetworkArgs{}); rt.CapabilityArgs != nil {
 		t.Errorf("no host ports: %v", rt.CapabilityArgs)
+	}
+}
+
+// portmap runs only for pods with host ports; the rest of the list, and a
+// list without portmap, is left as it is.
+func TestForPodSkipsPortmapWithoutHostPorts(t *testing.T) {
+	conf, err := BridgeConfList("cni0", []string{"10.88.0.0/24"}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.ConfListFromBytes(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := func(l *libcni.NetworkConfigList) (ts []string) {
+		for _, p := range l.Plugins {
+			ts = append(ts, p.Network.Type)
+		}
+		return ts
+	}
+	if got := types(forPod(list, PodNetworkArgs{})); !slices.Equal(got, []string{"bridge"}) {
+		t.Errorf("pod without host ports runs %v, want [bridge]", got)
+	}
+	pm := PodNetworkArgs{PortMappings: []PortMapping{{HostPort: 30080, ContainerPort: 80, Protocol: "tcp"}}}
+	if got := types(forPod(list, pm)); !slices.Equal(got, []string{"bridge", "portmap"}) {
+		t.Errorf("pod with host ports runs %v, want [bridge portmap]", got)
+	}
+	if got := types(list); !slices.Equal(got, []string{"bridge", "portmap"}) {
+		t.Errorf("the loaded list was changed: %v", got)
 	}
 }
