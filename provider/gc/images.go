@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -84,12 +85,23 @@ type ImageGC struct {
 	node    *v1.ObjectReference
 	began   time.Time
 	records map[string]*imageRecord
+	// collected is the kubelet's image_garbage_collected_total, by reason
+	// (age or space).
+	collected *prometheus.CounterVec
 }
 
 func NewImageGC(images Images, policy ImagePolicy, clk clock.Clock, events record.EventRecorder, node *v1.ObjectReference) *ImageGC {
 	return &ImageGC{images: images, policy: policy, clock: clk, events: events, node: node,
-		began: clk.Now(), records: map[string]*imageRecord{}}
+		began: clk.Now(), records: map[string]*imageRecord{},
+		collected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubelet_image_garbage_collected_total",
+			Help: "Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
+		}, []string{"reason"}),
+	}
 }
+
+// Metrics are image GC's collectors, for the kubelet API's /metrics.
+func (g *ImageGC) Metrics() []prometheus.Collector { return []prometheus.Collector{g.collected} }
 
 // Run collects every period until ctx ends, from the start as the kubelet
 // does. A failure is an ImageGCFailed event from the second one in a row
@@ -291,6 +303,7 @@ func (g *ImageGC) remove(ctx context.Context, img candidate, reason string) erro
 		return err
 	}
 	delete(g.records, img.id)
+	g.collected.WithLabelValues(reason).Inc()
 	return nil
 }
 

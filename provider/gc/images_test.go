@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/runtime"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -157,6 +158,9 @@ func TestImageGCAges(t *testing.T) {
 	if !slices.Equal(f.removed, []string{"a"}) {
 		t.Fatalf("removed %q", f.removed)
 	}
+	if n := testutil.ToFloat64(g.collected.WithLabelValues("space")); n != 1 {
+		t.Errorf("image_garbage_collected_total{reason=space} = %v, want 1", n)
+	}
 
 	// Maximum age, with space to spare.
 	f = newFakeImages(1000, 0,
@@ -173,6 +177,9 @@ func TestImageGCAges(t *testing.T) {
 	_ = g.GarbageCollect(context.Background())
 	if !slices.Equal(f.removed, []string{"stale"}) {
 		t.Fatalf("removed %q, want the image unused for over an hour", f.removed)
+	}
+	if age, space := testutil.ToFloat64(g.collected.WithLabelValues("age")), testutil.ToFloat64(g.collected.WithLabelValues("space")); age != 1 || space != 0 {
+		t.Errorf("image_garbage_collected_total: age %v, space %v; want 1 and 0", age, space)
 	}
 }
 

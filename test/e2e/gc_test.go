@@ -53,7 +53,7 @@ func TestImageGC(t *testing.T) {
 	}
 
 	// Images are safe for their first 30 s: time for the pod to use one.
-	extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: []string{
+	h := extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: []string{
 		"--containerd-namespace", ctrdNS,
 		"--image-gc-high-threshold", "1",
 		"--image-gc-low-threshold", "0",
@@ -92,6 +92,11 @@ func TestImageGC(t *testing.T) {
 	}
 	if _, err := cl.ImageService().Get(nctx, testimages.TestappRef); err == nil {
 		t.Errorf("%s still there", testimages.TestappRef)
+	}
+	// Counted as the kubelet counts it, by reason.
+	_, metricsToken := kubeletIdentity(t, ns, "metrics", "get")
+	if v, _ := sample(scrapeAt(t, h.Port(), "/metrics", metricsToken), "kubelet_image_garbage_collected_total", map[string]string{"reason": "space"}); v < 1 {
+		t.Errorf("kubelet_image_garbage_collected_total{reason=space} = %v, want ≥ 1", v)
 	}
 
 	// Nothing more can go: the kubelet's events on the node.

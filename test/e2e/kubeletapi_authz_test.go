@@ -76,6 +76,13 @@ func kubeletCall(t *testing.T, method, path, token string) (int, string) {
 // kubeletCallLimit is kubeletCall reading up to limit bytes of the answer.
 func kubeletCallLimit(t *testing.T, method, path, token string, limit int64) (int, string) {
 	t.Helper()
+	return kubeletCallAt(t, node.Port(), method, path, token, limit)
+}
+
+// kubeletCallAt is kubeletCallLimit to the kubelet API on another port (an
+// extra node's).
+func kubeletCallAt(t *testing.T, port int, method, path, token string, limit int64) (int, string) {
+	t.Helper()
 	ca, err := os.ReadFile(cluster.CACertFile())
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +90,7 @@ func kubeletCallLimit(t *testing.T, method, path, token string, limit int64) (in
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
 	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	req, err := http.NewRequestWithContext(ctxT(t), method, fmt.Sprintf("https://127.0.0.1:%d%s", node.Port(), path), nil)
+	req, err := http.NewRequestWithContext(ctxT(t), method, fmt.Sprintf("https://127.0.0.1:%d%s", port, path), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,7 +170,13 @@ func summary(t *testing.T, token string) *statsv1alpha1.Summary {
 // scrape reads a Prometheus text page of the kubelet API.
 func scrape(t *testing.T, path, token string) map[string]*dto.MetricFamily {
 	t.Helper()
-	code, body := kubeletCallLimit(t, "GET", path, token, 8<<20)
+	return scrapeAt(t, node.Port(), path, token)
+}
+
+// scrapeAt is scrape of the kubelet API on another port (an extra node's).
+func scrapeAt(t *testing.T, port int, path, token string) map[string]*dto.MetricFamily {
+	t.Helper()
+	code, body := kubeletCallAt(t, port, "GET", path, token, 8<<20)
 	if code != 200 {
 		t.Fatalf("%s: %d %q", path, code, body)
 	}
