@@ -53,6 +53,7 @@ const (
 // imageInputs are the files the images are made of.
 type imageInputs struct {
 	busybox, agnhost, nnp, curl, nc, pause []byte
+	dig, getent                            []byte // test/images/cmd: the DNS probe pods' tools
 	// agnhostBusybox is busybox without its nc applet (see noNCApplet).
 	agnhostBusybox []byte
 	cert, key      []byte
@@ -69,11 +70,12 @@ const (
 	kindNonewprivs imageKind = "nonewprivs"
 	kindNonroot    imageKind = "nonroot"
 	kindNginx      imageKind = "nginx"
+	kindDNSUtils   imageKind = "jessie-dnsutils"
 )
 
 // upstreamImageRE picks the images of e2e.test --list-images that the node
 // tests use and that can be built here.
-var upstreamImageRE = regexp.MustCompile(`^registry\.k8s\.io/(?:e2e-test-images/(agnhost|busybox|nonewprivs|nonroot|nginx)|(pause)):[^/]+$`)
+var upstreamImageRE = regexp.MustCompile(`^registry\.k8s\.io/(?:e2e-test-images/(agnhost|busybox|nonewprivs|nonroot|nginx|jessie-dnsutils)|(pause)):[^/]+$`)
 
 // wantedImages maps each buildable ref of the list to its kind.
 func wantedImages(list []string) map[string]imageKind {
@@ -119,6 +121,12 @@ func recipeFor(kind imageKind, in imageInputs) imageRecipe {
 			cfg.Cmd = nil
 		}
 		return imageRecipe{[][]layerEntry{base, agnhostLayer(in)}, cfg}
+	case kindDNSUtils:
+		// Upstream: Debian jessie with dnsutils; the DNS specs run
+		// `sh -c` scripts of dig, getent, test, seq and sleep in it.
+		cfg.Cmd = []string{"/bin/bash"}
+		return imageRecipe{[][]layerEntry{base, append(dnsToolsLayer(in),
+			layerEntry{name: "bin/bash", mode: 0o755, data: []byte(bashShim)})}, cfg}
 	case kindNonewprivs:
 		cfg.Cmd = []string{"nnp"}
 		return imageRecipe{[][]layerEntry{base, {
@@ -171,7 +179,7 @@ func baseLayer(in imageInputs) []layerEntry {
 // agnhostLayer adds what upstream's Alpine-based agnhost image has and
 // the tests rely on.
 func agnhostLayer(in imageInputs) []layerEntry {
-	return []layerEntry{
+	return append([]layerEntry{
 		{name: "agnhost", mode: 0o755, data: in.agnhost},
 		{name: "agnhost-2", mode: 0o777, link: "agnhost"},
 		{name: "localhost.crt", mode: 0o644, data: in.cert},
@@ -187,6 +195,15 @@ func agnhostLayer(in imageInputs) []layerEntry {
 		{name: "etc/passwd", mode: 0o644, data: []byte(basePasswd + agnhostUser)},
 		{name: "etc/group", mode: 0o644, data: []byte(baseGroup + agnhostGroup)},
 		{name: "home/user-defined-in-image", mode: 0o755, dir: true},
+	}, dnsToolsLayer(in)...)
+}
+
+// dnsToolsLayer is the dig (bind-tools, dnsutils) and getent (libc) that
+// the DNS specs' probe containers run in agnhost and jessie-dnsutils.
+func dnsToolsLayer(in imageInputs) []layerEntry {
+	return []layerEntry{
+		{name: "usr/bin/dig", mode: 0o755, data: in.dig},
+		{name: "usr/bin/getent", mode: 0o755, data: in.getent},
 	}
 }
 
@@ -323,7 +340,8 @@ func writeDockerArchive(path string, refs []string, img v1.Image) error {
 
 // readImageInputs gathers the binaries: busybox from Debian's
 // busybox-static, agnhost, nnp and the porter certificate from the tools
-// dir (test/cluster/e2e/build.sh), curl, nc and pause built from this module.
+// dir (test/cluster/e2e/build.sh), curl, nc and pause (test/conformance), dig and
+// getent (test/images/cmd) built from this module.
 func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInputs, error) {
 	var in imageInputs
 	var err error
@@ -343,7 +361,8 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 	for _, p := range []struct {
 		dst *[]byte
 		pkg string
-	}{{&in.curl, "./test/conformance/curl"}, {&in.nc, "./test/conformance/nc"}, {&in.pause, "./test/conformance/pause"}} {
+	}{{&in.curl, "./test/conformance/curl"}, {&in.nc, "./test/conformance/nc"}, {&in.pause, "./test/conformance/pause"},
+		{&in.dig, "./test/images/cmd/dig"}, {&in.getent, "./test/images/cmd/getent"}} {
 		out := filepath.Join(scratch, filepath.Base(p.pkg))
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, p.pkg)
 		cmd.Dir = root

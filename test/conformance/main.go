@@ -5,7 +5,8 @@
 //     cached by recipe) and checks selection.txt and known-failures.txt
 //     against the suite's test list;
 //  2. builds the test images under their upstream names (agnhost, busybox,
-//     pause, nonewprivs, nonroot, an nginx stand-in) from local binaries;
+//     pause, nonewprivs, nonroot, jessie-dnsutils, an nginx stand-in) from
+//     local binaries;
 //  3. starts the local cluster (test/harness) with hostlet as its only
 //     node and imports the images into hostlet's containerd namespace; the
 //     [sig-network] tests get a cluster of their own whose node has its own
