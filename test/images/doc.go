@@ -11,4 +11,8 @@
 // Layers are reproducible (fixed mtimes, sorted entries, root ownership), so
 // the same inputs always give the same digests, and archives are cached in
 // the output directory under a key derived from those inputs.
+//
+// cmd/dig and cmd/getent (over ./resolver) are the dig and getent that the
+// conformance run (test/conformance) puts into its agnhost and
+// jessie-dnsutils stand-ins for the DNS specs' probe pods.
 package images
