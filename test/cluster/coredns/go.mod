@@ -1,4 +1,7 @@
 // Pins CoreDNS for the DNS tests (built only when asked: build.sh coredns).
+// Plugins (main.go): cache errors health kubernetes loadbalance log metrics
+// ready reload template. build.sh keys the build by this file and go.sum,
+// not main.go: keep this list in step with main.go's imports.
 module github.com/hostlet/hostlet/test/cluster/coredns
 
 go 1.26.0
