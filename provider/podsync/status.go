@@ -1,0 +1,179 @@
+package podsync
+
+import (
+	"context"
+	"sync"
+
+	"github.com/hostlet/hostlet/lifecycle"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Statuses writes the statuses the node's workers compute, as the
+// kubelet's status manager: per pod, the latest status wins and one write
+// is in flight; a write the API already has is skipped; conditions owned
+// by others (readiness gates, the scheduler's) are kept as the API has
+// them. A status is written only on the pod of the same UID.
+type Statuses struct {
+	client kubernetes.Interface
+	lister corelisters.PodLister
+	queue  workqueue.TypedRateLimitingInterface[types.UID]
+	mu     sync.Mutex
+	// pods are the statuses to keep written, by UID, until the pod is gone.
+	pods map[types.UID]*podStatus
+}
+
+type podStatus struct {
+	// want is the newest status the node computed (a copy of the pod with
+	// it).
+	want *v1.Pod
+	// written is the API's answer to the last write until the informer
+	// cache shows that version: till then the cache is older than the API.
+	written *v1.Pod
+}
+
+// NewStatuses writes statuses with client; lister is the informer cache of
+// the node's pods.
+func NewStatuses(client kubernetes.Interface, lister corelisters.PodLister) *Statuses {
+	return &Statuses{client: client, lister: lister, queue: newQueue("pod-statuses"), pods: map[types.UID]*podStatus{}}
+}
+
+// Set takes a pod's newest status (the worker's copy of the pod with it)
+// and queues its write.
+func (s *Statuses) Set(pod *v1.Pod) {
+	s.mu.Lock()
+	ps := s.pods[pod.UID]
+	if ps == nil {
+		ps = &podStatus{}
+		s.pods[pod.UID] = ps
+	}
+	ps.want = pod
+	s.mu.Unlock()
+	s.queue.Add(pod.UID)
+}
+
+// Forget drops what is known of a pod removed from the API.
+func (s *Statuses) Forget(uid types.UID) {
+	s.mu.Lock()
+	delete(s.pods, uid)
+	s.mu.Unlock()
+}
+
+// observed takes a new version of a pod from the informer. The echo of the
+// last write means the cache caught up; any other change may be someone
+// else's write of the status (the node lifecycle controller marks pods not
+// ready when the node was unreachable), which the node's status corrects,
+// as the kubelet's status manager reconciles against the API.
+func (s *Statuses) observed(pod *v1.Pod) {
+	s.mu.Lock()
+	ps := s.pods[pod.UID]
+	echo := false
+	if ps != nil && ps.written != nil && ps.written.ResourceVersion == pod.ResourceVersion {
+		ps.written, echo = nil, true
+	}
+	s.mu.Unlock()
+	if ps != nil && !echo {
+		s.queue.Add(pod.UID)
+	}
+}
+
+func (s *Statuses) run(ctx context.Context) {
+	process(s.queue, "writing a pod status", func(uid types.UID) error { return s.sync(ctx, uid) })
+}
+
+// sync writes the pod's newest status unless the API has it already.
+func (s *Statuses) sync(ctx context.Context, uid types.UID) error {
+	s.mu.Lock()
+	ps := s.pods[uid]
+	if ps == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	want, base := ps.want, ps.written
+	s.mu.Unlock()
+	l := lifecycle.PodLogger(want)
+	api, err := s.lister.Pods(want.Namespace).Get(want.Name)
+	if apierrors.IsNotFound(err) || (err == nil && api.UID != uid) {
+		l.Debug("pod status not written: the pod is gone from the API")
+		s.Forget(uid)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if base == nil {
+		base = api
+	}
+	var written *v1.Pod
+	fresh := false
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if fresh {
+			// The cached version was not the API's: read the API's.
+			cur, err := s.client.CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if cur.UID != uid {
+				return apierrors.NewNotFound(v1.Resource("pods"), want.Name)
+			}
+			base = cur
+		}
+		fresh = true
+		st, ok := statusToWrite(&base.Status, &want.Status)
+		if !ok {
+			return nil
+		}
+		out := base.DeepCopy()
+		out.Status = st
+		var err error
+		written, err = s.client.CoreV1().Pods(want.Namespace).UpdateStatus(ctx, out, metav1.UpdateOptions{})
+		return err
+	})
+	if Gone(err) {
+		l.WithError(err).Debug("pod status not written: the pod is gone from the API")
+		s.Forget(uid)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if written != nil {
+		l.WithField("phase", written.Status.Phase).Debug("pod status written")
+		s.mu.Lock()
+		if ps := s.pods[uid]; ps != nil {
+			ps.written = written
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// statusToWrite is the status to write over api's for the node's newest
+// status want, and false if there is nothing to write: the API has it, or
+// the pod ended there and want has not (a terminal phase is never left).
+func statusToWrite(api, want *v1.PodStatus) (v1.PodStatus, bool) {
+	if terminal(api.Phase) && !terminal(want.Phase) {
+		return v1.PodStatus{}, false
+	}
+	st := normalize(mergeStatus(api, want))
+	if equality.Semantic.DeepEqual(&st, api) {
+		return v1.PodStatus{}, false
+	}
+	return st, true
+}
+
+func terminal(phase v1.PodPhase) bool { return phase == v1.PodSucceeded || phase == v1.PodFailed }
+
+// Gone tells an expected answer about a pod already removed from the API:
+// NotFound, or Forbidden, which is what the Node authorizer answers a node
+// for a pod no longer bound to it.
+func Gone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
+}
