@@ -1,7 +1,8 @@
-// Package provider is hostlet's virtual-kubelet provider: it keeps the pods
-// bound to this node in a registry by UID, runs each as a lifecycle worker,
-// and publishes their statuses. The node, the pod spec translation and the
-// kubelet API are the packages node, podspec and server below it.
+// Package provider runs the pods bound to this node: it keeps them in a
+// registry by UID, runs each as a lifecycle worker, and hands their
+// statuses to be written. podsync hands it the API's pod events; the node,
+// the pod spec translation and the kubelet API are the packages node,
+// podspec and server below it.
 package provider
 
 import (
@@ -19,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 )
 
 // Config is what the provider needs: the node's facts and, explicitly, the
@@ -32,7 +32,13 @@ type Config struct {
 	PodLogsDir string
 	Backoff    lifecycle.Backoff
 	// Client writes pod statuses and removes finished pods.
-	Client     kubernetes.Interface
+	Client kubernetes.Interface
+	// Statuses writes the statuses the workers compute (podsync.Statuses).
+	Statuses Statuses
+	// Pods is the node's pod informer cache, the API's view of which
+	// incarnation of a name is current; PodsSynced tells when it is full.
+	Pods       corelisters.PodLister
+	PodsSynced func() bool
 	Containers Containers
 	Host       Host
 	Events     lifecycle.Recorder
@@ -65,6 +71,11 @@ type Host interface {
 	LoadAllocation(uid types.UID) (lifecycle.Allocation, bool)
 }
 
+// Statuses takes a pod's newest status (a copy of the pod with it) to write.
+type Statuses interface {
+	Set(pod *v1.Pod)
+}
+
 // Node admits pods (node.Node).
 type Node interface {
 	Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok bool)
@@ -73,7 +84,7 @@ type Node interface {
 	AdmitResize(pod *v1.Pod, others []*v1.Pod) (reason, msg string, ok bool)
 }
 
-// Provider implements virtual-kubelet's PodLifecycleHandler and PodNotifier.
+// Provider runs the node's pods (podsync.Pods).
 type Provider struct {
 	cfg    Config
 	ctx    context.Context
@@ -96,7 +107,7 @@ type Provider struct {
 	resizes      []types.UID
 	resizesReady bool
 	podsSynced   func() bool
-	notify       func(*v1.Pod)
+	statuses     Statuses
 	// lister is the node's pod informer cache: the API's view of which
 	// incarnation of a name is current.
 	lister corelisters.PodLister
@@ -110,7 +121,7 @@ func New(ctx context.Context, cfg Config) *Provider {
 	return &Provider{
 		cfg: cfg, ctx: ctx, client: cfg.Client, rt: cfg.Containers, host: cfg.Host, events: cfg.Events, node: cfg.Node,
 		pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{}, gone: map[types.UID]time.Time{},
-		prober: probes.NewProber(),
+		prober: probes.NewProber(), statuses: cfg.Statuses, lister: cfg.Pods, podsSynced: cfg.PodsSynced,
 	}
 }
 
@@ -127,11 +138,29 @@ func (p *Provider) Run(ctx context.Context) {
 
 func key(ns, name string) string { return ns + "/" + name }
 
-// CreatePod starts a worker for a pod bound to this node. A pod is known by
+// SyncPod hands a pod's newest API object to the node. A pod is known by
 // its UID only: a new pod under the name of one still terminating gets a
-// worker of its own at once.
-func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) (err error) {
-	defer recoverSync(pod, "create", &err)
+// worker of its own at once, and a known pod's worker takes every change,
+// its status included (conditions written by others change Ready); a
+// deletionTimestamp starts its termination, however early it comes.
+func (p *Provider) SyncPod(ctx context.Context, pod *v1.Pod) (err error) {
+	defer recoverSync(pod, "sync", &err)
+	e := p.entry(pod.UID)
+	if e == nil {
+		p.createPod(ctx, pod.DeepCopy())
+		return nil
+	}
+	p.host.PodUpdated(e.worker.Status(), pod)
+	e.worker.Update(pod)
+	p.resizeRequested(e, pod)
+	return nil
+}
+
+// createPod starts a worker for a pod new to the node, unless the node
+// rejects it or it finished already. A pod already being deleted (hostlet
+// restarted during its termination) gets a worker that resumes the
+// termination with the grace period left, as the kubelet's does.
+func (p *Provider) createPod(ctx context.Context, pod *v1.Pod) {
 	a := p.admit(pod)
 	switch {
 	case a.known != nil:
@@ -142,43 +171,15 @@ func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) (err error) {
 		go a.started.Supervise(a.ctx)
 		p.retryResizes()
 	}
-	return nil
 }
 
-// podLog is the logger of one pod's story.
-
-func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) (err error) {
-	defer recoverSync(pod, "update", &err)
+// RemovePod stops a pod removed from the API (force deletion) at once,
+// whatever its worker is doing; pod is its final object. A pod without a
+// worker never ran here or finished already.
+func (p *Provider) RemovePod(ctx context.Context, pod *v1.Pod) (err error) {
+	defer recoverSync(pod, "remove", &err)
 	e := p.entry(pod.UID)
 	if e == nil {
-		return p.CreatePod(ctx, pod)
-	}
-	p.host.PodUpdated(e.worker.Status(), pod)
-	e.worker.Update(pod)
-	p.resizeRequested(e, pod)
-	return nil
-}
-
-// DeletePod starts the termination of a pod, however early it comes: the
-// worker is found by UID, and interrupts what it is doing. A pod already
-// gone from the API (force deletion) is stopped at once.
-func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) (err error) {
-	defer recoverSync(pod, "delete", &err)
-	p.mu.Lock()
-	e := p.pods[pod.UID]
-	_, done := p.gone[pod.UID]
-	p.mu.Unlock()
-	if done {
-		return nil
-	}
-	if e == nil {
-		if pod.DeletionTimestamp != nil {
-			// Still in the API, being deleted, and unknown to this hostlet: it
-			// restarted during the termination, which resumes with the grace
-			// period left, as the kubelet's does.
-			return p.CreatePod(ctx, pod)
-		}
-		go p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
 		return nil
 	}
 	if pod.DeletionTimestamp == nil {
@@ -224,14 +225,6 @@ func (p *Provider) GetPodByUID(ctx context.Context, uid types.UID) (*v1.Pod, err
 	return view(e), nil
 }
 
-func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*v1.PodStatus, error) {
-	pod, err := p.GetPod(ctx, namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	return &pod.Status, nil
-}
-
 // GetPods lists the current incarnation of every name the node runs.
 func (p *Provider) GetPods(ctx context.Context) ([]*v1.Pod, error) {
 	p.mu.Lock()
@@ -244,13 +237,6 @@ func (p *Provider) GetPods(ctx context.Context) ([]*v1.Pod, error) {
 		}
 	}
 	return out, nil
-}
-
-// NotifyPods registers virtual-kubelet's status callback.
-func (p *Provider) NotifyPods(ctx context.Context, cb func(*v1.Pod)) {
-	p.mu.Lock()
-	p.notify = cb
-	p.mu.Unlock()
 }
 
 // cleanupHost removes everything hostlet made for a pod, to the end
@@ -283,41 +269,4 @@ func (p *Provider) StopPod(uid types.UID, req lifecycle.StopRequest) <-chan stru
 		return done
 	}
 	return e.worker.Stop(req)
-}
-
-// WatchPods hands every change of a running pod's object to its worker,
-// status included: virtual-kubelet passes on spec and metadata changes
-// only, but conditions written by others (readiness gates) change Ready.
-// A pod removed from the API is stopped by UID, whatever virtual-kubelet's
-// name-keyed queue makes of a name reused meanwhile.
-func (p *Provider) WatchPods(informer cache.SharedIndexInformer) error {
-	p.mu.Lock()
-	p.lister = corelisters.NewPodLister(informer.GetIndexer())
-	p.podsSynced = informer.HasSynced
-	p.mu.Unlock()
-	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
-			pod, ok := obj.(*v1.Pod)
-			if !ok {
-				return
-			}
-			if e := p.entry(pod.UID); e != nil {
-				e.worker.Update(pod)
-				p.resizeRequested(e, pod)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			pod, ok := obj.(*v1.Pod)
-			if !ok {
-				return
-			}
-			if e := p.entry(pod.UID); e != nil {
-				_ = p.DeletePod(p.ctx, pod)
-			}
-		},
-	})
-	return err
 }

@@ -119,9 +119,9 @@ func (p *Provider) admittedPods() []*v1.Pod {
 }
 
 // current returns the newest incarnation of a name, unless the API already
-// holds a newer one this provider has not been given yet: virtual-kubelet
-// compares what GetPod returns with the API's pod by name only, and an old
-// incarnation still terminating must never stand in for the new pod.
+// holds a newer one this provider has not been given yet: the kubelet API
+// asks by name, and an old incarnation still terminating must never stand
+// in for the new pod.
 // Called with mu.
 func (p *Provider) current(namespace, name string) (types.UID, *podEntry) {
 	uid, ok := p.byName[key(namespace, name)]

@@ -35,8 +35,8 @@ func (p *Provider) register(pod *v1.Pod) {
 }
 
 // An old incarnation still terminating never stands in for a new pod of
-// the same name: GetPod says NotFound, so virtual-kubelet creates the new
-// one, and once the new one runs GetPod answers with it.
+// the same name: GetPod (the kubelet API's look-up by name) says NotFound,
+// and once the new one runs it answers with it.
 func TestGetPodByUID(t *testing.T) {
 	p, api := testRegistry(t)
 	old := registryPod("web-0", "old")
@@ -98,14 +98,14 @@ func TestAdmittedPodsCountsUnsynced(t *testing.T) {
 	}
 }
 
-// A panic while virtual-kubelet's controller hands a pod over (here: no
-// node to admit it against) is answered with an error, which the controller
-// retries, and leaves the registry's lock free for every other pod.
-func TestCreatePodPanicReleasesTheLock(t *testing.T) {
+// A panic while a pod is handed over (here: no node to admit it against)
+// is answered with an error, which podsync retries, and leaves the
+// registry's lock free for every other pod.
+func TestSyncPodPanicReleasesTheLock(t *testing.T) {
 	p, _ := testRegistry(t)
-	err := p.CreatePod(context.Background(), registryPod("web-0", "u1"))
+	err := p.SyncPod(context.Background(), registryPod("web-0", "u1"))
 	if err == nil {
-		t.Fatal("CreatePod survived a nil node without an error")
+		t.Fatal("SyncPod survived a nil node without an error")
 	}
 	if !p.mu.TryLock() {
 		t.Fatal("the registry lock is still held after a recovered panic")
@@ -121,8 +121,8 @@ func TestEndedPodNotStarted(t *testing.T) {
 	pod := registryPod("done", "u1")
 	pod.Status.Phase = v1.PodSucceeded
 	_ = api.Add(pod)
-	if err := p.CreatePod(context.Background(), pod); err != nil || len(p.pods) != 0 {
-		t.Fatalf("CreatePod of an ended pod = %v, %d workers", err, len(p.pods))
+	if err := p.SyncPod(context.Background(), pod); err != nil || len(p.pods) != 0 {
+		t.Fatalf("SyncPod of an ended pod = %v, %d workers", err, len(p.pods))
 	}
 	if got, err := p.GetPod(context.Background(), "ns", "done"); err != nil || got.UID != "u1" || got.Status.Phase != v1.PodSucceeded {
 		t.Fatalf("GetPod of an ended pod without a worker = %v, %v", got, err)

@@ -41,8 +41,7 @@ func (p *Provider) allocated(w *lifecycle.Pod, pod *v1.Pod, a lifecycle.Allocati
 	}
 }
 
-// resizeRequested handles a pod update (from virtual-kubelet or the
-// informer, whichever comes first): a change of its containers' resources
+// resizeRequested handles a pod update: a change of its containers' resources
 // is a resize, admitted now or queued; one reverted before it was admitted
 // clears its pending condition.
 func (p *Provider) resizeRequested(e *podEntry, pod *v1.Pod) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/podsync"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,16 +18,9 @@ func (p *Provider) reject(ctx context.Context, pod *v1.Pod, reason, msg string) 
 	err := p.updateStatus(ctx, pod, func(st *v1.PodStatus) {
 		st.Phase, st.Reason, st.Message = v1.PodFailed, reason, msg
 	})
-	if err != nil && !podGone(err) {
+	if err != nil && !podsync.Gone(err) {
 		lifecycle.PodLogger(pod).WithError(err).Warn("rejecting pod")
 	}
-}
-
-// podGone tells an expected answer about a pod already removed from the
-// API: NotFound, or Forbidden, which is what the Node authorizer answers a
-// node for a pod no longer bound to it.
-func podGone(err error) bool {
-	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
 }
 
 // updateStatus changes the status of the pod's current object (the same
@@ -46,29 +40,14 @@ func (p *Provider) updateStatus(ctx context.Context, pod *v1.Pod, change func(*v
 	})
 }
 
-// publish hands a pod's new status to virtual-kubelet, which writes it by
-// namespace/name: only while that name is this incarnation in the API. An
-// old incarnation's status would land on its successor, and one of a pod
-// gone from the API would only keep virtual-kubelet waiting for it; the
-// final status of a deleted pod is written by terminated, by UID.
+// publish hands a pod's new status to be written, on the pod of the same
+// UID only (podsync.Statuses); the final status of a deleted pod is written
+// by terminated.
 func (p *Provider) publish(pod *v1.Pod) {
 	p.observeStart(pod.UID, pod.Status.Phase)
-	p.mu.Lock()
-	cb := p.notify
-	newest := p.byName[key(pod.Namespace, pod.Name)]
-	lister := p.lister
-	p.mu.Unlock()
-	if cb == nil || newest != pod.UID {
-		return
+	if p.statuses != nil {
+		p.statuses.Set(pod)
 	}
-	// One look at the API's view: this very pod, not a successor, and not
-	// gone.
-	if lister != nil {
-		if api, err := lister.Pods(pod.Namespace).Get(pod.Name); err != nil || api.UID != pod.UID {
-			return
-		}
-	}
-	cb(pod)
 }
 
 // terminated writes a deleted pod's terminal status, removes the object with
@@ -82,7 +61,7 @@ func (p *Provider) terminated(pod *v1.Pod) {
 		st.Conditions = lifecycle.MergeConditions(ownedOnly(st.Conditions), cur.Conditions, metav1.Now())
 		*cur = *st
 	})
-	if podGone(err) {
+	if podsync.Gone(err) {
 		l.WithError(err).Debug("terminal status not written: the pod is already gone")
 	} else if err != nil {
 		l.WithError(err).Warn("writing terminal pod status")
@@ -92,7 +71,7 @@ func (p *Provider) terminated(pod *v1.Pod) {
 		GracePeriodSeconds: &zero,
 		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
 	})
-	if err != nil && !podGone(err) && !apierrors.IsConflict(err) {
+	if err != nil && !podsync.Gone(err) && !apierrors.IsConflict(err) {
 		l.WithError(err).Warn("deleting pod")
 	}
 	p.mu.Lock()

@@ -61,7 +61,7 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 	for uid, pod := range workers {
 		if !inAPI[uid] {
 			lifecycle.PodLogger(pod).Info("pod is gone from the API; stopping it")
-			_ = p.DeletePod(ctx, pod)
+			_ = p.RemovePod(ctx, pod)
 		}
 	}
 	p.releaseTerminal(ctx, list, workers)
@@ -152,8 +152,8 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 }
 
 // releaseTerminal frees what the pods that ended and have no worker hold
-// on the host, once each: a restarted hostlet is not given them (virtual-
-// kubelet skips pods in a terminal phase), so what their worker did not
+// on the host, once each: a restarted hostlet does not run them again
+// (admit skips pods in a terminal phase), so what their worker did not
 // release before the restart is released here, as the kubelet's pod
 // workers finish a terminated pod they find at startup.
 func (p *Provider) releaseTerminal(ctx context.Context, list []*v1.Pod, workers map[types.UID]*v1.Pod) {

@@ -19,9 +19,6 @@ type nodeInformers struct {
 	pods     coreinformers.PodInformer
 	services coreinformers.ServiceInformer
 	node     coreinformers.NodeInformer
-	// unused are informers virtual-kubelet insists on but, with its own env
-	// resolution off, never reads; they are never started.
-	unused coreinformers.Interface
 
 	podFactory, serviceFactory, nodeFactory informers.SharedInformerFactory
 }
@@ -33,7 +30,6 @@ func newInformers(client kubernetes.Interface, name string) *nodeInformers {
 				lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", name).String()
 			})),
 		serviceFactory: informers.NewSharedInformerFactory(client, 0),
-		unused:         informers.NewSharedInformerFactory(client, 0).Core().V1(),
 		nodeFactory: informers.NewSharedInformerFactoryWithOptions(client, 0,
 			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "metadata.name=" + name })),
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podspec"
+	"github.com/hostlet/hostlet/provider/podsync"
 	"github.com/hostlet/hostlet/provider/server"
 	"github.com/hostlet/hostlet/provider/testpanic"
 	"github.com/hostlet/hostlet/runtime"
@@ -145,9 +146,11 @@ func run(ctx context.Context, o *options) error {
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
+	pods := podsync.New(podsync.Config{Client: c.api, Informer: inf.pods.Informer()})
 	prov = provider.New(ctx, provider.Config{
 		NodeIPs: []string{nodeIP}, RootDir: o.rootDir, PodLogsDir: o.podLogsDir, Backoff: backoff,
-		Client: c.api, Containers: rt, Host: spec, Events: podEvents, Node: nd,
+		Client: c.api, Statuses: pods.Statuses(), Pods: inf.pods.Lister(), PodsSynced: inf.pods.Informer().HasSynced,
+		Containers: rt, Host: spec, Events: podEvents, Node: nd,
 	})
 	shutdown := node.NewShutdownManager(node.ShutdownConfig{
 		GracePeriod: o.shutdownGrace, CriticalGracePeriod: o.shutdownCritical,
@@ -179,11 +182,8 @@ func run(ctx context.Context, o *options) error {
 	}()
 	go shutdown.Run(ctx)
 
-	pc, nc, err := newControllers(o, c.api, prov, nd, inf)
+	nc, err := newNodeController(o, c.api, nd)
 	if err != nil {
-		return err
-	}
-	if err := prov.WatchPods(inf.pods.Informer()); err != nil {
 		return err
 	}
 	go prov.SweepOrphans(ctx, inf.pods.Lister(), inf.pods.Informer().HasSynced)
@@ -214,7 +214,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	log.WithFields(log.Fields{"node": name, "ip": nodeIP, "root": filepath.Clean(o.rootDir)}).Info("node registered")
 	go node.NewLease(ctx, c.heartbeat, name).Run(ctx)
-	go func() { errs <- pc.Run(ctx, 8) }()
+	go func() { errs <- pods.Run(ctx, prov, podWorkers) }()
 	select {
 	case <-ctx.Done():
 		return nil
@@ -222,6 +222,10 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 }
+
+// podWorkers is how many goroutines hand pod events to the workers, and as
+// many write statuses (virtual-kubelet's pod controller ran 8 of each).
+const podWorkers = 8
 
 // identity is the node's name and IP: the flags', else the host name and
 // the address of the default route's interface, as the kubelet picks them.

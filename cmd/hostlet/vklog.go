@@ -8,12 +8,12 @@ import (
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 )
 
-// vkLogger routes virtual-kubelet's log into hostlet's. Its per-pod info
-// lines repeat hostlet's own pod story and go to debug; warnings and errors
-// that are expected answers (a pod already gone or recreated, a terminal pod
-// skipped, a deletion hostlet leaves to itself) go to debug too, so the
-// default log keeps only what needs an operator. (virtual-kubelet's own
-// log/logrus adapter passes every level through unchanged.)
+// vkLogger routes the log of virtual-kubelet's node controller into
+// hostlet's. Its info lines go to debug; warnings and errors that are
+// expected answers (a status patch that raced another writer) go to debug
+// too, so the default log keeps only what needs an operator.
+// (virtual-kubelet's own log/logrus adapter passes every level through
+// unchanged.)
 type vkLogger struct{ e *logrus.Entry }
 
 var _ vklog.Logger = vkLogger{}
@@ -21,14 +21,6 @@ var _ vklog.Logger = vkLogger{}
 // expected are fragments of virtual-kubelet messages that describe normal
 // events, not failures.
 var expected = []string{
-	"skipping sync of pod",
-	"Not deleting pod because",
-	"There was a conflict, maybe trying to delete a Pod that has been recreated",
-	"forgetting",
-	"Force deleting pod in running state",
-	"not found",
-	"NotFound",
-	"UID in precondition",
 	"the object has been modified",
 }
 
