@@ -133,3 +133,28 @@ func TestEndedPodNotStarted(t *testing.T) {
 		t.Fatalf("GetPod of a running pod without a worker = %v, want NotFound", err)
 	}
 }
+
+// A pod removed from the API is stopped at once by UID, whatever its name
+// holds now; one without a worker is left alone (nothing of it runs here).
+func TestRemovePodByUID(t *testing.T) {
+	p, _ := testRegistry(t)
+	old := registryPod("web-0", "old")
+	p.register(old)
+	p.register(registryPod("web-0", "new"))
+	if err := p.RemovePod(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	got := p.pods["old"].worker.Object()
+	if got.DeletionTimestamp == nil || got.DeletionGracePeriodSeconds == nil || *got.DeletionGracePeriodSeconds != 0 {
+		t.Fatalf("removed pod's worker has %v/%v, want deletion now with grace 0", got.DeletionTimestamp, got.DeletionGracePeriodSeconds)
+	}
+	if old.DeletionTimestamp != nil {
+		t.Fatal("RemovePod changed the informer's object")
+	}
+	if p.pods["new"].worker.Object().DeletionTimestamp != nil {
+		t.Fatal("the new pod of the same name was stopped")
+	}
+	if err := p.RemovePod(context.Background(), registryPod("other", "unknown")); err != nil || len(p.pods) != 2 {
+		t.Fatalf("RemovePod of an unknown pod = %v, %d workers", err, len(p.pods))
+	}
+}
