@@ -77,7 +77,7 @@ func (e *events) run(ctx context.Context, pods Pods) {
 
 func (e *events) dispatch(ctx context.Context, pods Pods, ev event) error {
 	// The object stays the informer's: the node copies what it keeps and
-	// changes (provider.CreatePod).
+	// changes (provider.SyncPod).
 	if ev.removed {
 		return pods.RemovePod(ctx, ev.pod)
 	}
