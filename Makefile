@@ -9,6 +9,13 @@ DEV_DIR ?= /var/tmp/hostlet-dev
 export GOFLAGS ?= -buildvcs=false
 export PATH := /usr/local/go/bin:$(PATH)
 
+# hostlet's build tags, defined once in test/images (HostletTags), which the
+# e2e, bench and conformance builds use too.
+HOSTLET_TAGS := $(shell sed -n 's/^const HostletTags = "\(.*\)"$$/\1/p' test/images/inputs.go)
+ifeq ($(HOSTLET_TAGS),)
+$(error HostletTags not found in test/images/inputs.go)
+endif
+
 APT_PACKAGES := libseccomp-dev busybox-static containernetworking-plugins iptables iproute2 dbus-daemon
 
 .PHONY: all build deps components images dev dev-down test unit e2e vet clean conformance conformance-compare bench compat
@@ -25,7 +32,7 @@ deps:
 
 ## build: the hostlet binary in ./bin.
 build:
-	go build -o $(BIN)/hostlet ./cmd/hostlet
+	go build -tags=$(HOSTLET_TAGS) -o $(BIN)/hostlet ./cmd/hostlet
 
 ## components: etcd, the control plane, kubectl, containerd and runc (cached).
 components: deps

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	log "github.com/sirupsen/logrus"
+
+	"github.com/hostlet/hostlet/test/images"
 )
 
 // profileHook is compiled into hostlet's main package for -profile runs
@@ -96,7 +98,7 @@ func buildProfilingHostlet(ctx context.Context, root, out string) error {
 	if err := os.WriteFile(ovPath, ov, 0o644); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-overlay", ovPath, "-o", out, "./cmd/hostlet")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags="+images.HostletTags, "-overlay", ovPath, "-o", out, "./cmd/hostlet")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build (profiling) ./cmd/hostlet: %w\n%s", err, b)

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/hostlet/hostlet/test/images"
 )
 
 const modulePath = "github.com/hostlet/hostlet"
@@ -128,7 +130,7 @@ func runBuildScript(ctx context.Context, logf func(string, ...any), script strin
 	return bin, nil
 }
 
-// BuildHostlet builds ./cmd/hostlet into <cache>/hostlet-dev-<checkout> and returns
+// BuildHostlet builds ./cmd/hostlet (with images.HostletTags) into <cache>/hostlet-dev-<checkout> and returns
 // its path. The cache is $HOSTLET_CACHE or ~/.cache/hostlet, like build.sh.
 func BuildHostlet(ctx context.Context) (string, error) {
 	root, err := RepoRoot()
@@ -149,7 +151,7 @@ func BuildHostlet(ctx context.Context) (string, error) {
 	// One binary per checkout, so work trees tested side by side never run
 	// each other's build.
 	out := filepath.Join(cache, fmt.Sprintf("hostlet-dev-%x", sha256.Sum256([]byte(root)))[:len("hostlet-dev-")+12])
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/hostlet")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags="+images.HostletTags, "-o", out, "./cmd/hostlet")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/hostlet: %w\n%s", err, b)

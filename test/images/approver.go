@@ -23,7 +23,7 @@ func BuildApprover(ctx context.Context, outDir string) (Image, error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return Image{}, err
 	}
-	bin, err := buildStatic(ctx, "./cmd/hostlet")
+	bin, err := buildStatic(ctx, "./cmd/hostlet", HostletTags)
 	if err != nil {
 		return Image{}, err
 	}

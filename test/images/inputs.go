@@ -20,6 +20,14 @@ const (
 	testappPkg  = "./test/images/testapp"
 )
 
+// HostletTags are the build tags of every hostlet binary (make build, the
+// e2e and bench builds, the approver image; the Makefile reads this line).
+// grpcnotrace drops grpc's golang.org/x/net/trace: its html/template calls
+// reflect.Value.Method, and one reachable call makes the linker keep every
+// exported method of every reachable type, megabytes of .text that stay
+// resident in each hostlet process.
+const HostletTags = "grpcnotrace"
+
 // busyboxApplets lists the applet paths (relative, e.g. "bin/sh") the
 // binary at path provides.
 func busyboxApplets(ctx context.Context, path string) ([]string, error) {
@@ -75,13 +83,13 @@ func moduleRoot() (string, error) {
 // buildTestapp compiles the testapp as a static, reproducible binary
 // (-trimpath, no VCS stamp) and returns its bytes.
 func buildTestapp(ctx context.Context) ([]byte, error) {
-	return buildStatic(ctx, testappPkg)
+	return buildStatic(ctx, testappPkg, "")
 }
 
 // buildStatic compiles the module's package pkg (e.g. "./cmd/hostlet") as a
-// static, reproducible binary (no cgo, -trimpath, no VCS stamp) and returns
-// its bytes.
-func buildStatic(ctx context.Context, pkg string) ([]byte, error) {
+// static, reproducible binary (no cgo, -trimpath, no VCS stamp) with the
+// build tags tags and returns its bytes.
+func buildStatic(ctx context.Context, pkg, tags string) ([]byte, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return nil, err
@@ -92,7 +100,7 @@ func buildStatic(ctx context.Context, pkg string) ([]byte, error) {
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, filepath.Base(pkg))
-	cmd := exec.CommandContext(ctx, goBinary(), "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, pkg)
+	cmd := exec.CommandContext(ctx, goBinary(), "build", "-trimpath", "-buildvcs=false", "-tags="+tags, "-ldflags=-s -w", "-o", bin, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if out, err := cmd.CombinedOutput(); err != nil {
