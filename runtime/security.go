@@ -2,14 +2,11 @@ package runtime
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/containerd/containerd/v2/contrib/apparmor"
 	"github.com/containerd/containerd/v2/contrib/seccomp"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
@@ -56,19 +53,7 @@ type Resources struct {
 const (
 	ProfileRuntimeDefault = "RuntimeDefault"
 	ProfileUnconfined     = "Unconfined"
-	// appArmorDefaultProfile is the profile CRI loads for RuntimeDefault.
-	appArmorDefaultProfile = "cri-containerd.apparmor.d"
 )
-
-// AppArmorEnabled reports whether the host enforces AppArmor, checked as
-// the kubelet does.
-func AppArmorEnabled() bool {
-	if _, err := os.Stat("/sys/kernel/security/apparmor"); err != nil {
-		return false
-	}
-	b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled")
-	return err == nil && len(b) > 1 && b[0] == 'Y'
-}
 
 // securityOpts turns a security context into spec options as containerd's
 // CRI does. inUserNS: the container runs in its pod's user namespace, the
@@ -130,51 +115,6 @@ func securityOpts(sec Security, inUserNS bool) []oci.SpecOpts {
 		}
 	}
 	return opts
-}
-
-// appArmorOpt applies an AppArmor profile as CRI does: "" (not set) is
-// RuntimeDefault where the host has AppArmor, nothing where it has not;
-// a profile asked for on a host without AppArmor is an error.
-func appArmorOpt(profile string, privileged, enabled bool) oci.SpecOpts {
-	return func(ctx context.Context, c oci.Client, ctr *containers.Container, s *oci.Spec) error {
-		if !enabled {
-			if profile != "" && profile != ProfileUnconfined {
-				return errors.New("apparmor is not supported")
-			}
-			return nil
-		}
-		switch profile {
-		case ProfileUnconfined:
-			return nil
-		case "", ProfileRuntimeDefault:
-			if privileged {
-				return nil
-			}
-			return apparmor.WithDefaultProfile(appArmorDefaultProfile)(ctx, c, ctr, s)
-		}
-		if ok, err := appArmorProfileLoaded(profile); !ok {
-			if err != nil {
-				return fmt.Errorf("failed to generate apparmor spec opts: %w", err)
-			}
-			return fmt.Errorf("apparmor profile not found %s", profile)
-		}
-		s.Process.ApparmorProfile = profile
-		return nil
-	}
-}
-
-// appArmorProfileLoaded looks for a loaded profile, as CRI does.
-func appArmorProfileLoaded(name string) (bool, error) {
-	b, err := os.ReadFile("/sys/kernel/security/apparmor/profiles")
-	if err != nil {
-		return false, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, name+" (") {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 func resourceOpts(r Resources) []oci.SpecOpts {
