@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	containerd "github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/pkg/cio"
 	cioutil "github.com/containerd/containerd/v2/pkg/ioutil"
 	"github.com/hostlet/hostlet/crash"
 	log "github.com/sirupsen/logrus"
@@ -79,19 +78,6 @@ func newStdio(id string, labels map[string]string, sink *logSink) *stdio {
 		s.stdinShut = true
 	}
 	return s
-}
-
-// streams are the cio options that connect the container to s.
-func (s *stdio) streams() []cio.Opt {
-	var in io.Reader
-	if s.stdinR != nil {
-		in = s.stdinR
-	}
-	opts := []cio.Opt{cio.WithStreams(in, s.stdout, s.stderr)}
-	if s.tty {
-		opts = append(opts, cio.WithTerminal)
-	}
-	return opts
 }
 
 // register makes s the stdio attach sessions find for its container.

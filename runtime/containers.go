@@ -269,7 +269,7 @@ func (r *Runtime) newTask(ctx context.Context, c containerd.Container, st *stdio
 		return nil, err
 	}
 	defer r.gate.leave()
-	task, err = c.NewTask(ctx, cio.NewCreator(append(st.streams(), cio.WithFIFODir(r.fifoDir(id)))...))
+	task, err = c.NewTask(ctx, st.fifoCreator(r.fifoDir(id)))
 	r.shims.created(id, err == nil)
 	counted = true
 	if err != nil {
@@ -689,7 +689,7 @@ func (r *Runtime) ResumeLogs(ctx context.Context) {
 		// The shim holds the stdin FIFO open, so the container's stdin
 		// outlived hostlet and attach sessions can write into it again.
 		stdio := newStdio(st.ID, labels, sink)
-		task, err := c.Task(ctx, cio.NewAttach(stdio.streams()...))
+		task, err := c.Task(ctx, stdio.fifoAttach())
 		if err != nil {
 			stdio.close()
 			sink.close()
