@@ -42,6 +42,8 @@ type result struct {
 	message string // failure text or skip reason
 }
 
+func (r result) notRun() bool { return r.state == "skipped" || r.state == "pending" }
+
 func (r result) failed() bool {
 	return r.state != "passed" && r.state != "skipped" && r.state != "pending"
 }
@@ -127,6 +129,12 @@ func summarize(results []result, run []string, known knownFailures) summary {
 			if r.failed() {
 				s.suiteFailures = append(s.suiteFailures, r)
 			}
+			continue
+		}
+		// A run in parts (core, then network) has each part report the
+		// other's tests as skipped: a test's result is that of the part
+		// that ran it, or a core failure would read as skipped.
+		if prev, seen := byName[r.name]; seen && r.notRun() && !prev.notRun() {
 			continue
 		}
 		byName[r.name] = r

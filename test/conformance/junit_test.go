@@ -75,6 +75,24 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
+// A run in two parts (core, network): each part's report lists the other's
+// tests as skipped, and the part that ran a test decides its result,
+// whichever report comes last.
+func TestSummarizeParts(t *testing.T) {
+	const a, b = "[sig-node] A [NodeConformance]", "[sig-network] B [Conformance]"
+	core := []result{{name: a, state: "failed"}, {name: b, state: "skipped"}}
+	network := []result{{name: a, state: "skipped"}, {name: b, state: "passed"}}
+	for _, results := range [][]result{append(core, network...), append(network, core...)} {
+		s := summarize(results, []string{a, b}, nil)
+		if len(s.failed) != 1 || s.failed[0].name != a || len(s.passed) != 1 || s.passed[0].name != b || len(s.skipped) != 0 {
+			t.Errorf("failed %v passed %v skipped %v; want %s failed and %s passed", s.failed, s.passed, s.skipped, a, b)
+		}
+		if s.ok() {
+			t.Error("ok with a core failure")
+		}
+	}
+}
+
 func TestSuiteFailureFailsTheRun(t *testing.T) {
 	report := strings.Replace(sampleJUnit, `name="[SynchronizedBeforeSuite]" classname="Kubernetes e2e suite" status="passed" time="1.5"></testcase>`,
 		`name="[SynchronizedBeforeSuite]" classname="Kubernetes e2e suite" status="failed" time="1.5"><failure type="failed">no nodes</failure></testcase>`, 1)
