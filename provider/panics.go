@@ -45,7 +45,8 @@ func (g guardedRuntime) Exec(ctx context.Context, id string, cmd []string, timeo
 
 // recoverSync keeps a panic while a pod event is handled (podsync's sync
 // or remove) from taking the node down: it is logged, and the event is
-// answered with an error, which podsync retries with its back-off. Deferred with the handler's named error.
+// answered with an error, which podsync retries with its back-off.
+// Deferred with the handler's named error.
 func recoverSync(pod *v1.Pod, op string, err *error) {
 	crash.Handle(recover(), lifecycle.PodLogger(pod).WithField("op", op), func(msg string) {
 		*err = fmt.Errorf("panic while handling the %s of pod %s: %s", op, key(pod.Namespace, pod.Name), msg)
