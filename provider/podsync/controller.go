@@ -8,8 +8,10 @@ package podsync
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/hostlet/hostlet/crash"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -121,7 +123,7 @@ func process(q workqueue.TypedRateLimitingInterface[types.UID], what string, han
 		if quit {
 			return
 		}
-		if err := handle(uid); err != nil {
+		if err := handleRecovered(uid, what, handle); err != nil {
 			log.WithError(err).WithField("uid", uid).Warn(what + " failed; retrying")
 			q.AddRateLimited(uid)
 		} else {
@@ -129,4 +131,15 @@ func process(q workqueue.TypedRateLimitingInterface[types.UID], what string, han
 		}
 		q.Done(uid)
 	}
+}
+
+// handleRecovered is handle with a panic turned into its error: a bug in one
+// pod's event or status costs that pod a retry, not the node.
+func handleRecovered(uid types.UID, what string, handle func(types.UID) error) (err error) {
+	defer func() {
+		crash.Handle(recover(), log.WithField("uid", uid), func(msg string) {
+			err = fmt.Errorf("panic while %s: %s", what, msg)
+		})
+	}()
+	return handle(uid)
 }

@@ -85,3 +85,29 @@ func TestEventsRetake(t *testing.T) {
 		t.Fatalf("a retake replaced a newer event: %v", got.pod.ResourceVersion)
 	}
 }
+
+// A panic while one pod is handled is that pod's failure: it is retried
+// with its back-off, and the goroutine goes on.
+func TestProcessRecoversAPanic(t *testing.T) {
+	q := newQueue("test")
+	calls := make(chan int, 3)
+	n := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		process(q, "testing", func(types.UID) error {
+			n++
+			calls <- n
+			if n == 1 {
+				panic("bug")
+			}
+			return nil
+		})
+	}()
+	q.Add("uid")
+	if <-calls != 1 || <-calls != 2 {
+		t.Fatal("the pod was not handled again after a panic")
+	}
+	q.ShutDown()
+	<-done
+}
