@@ -28,6 +28,9 @@ type Statuses struct {
 	mu     sync.Mutex
 	// pods are the statuses to keep written, by UID, until the pod is gone.
 	pods map[types.UID]*podStatus
+	// progress is closed (and replaced) whenever a pod's newest status
+	// reaches the API or a pod is forgotten: WaitWritten's wake-up.
+	progress chan struct{}
 }
 
 type podStatus struct {
@@ -37,12 +40,16 @@ type podStatus struct {
 	// written is the API's answer to the last write until the informer
 	// cache shows that version: till then the cache is older than the API.
 	written *v1.Pod
+	// set counts the statuses handed over; synced is set's value when the
+	// newest status the API has (written, or found there) was taken.
+	set, synced uint64
 }
 
 // NewStatuses writes statuses with client; lister is the informer cache of
 // the node's pods.
 func NewStatuses(client kubernetes.Interface, lister corelisters.PodLister) *Statuses {
-	return &Statuses{client: client, lister: lister, queue: newQueue("pod-statuses"), pods: map[types.UID]*podStatus{}}
+	return &Statuses{client: client, lister: lister, queue: newQueue("pod-statuses"), pods: map[types.UID]*podStatus{},
+		progress: make(chan struct{})}
 }
 
 // Set takes a pod's newest status (the worker's copy of the pod with it)
@@ -55,6 +62,7 @@ func (s *Statuses) Set(pod *v1.Pod) {
 		s.pods[pod.UID] = ps
 	}
 	ps.want = pod
+	ps.set++
 	s.mu.Unlock()
 	s.queue.Add(pod.UID)
 }
@@ -63,7 +71,37 @@ func (s *Statuses) Set(pod *v1.Pod) {
 func (s *Statuses) Forget(uid types.UID) {
 	s.mu.Lock()
 	delete(s.pods, uid)
+	s.wake()
 	s.mu.Unlock()
+}
+
+// WaitWritten returns once the newest status Set for the pod is in the API
+// (or the pod is gone from it), or with ctx's error. The node's shutdown
+// waits on it so that no pod is left Running in the API when the host goes
+// down: the write is asynchronous, and a lock released before it lands
+// lets systemd stop hostlet with the write still queued.
+func (s *Statuses) WaitWritten(ctx context.Context, uid types.UID) error {
+	for {
+		s.mu.Lock()
+		ps := s.pods[uid]
+		if ps == nil || ps.synced >= ps.set {
+			s.mu.Unlock()
+			return nil
+		}
+		progress := s.progress
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-progress:
+		}
+	}
+}
+
+// wake tells WaitWritten's callers to look again; s.mu is held.
+func (s *Statuses) wake() {
+	close(s.progress)
+	s.progress = make(chan struct{})
 }
 
 // observed takes a new version of a pod from the informer. The echo of the
@@ -96,7 +134,7 @@ func (s *Statuses) sync(ctx context.Context, uid types.UID) error {
 		s.mu.Unlock()
 		return nil
 	}
-	want, base := ps.want, ps.written
+	want, base, gen := ps.want, ps.written, ps.set
 	s.mu.Unlock()
 	l := lifecycle.PodLogger(want)
 	api, err := s.lister.Pods(want.Namespace).Get(want.Name)
@@ -146,12 +184,18 @@ func (s *Statuses) sync(ctx context.Context, uid types.UID) error {
 	}
 	if written != nil {
 		l.WithField("phase", written.Status.Phase).Debug("pod status written")
-		s.mu.Lock()
-		if ps := s.pods[uid]; ps != nil {
+	}
+	s.mu.Lock()
+	if ps := s.pods[uid]; ps != nil {
+		if written != nil {
 			ps.written = written
 		}
-		s.mu.Unlock()
+		if gen > ps.synced {
+			ps.synced = gen
+			s.wake()
+		}
 	}
+	s.mu.Unlock()
 	return nil
 }
 

@@ -3,6 +3,7 @@ package podsync
 import (
 	"context"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -182,3 +183,50 @@ var (
 	updateOpts = metav1.UpdateOptions{}
 	deleteOpts = metav1.DeleteOptions{}
 )
+
+// WaitWritten returns once the newest status handed over is in the API, not
+// when an older one is, and at once for a pod forgotten or never seen.
+func TestStatusesWaitWritten(t *testing.T) {
+	pod := testPod("web-0", "u1", "1")
+	s, client, _ := testStatuses(t, pod)
+	ctx := context.Background()
+	if err := s.WaitWritten(ctx, "unknown"); err != nil {
+		t.Fatalf("a pod never seen: %v", err)
+	}
+	s.Set(withPhase(pod, v1.PodRunning))
+	done := make(chan error, 1)
+	go func() { done <- s.WaitWritten(ctx, "u1") }()
+	select {
+	case err := <-done:
+		t.Fatalf("returned %v before the write", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	mustSync(t, s, "u1")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// A status handed over after a sync began is still owed.
+	s.Set(withPhase(pod, v1.PodFailed))
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := s.WaitWritten(short, "u1"); err == nil {
+		t.Fatal("returned before the Failed status was written")
+	}
+	mustSync(t, s, "u1")
+	if err := s.WaitWritten(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := client.CoreV1().Pods("ns").Get(ctx, "web-0", metavOpts)
+	if got.Status.Phase != v1.PodFailed {
+		t.Fatalf("phase %s, want Failed", got.Status.Phase)
+	}
+
+	// A pod gone from the API owes nothing.
+	s.Set(withPhase(pod, v1.PodSucceeded))
+	go func() { done <- s.WaitWritten(ctx, "u1") }()
+	s.Forget("u1")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
