@@ -154,7 +154,7 @@ func run(ctx context.Context, o *options) error {
 	})
 	shutdown := node.NewShutdownManager(node.ShutdownConfig{
 		GracePeriod: o.shutdownGrace, CriticalGracePeriod: o.shutdownCritical,
-	}, nd, prov, events)
+	}, nd, prov, pods.Statuses(), events)
 	go spec.Run(ctx)
 	go prov.Run(ctx)
 	go rt.RotateLogs(ctx, rotation)

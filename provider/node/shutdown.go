@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -49,25 +51,33 @@ type PodStopper interface {
 	StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{}
 }
 
+// StatusWaiter tells when a pod's newest status is in the API
+// (podsync.Statuses, the one writer of pod statuses).
+type StatusWaiter interface {
+	WaitWritten(ctx context.Context, uid types.UID) error
+}
+
 // ShutdownManager delays the host's shutdown with a logind inhibitor lock
 // and uses the delay to stop pods, regular ones first, critical ones last,
 // as the kubelet's node shutdown manager does.
 type ShutdownManager struct {
-	cfg    ShutdownConfig
-	node   *Node
-	pods   PodStopper
-	events record.EventRecorder
+	cfg      ShutdownConfig
+	node     *Node
+	pods     PodStopper
+	statuses StatusWaiter
+	events   record.EventRecorder
+	clock    clock.Clock
 
 	mu   sync.Mutex
 	conn *dbus.Conn
 	lock int // inhibitor lock fd, -1 when none
 }
 
-func NewShutdownManager(cfg ShutdownConfig, node *Node, pods PodStopper, events record.EventRecorder) *ShutdownManager {
+func NewShutdownManager(cfg ShutdownConfig, node *Node, pods PodStopper, statuses StatusWaiter, events record.EventRecorder) *ShutdownManager {
 	if cfg.LogindConfDir == "" {
 		cfg.LogindConfDir = "/etc/systemd/logind.conf.d"
 	}
-	return &ShutdownManager{cfg: cfg, node: node, pods: pods, events: events, lock: -1}
+	return &ShutdownManager{cfg: cfg, node: node, pods: pods, statuses: statuses, events: events, clock: clock.RealClock{}, lock: -1}
 }
 
 // shutdownGroup is one priority band of pods and the time it gets.
@@ -287,9 +297,22 @@ func (m *ShutdownManager) watch(ctx context.Context, signals <-chan *dbus.Signal
 	}
 }
 
+// killReserve is the part of a group's period kept after its pods' last
+// SIGKILL, for the kill to finish and each pod's final status to reach the
+// API before the next group starts or the lock is released: once it is,
+// systemd stops hostlet, and a kill still under way then leaves the pod
+// Running in the API and its container for systemd to wait on. The kubelet
+// gives a pod the whole period and races its own timer; a quarter of the
+// period, at most 3 s, is what a pod asking for more than the rest gives up.
+func killReserve(period time.Duration) time.Duration {
+	return min(period/4, 3*time.Second)
+}
+
 // stopPods stops the active pods group by group, each pod within its
-// group's period (or its own shorter terminationGracePeriodSeconds); a
-// group gets its period and no more before the next one starts.
+// group's period less the reserve (or its own shorter
+// terminationGracePeriodSeconds), and waits until every pod of the group
+// is stopped and its final status written, or the group's period is over,
+// before the next group starts.
 func (m *ShutdownManager) stopPods() {
 	active := m.pods.ActivePods()
 	for _, g := range m.groups() {
@@ -302,33 +325,69 @@ func (m *ShutdownManager) stopPods() {
 		if len(pods) == 0 {
 			continue
 		}
-		var wg sync.WaitGroup
-		for _, p := range pods {
-			grace := g.grace
-			if tgp := p.Spec.TerminationGracePeriodSeconds; tgp != nil && time.Duration(*tgp)*time.Second <= grace {
-				grace = time.Duration(*tgp) * time.Second
+		m.stopGroup(g, pods)
+	}
+}
+
+// stopGroup stops one group's pods and waits for them within its period.
+func (m *ShutdownManager) stopGroup(g shutdownGroup, pods []*v1.Pod) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	timer := m.clock.NewTimer(g.grace)
+	defer timer.Stop()
+	killBy := g.grace - killReserve(g.grace)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	pending := map[string]bool{}
+	for _, p := range pods {
+		grace := killBy
+		if tgp := p.Spec.TerminationGracePeriodSeconds; tgp != nil && time.Duration(*tgp)*time.Second <= grace {
+			grace = time.Duration(*tgp) * time.Second
+		}
+		name := cache.MetaObjectToName(p).String()
+		log.WithFields(log.Fields{"pod": name, "gracePeriod": grace}).Info("shutdown manager killing pod")
+		done := m.pods.StopPod(p.UID, lifecycle.StopRequest{
+			Grace: grace, Reason: nodeShutdownReason, Message: nodeShutdownMessage,
+			Conditions: []v1.PodCondition{{
+				Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+				Reason: v1.PodReasonTerminationByKubelet, Message: nodeShutdownMessage,
+			}},
+		})
+		pending[name] = true
+		wg.Add(1)
+		go func(uid types.UID) {
+			defer wg.Done()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return
 			}
-			log.WithFields(log.Fields{"pod": cache.MetaObjectToName(p).String(), "gracePeriod": grace}).Info("shutdown manager killing pod")
-			done := m.pods.StopPod(p.UID, lifecycle.StopRequest{
-				Grace: grace, Reason: nodeShutdownReason, Message: nodeShutdownMessage,
-				Conditions: []v1.PodCondition{{
-					Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
-					Reason: v1.PodReasonTerminationByKubelet, Message: nodeShutdownMessage,
-				}},
-			})
-			wg.Add(1)
-			go func() { defer wg.Done(); <-done }()
+			if err := m.statuses.WaitWritten(ctx, uid); err != nil {
+				return
+			}
+			log.WithField("pod", name).Info("shutdown manager finished killing pod")
+			mu.Lock()
+			delete(pending, name)
+			mu.Unlock()
+		}(p.UID)
+	}
+	all := make(chan struct{})
+	go func() { wg.Wait(); close(all) }()
+	fields := log.Fields{"gracePeriod": g.grace, "critical": g.critical}
+	select {
+	case <-all:
+		log.WithFields(fields).Info("done waiting for all pods in group to terminate")
+	case <-timer.C():
+		cancel()
+		<-all
+		mu.Lock()
+		left := make([]string, 0, len(pending))
+		for name := range pending {
+			left = append(left, name)
 		}
-		all := make(chan struct{})
-		go func() { wg.Wait(); close(all) }()
-		timer := time.NewTimer(g.grace)
-		select {
-		case <-all:
-			log.WithFields(log.Fields{"gracePeriod": g.grace, "critical": g.critical}).Info("done waiting for all pods in group to terminate")
-		case <-timer.C:
-			log.WithFields(log.Fields{"gracePeriod": g.grace, "critical": g.critical}).Warn("shutdown manager pod killing time out")
-		}
-		timer.Stop()
+		mu.Unlock()
+		sort.Strings(left)
+		log.WithFields(fields).WithField("pods", left).Warn("shutdown manager pod killing time out: these pods were not stopped with their status written")
 	}
 }
 

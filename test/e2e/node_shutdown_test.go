@@ -8,6 +8,7 @@ import (
 	"github.com/hostlet/hostlet/test/harness"
 	"github.com/hostlet/hostlet/test/logind"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -97,5 +98,68 @@ func TestNodeGracefulShutdown(t *testing.T) {
 	got := waitPhase(t, ns, late.Name, v1.PodFailed)
 	if got.Status.Reason != "NodeShutdown" || got.Status.Message != "Pod was rejected as the node is shutting down." {
 		t.Errorf("late pod: reason %q message %q", got.Status.Reason, got.Status.Message)
+	}
+}
+
+// A pod that ignores SIGTERM and asks for more grace than the shutdown
+// period is killed within the period, and its final status is in the API
+// before hostlet lets go of the inhibitor lock: once it does, systemd stops
+// hostlet, and a kill or a write still under way would leave the pod
+// Running in the API (seen on a real host: the lock went at exactly the
+// period, with the kill unfinished). The lock is held no longer than the
+// period, which is all logind grants.
+func TestNodeShutdownWritesFinalStatusBeforeRelease(t *testing.T) {
+	skipIfNoCluster(t)
+	ctx := ctxT(t)
+	ld, err := logind.Start(ctx, t.TempDir(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Close()
+	const name = "hostlet-shutdown-long"
+	const period = 8 * time.Second
+	h := extraNode(t, harness.HostletOptions{NodeName: name,
+		Env:       []string{"DBUS_SYSTEM_BUS_ADDRESS=" + ld.Address},
+		ExtraArgs: []string{"--shutdown-grace-period", period.String(), "--shutdown-grace-period-critical-pods", "0s"}})
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return len(ld.HeldBy(h.Pid())) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no inhibitor lock: %+v", ld.Locks())
+	}
+
+	ns := cluster.NewNamespace(t)
+	stubborn := busybox(ns, "stubborn", "sh", "-c", "trap '' TERM; while true; do sleep 0.2; done")
+	stubborn.Spec.TerminationGracePeriodSeconds = ptrTo(int64(60))
+	stubborn.Spec.NodeName = name
+	cluster.CreatePod(t, stubborn)
+	waitPhase(t, ns, stubborn.Name, v1.PodRunning)
+
+	start := time.Now()
+	if err := ld.PrepareForShutdown(true); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*period, true, func(context.Context) (bool, error) {
+		return len(ld.HeldBy(h.Pid())) == 0, nil
+	})
+	held := time.Since(start)
+	if err != nil {
+		t.Fatalf("lock still held %v after PrepareForShutdown", held)
+	}
+	// What the API has the moment the lock is gone is what stays after the
+	// host is down.
+	got, err := cluster.Client().CoreV1().Pods(ns).Get(ctx, stubborn.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != v1.PodFailed || got.Status.Reason != "Terminated" {
+		t.Errorf("when the lock was released (after %v): phase %s reason %q, want Failed Terminated", held, got.Status.Phase, got.Status.Reason)
+	}
+	if cs := got.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != 137 {
+		t.Errorf("container statuses when the lock was released: %+v", cs)
+	}
+	// The budget is logind's: a lock kept past it is broken by logind anyway.
+	if held > period+2*time.Second {
+		t.Errorf("lock held %v, longer than the %v shutdown grace period", held, period)
 	}
 }
