@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -117,10 +118,42 @@ func TestDNSServiceNames(t *testing.T) {
 	lookup(t, c, ns, client, "web-headless."+ns+".svc.cluster.local", podIPs...)
 	lookup(t, c, ns, client, "box.web-headless."+ns+".svc.cluster.local", namedPod.Status.PodIP)
 
-	// And the name leads to the Service through kube-proxy.
-	out, err := c.Kubectl(ctx, "exec", "-n", ns, client, "--", "sh", "-c",
-		`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 web 80`)
-	if err != nil || !strings.Contains(out, "HTTP/1.0 200") {
-		t.Errorf("GET http://web/: %q %v", out, err)
+	// And the name leads to the Service through kube-proxy. busybox's nc
+	// arms its -w alarm before the name lookup, which goes through the
+	// C library (A and AAAA at once, 5 s before a retry), so "nc: timed
+	// out" is a lookup or a connect slower than 2 s: a first failure is
+	// told apart (the same request to the ClusterIP) and logged with what
+	// routes the traffic, and the request is retried, as fetchFrom does.
+	get := func(host string) (string, error) {
+		return c.Kubectl(ctx, "exec", "-n", ns, client, "--", "sh", "-c",
+			`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 "$0" 80`, host)
 	}
+	start := time.Now()
+	out, err := get("web")
+	if err != nil || !strings.Contains(out, "HTTP/1.0 200") {
+		took := time.Since(start)
+		byIP, ipErr := get(svc.Spec.ClusterIP)
+		t.Logf("first GET http://web/ failed after %v: %q %v; GET http://%s/ at once: %q %v",
+			took.Round(time.Millisecond), out, err, svc.Spec.ClusterIP, firstLine(byIP), ipErr)
+		logServiceState(t, c, ns)
+		fetchFrom(t, c, ns, client, "web", "80")
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// logServiceState logs what decides where a Service's traffic goes: the
+// pods, the EndpointSlices the controller made of them, and the rules
+// kube-proxy wrote in the node's namespace.
+func logServiceState(t *testing.T, c *harness.Cluster, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	pods, _ := c.Kubectl(ctx, "get", "pods", "-n", ns, "-o", "wide")
+	slices, _ := c.Kubectl(ctx, "get", "endpointslices", "-n", ns, "-o", "yaml")
+	svcs, _ := c.Kubectl(ctx, "get", "services", "-n", ns, "-o", "wide")
+	rules, err := exec.CommandContext(ctx, "nsenter", "--net="+c.NodeNetnsPath(), "iptables-save").CombinedOutput()
+	t.Logf("pods:\n%s\nservices:\n%s\nendpointslices:\n%s\niptables in the node's namespace (%v):\n%s", pods, svcs, slices, err, rules)
 }
