@@ -112,7 +112,7 @@ func checkContainerd(ctx context.Context, cfg PreflightConfig) (string, error) {
 		return fmt.Sprintf("cannot read containerd's version %q", v.Version), nil
 	}
 	if got.LessThan(minContainerd) {
-		return "", fmt.Errorf("containerd %s is too old: hostlet needs %s or later", v.Version, minContainerd)
+		return "", fmt.Errorf("containerd %s is too old: hostlet needs %s or later (Debian 12's own is 1.6: install containerd.io from Docker's apt repository or containerd's release binaries)", v.Version, minContainerd)
 	}
 	return "", nil
 }
