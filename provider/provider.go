@@ -74,6 +74,9 @@ type Host interface {
 // Statuses takes a pod's newest status (a copy of the pod with it) to write.
 type Statuses interface {
 	Set(pod *v1.Pod)
+	// WaitWritten returns once the newest status Set for the pod is in
+	// the API or the pod is gone from it.
+	WaitWritten(ctx context.Context, uid types.UID) error
 }
 
 // Node admits pods (node.Node).
@@ -166,7 +169,7 @@ func (p *Provider) createPod(ctx context.Context, pod *v1.Pod) {
 	case a.known != nil:
 		a.known.Update(pod)
 	case a.rejected != nil:
-		p.reject(ctx, pod, a.rejected.Reason, a.rejected.Message)
+		p.reject(pod, a.rejected.Reason, a.rejected.Message)
 	case a.started != nil:
 		go a.started.Supervise(a.ctx)
 		p.retryResizes()
