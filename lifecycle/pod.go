@@ -426,8 +426,7 @@ func (p *Pod) record(name string) *container {
 }
 
 func (p *Pod) isTerminalPhase() bool {
-	ph := p.pod.Status.Phase
-	return ph == v1.PodSucceeded || ph == v1.PodFailed
+	return Terminal(p.pod.Status.Phase)
 }
 
 // sync moves the pod one step toward its spec and returns when it wants to

@@ -110,7 +110,7 @@ func (p *Pod) computeStatus() v1.PodStatus {
 	}
 	ephemeral := p.ephemeralStatuses(pending)
 	phase := Phase(spec, initStatuses, statuses, p.finished, p.initialized)
-	if p.finished && phase != v1.PodSucceeded && phase != v1.PodFailed {
+	if p.finished && !Terminal(phase) {
 		// A pod that will run nothing more ends terminal (e.g. deleted
 		// before anything started), as the kubelet does since 1.27.
 		phase = v1.PodFailed
@@ -129,12 +129,12 @@ func (p *Pod) computeStatus() v1.PodStatus {
 	if p.failure != nil {
 		reason, message = p.failure.Reason, p.failure.Message
 	}
-	if isTerminal(phase) && !p.finished {
+	if Terminal(phase) && !p.finished {
 		reported, reason, message = p.pod.Status.Phase, p.pod.Status.Reason, p.pod.Status.Message
 		if s := p.Status(); s != nil {
 			reported, reason, message = s.Status.Phase, s.Status.Reason, s.Status.Message
 		}
-		if isTerminal(reported) {
+		if Terminal(reported) {
 			reported, reason, message = phase, "", ""
 		} else if reported == "" {
 			reported = v1.PodPending
@@ -221,7 +221,8 @@ func mergeOwned(mine, api []v1.PodCondition, stop *StopRequest) []v1.PodConditio
 	return out
 }
 
-func isTerminal(phase v1.PodPhase) bool {
+// Terminal tells a phase a pod never leaves: Succeeded or Failed.
+func Terminal(phase v1.PodPhase) bool {
 	return phase == v1.PodSucceeded || phase == v1.PodFailed
 }
 

@@ -215,7 +215,7 @@ func (p *Provider) GetPod(ctx context.Context, namespace, name string) (*v1.Pod,
 
 // podEnded: the pod is in a terminal phase, which it never leaves.
 func podEnded(pod *v1.Pod) bool {
-	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+	return lifecycle.Terminal(pod.Status.Phase)
 }
 
 // GetPodByUID returns one incarnation of a pod the node runs, with its

@@ -110,7 +110,7 @@ func (p *Provider) admittedPods() []*v1.Pod {
 	out := make([]*v1.Pod, 0, len(p.pods))
 	for _, e := range p.pods {
 		pod := e.worker.Allocated()
-		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		if lifecycle.Terminal(pod.Status.Phase) {
 			continue
 		}
 		out = append(out, pod)

@@ -186,7 +186,7 @@ func (p *Provider) allPodsKnown() bool {
 		return false
 	}
 	for _, pod := range pods {
-		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed || pod.DeletionTimestamp != nil {
+		if lifecycle.Terminal(pod.Status.Phase) || pod.DeletionTimestamp != nil {
 			continue
 		}
 		if _, ok := p.pods[pod.UID]; !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 
+	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/devices"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podresources"
@@ -43,7 +44,7 @@ func (i *nodeInformers) activePods() ([]*v1.Pod, bool) {
 	}
 	out := make([]*v1.Pod, 0, len(all))
 	for _, p := range all {
-		if p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+		if !lifecycle.Terminal(p.Status.Phase) {
 			out = append(out, p)
 		}
 	}

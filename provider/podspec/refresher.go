@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
+	"github.com/hostlet/hostlet/lifecycle"
 	log "github.com/sirupsen/logrus"
 
 	authv1 "k8s.io/api/authentication/v1"
@@ -70,7 +71,7 @@ func hasContentVolumes(pod *v1.Pod) bool {
 
 // scheduleResync asks for the pod's content volumes to be rewritten by due.
 func (t *refresher) scheduleResync(pod *v1.Pod, due time.Time) {
-	if !hasContentVolumes(pod) || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+	if !hasContentVolumes(pod) || lifecycle.Terminal(pod.Status.Phase) {
 		return
 	}
 	t.mu.Lock()

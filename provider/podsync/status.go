@@ -203,7 +203,7 @@ func (s *Statuses) sync(ctx context.Context, uid types.UID) error {
 // status want, and false if there is nothing to write: the API has it, or
 // the pod ended there and want has not (a terminal phase is never left).
 func statusToWrite(api, want *v1.PodStatus) (v1.PodStatus, bool) {
-	if terminal(api.Phase) && !terminal(want.Phase) {
+	if lifecycle.Terminal(api.Phase) && !lifecycle.Terminal(want.Phase) {
 		return v1.PodStatus{}, false
 	}
 	st := normalize(mergeStatus(api, want))
@@ -212,8 +212,6 @@ func statusToWrite(api, want *v1.PodStatus) (v1.PodStatus, bool) {
 	}
 	return st, true
 }
-
-func terminal(phase v1.PodPhase) bool { return phase == v1.PodSucceeded || phase == v1.PodFailed }
 
 // Gone tells an expected answer about a pod already removed from the API:
 // NotFound, or Forbidden, which is what the Node authorizer answers a node

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -140,7 +141,7 @@ func (c hostletCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func podFinished(p *v1.Pod) bool {
-	return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+	return lifecycle.Terminal(p.Status.Phase)
 }
 
 // metricsHandlers are /metrics/resource and /metrics: each its own
