@@ -3,7 +3,7 @@ package probes
 import (
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/hostlet/hostlet/provider/expansion"
+	"github.com/hostlet/hostlet/expansion"
 )
 
 // expandStatic expands $(VAR) in an exec command with the container's

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hostlet/hostlet/expansion"
 	"github.com/hostlet/hostlet/lifecycle"
-	"github.com/hostlet/hostlet/provider/expansion"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )

@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hostlet/hostlet/expansion"
 	"github.com/hostlet/hostlet/lifecycle"
-	"github.com/hostlet/hostlet/provider/expansion"
 	"github.com/hostlet/hostlet/runtime"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
