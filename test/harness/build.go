@@ -161,9 +161,20 @@ func BuildHostlet(ctx context.Context) (string, error) {
 
 // BuildComponent builds an on-request component of test/cluster/build.sh
 // ("kube-proxy", "coredns": only the tests that run it pay for its build)
-// and returns the path of its binary, named like the component.
+// and returns the path of its binary, named like the component. Under
+// $HOSTLET_CONTROL_PLANE, kube-proxy is that version's.
 func BuildComponent(ctx context.Context, logf func(string, ...any), name string) (string, error) {
-	bin, err := runBuildScript(ctx, logf, "test/cluster/build.sh", name)
+	script := "test/cluster/build.sh"
+	// A cluster of another version runs that version's kube-proxy, as its
+	// users' clusters do (kube-proxy is the control plane's DaemonSet).
+	if v := os.Getenv("HOSTLET_CONTROL_PLANE"); v != "" && name == "kube-proxy" {
+		minor, ok := strings.CutPrefix(v, "1.")
+		if !ok || minor == "" || strings.ContainsAny(minor, "./") {
+			return "", fmt.Errorf("control plane version %q: want 1.NN", v)
+		}
+		script = filepath.Join("test/cluster", "kube1"+minor, "build.sh")
+	}
+	bin, err := runBuildScript(ctx, logf, script, name)
 	if err != nil {
 		return "", err
 	}
