@@ -119,7 +119,7 @@ func FuzzPodSpecToRuntime(f *testing.F) {
 			}
 		}
 		r := fuzzRuntime(filepath.Join(root, "state"))
-		podDir := filepath.Join(r.cfg.RootDir, "pods", string(pod.UID))
+		podDir := r.layout().PodDir(pod.UID)
 		defer func() { _ = r.teardownVolumes(string(pod.UID)) }()
 		// The volume directories as the sandbox's preparation leaves them.
 		for _, v := range pod.Spec.Volumes {

@@ -7,11 +7,11 @@ package podspec
 
 import (
 	"context"
-	"path/filepath"
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -108,7 +108,7 @@ type Runtime struct {
 // New reads the user namespace allocations of the pods under RootDir; Run
 // must be called for volumes and tokens to be refreshed.
 func New(cfg Config) *Runtime {
-	r := &Runtime{cfg: cfg, rt: cfg.Runtime, userns: newUsernsAllocator(filepath.Join(cfg.RootDir, "pods"))}
+	r := &Runtime{cfg: cfg, rt: cfg.Runtime, userns: newUsernsAllocator(volumes.NewLayout(cfg.RootDir).PodsDir())}
 	r.tokens = newRefresher(r)
 	return r
 }
@@ -123,6 +123,9 @@ func (r *Runtime) PodUpdated(old, pod *v1.Pod) { r.tokens.podUpdated(old, pod) }
 func (r *Runtime) event(pod *v1.Pod, container, eventType, reason, msg string) {
 	r.cfg.Events.Event(pod, container, eventType, reason, msg)
 }
+
+// layout is where the pod's directories are, under RootDir.
+func (r *Runtime) layout() volumes.Layout { return volumes.NewLayout(r.cfg.RootDir) }
 
 func (r *Runtime) hostIPs() []string { return r.cfg.HostIPs }
 

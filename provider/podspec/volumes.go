@@ -15,15 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 )
 
-// VolumeDir is where a pod's volume lives on the host (the kubelet API
-// reports its usage).
-func (r *Runtime) VolumeDir(pod *v1.Pod, name string) string { return r.volumeDir(pod, name) }
-
-func (r *Runtime) volumeDir(pod *v1.Pod, name string) string {
-	return filepath.Join(r.cfg.RootDir, "pods", string(pod.UID), "volumes", name)
-}
+func (r *Runtime) volumeDir(pod *v1.Pod, name string) string { return r.layout().VolumeDir(pod, name) }
 
 // setupVolumes makes every volume of the pod exist on the host. Content
 // volumes are (re)written atomically, so calling it again refreshes them.
@@ -357,7 +352,7 @@ func isContentVolume(v *v1.Volume) bool {
 // teardownVolumes unmounts the pod's subPath binds and tmpfs volumes, and
 // removes its files.
 func (r *Runtime) teardownVolumes(uid string) error {
-	_, err := removeUnmounted(filepath.Join(r.cfg.RootDir, "pods", uid))
+	_, err := removeUnmounted(r.layout().PodDir(types.UID(uid)))
 	return err
 }
 
@@ -367,12 +362,11 @@ func (r *Runtime) teardownVolumes(uid string) error {
 // termination messages) stays until the pod is deleted. It reports whether
 // there was anything to remove.
 func (r *Runtime) teardownPodVolumes(uid string) (bool, error) {
-	podDir := filepath.Join(r.cfg.RootDir, "pods", uid)
-	subpaths, err := removeUnmounted(filepath.Join(podDir, subPathsDir))
+	subpaths, err := removeUnmounted(r.layout().PodSubPathsDir(types.UID(uid)))
 	if err != nil {
 		return subpaths, err
 	}
-	vols, err := removeUnmounted(filepath.Join(podDir, "volumes"))
+	vols, err := removeUnmounted(r.layout().PodVolumesDir(types.UID(uid)))
 	return subpaths || vols, err
 }
 
