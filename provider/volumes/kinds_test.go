@@ -32,3 +32,24 @@ func TestLocalEphemeralAndStats(t *testing.T) {
 		}
 	}
 }
+
+// The plugins' names are the kubelet's: their directories in a pod's
+// volumes are found by what reads the kubelet's.
+func TestPluginName(t *testing.T) {
+	for _, c := range []struct {
+		src  v1.VolumeSource
+		want string
+	}{
+		{v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}, "kubernetes.io/empty-dir"},
+		{v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}, "kubernetes.io/configmap"},
+		{v1.VolumeSource{Secret: &v1.SecretVolumeSource{}}, "kubernetes.io/secret"},
+		{v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{}}, "kubernetes.io/downward-api"},
+		{v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}, "kubernetes.io/projected"},
+		{v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{}}, "kubernetes.io/host-path"},
+		{v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{}}, ""},
+	} {
+		if got := PluginName(&c.src); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.src, got, c.want)
+		}
+	}
+}

@@ -6,8 +6,10 @@
 package volumes
 
 import (
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,11 +17,11 @@ import (
 
 // Layout is the kubelet's directory layout under its root dir:
 //
-//	<root>/pods/<uid>/                                  a pod's directory
-//	<root>/pods/<uid>/volumes/<volume>                  its volumes
-//	<root>/pods/<uid>/volume-subpaths/<vol>/<ctr>/<i>   its subPath binds
-//	<root>/plugins/<plugin>/...                         volume plugins' own state
-//	<root>/plugins_registry/                            plugins' registration sockets
+//	<root>/pods/<uid>/                                          a pod's directory
+//	<root>/pods/<uid>/volumes/kubernetes.io~<plugin>/<volume>   its volumes
+//	<root>/pods/<uid>/volume-subpaths/<vol>/<ctr>/<i>           its subPath binds
+//	<root>/plugins/<plugin>/...                                 volume plugins' own state
+//	<root>/plugins_registry/                                    plugins' registration sockets
 //
 // The runtime keeps the sandbox's files (etc-hosts, containers/<name>/...
 // termination logs) in the pod's directory too; it has no Kubernetes types
@@ -38,14 +40,32 @@ func (l Layout) PodDir(uid types.UID) string { return filepath.Join(l.PodsDir(),
 // PodVolumesDir holds the pod's volumes.
 func (l Layout) PodVolumesDir(uid types.UID) string { return filepath.Join(l.PodDir(uid), "volumes") }
 
-// PodVolumeDir is where the pod's volume name lives on the host.
-func (l Layout) PodVolumeDir(uid types.UID, name string) string {
-	return filepath.Join(l.PodVolumesDir(uid), name)
+// PodVolumeDir is where the pod's volume name, of the volume plugin with
+// that qualified name, lives on the host: its name escaped as the kubelet
+// escapes it ("kubernetes.io/empty-dir": volumes/kubernetes.io~empty-dir).
+// For a PersistentVolume name is the PV's, as for the kubelet.
+func (l Layout) PodVolumeDir(uid types.UID, plugin, name string) string {
+	return filepath.Join(l.PodVolumesDir(uid), strings.ReplaceAll(plugin, "/", "~"), name)
 }
 
-// VolumeDir is where the pod's volume name lives on the host (what the
-// stats summary and the eviction manager measure).
-func (l Layout) VolumeDir(pod *v1.Pod, name string) string { return l.PodVolumeDir(pod.UID, name) }
+// VolumeDir is where the pod's inline volume name lives on the host (what
+// podspec sets up, and the stats summary and the eviction manager
+// measure). A pod set up by a hostlet from before the kubelet's layout has
+// it at volumes/<name>, where it stays until the pod is gone: a running
+// pod's containers have that directory mounted. (A volume name is a DNS
+// label, never a plugin's directory, which has a "~".)
+func (l Layout) VolumeDir(pod *v1.Pod, name string) string {
+	old := filepath.Join(l.PodVolumesDir(pod.UID), name)
+	if _, err := os.Lstat(old); err == nil {
+		return old
+	}
+	for i := range pod.Spec.Volumes {
+		if v := &pod.Spec.Volumes[i]; v.Name == name {
+			return l.PodVolumeDir(pod.UID, PluginName(&v.VolumeSource), name)
+		}
+	}
+	return old
+}
 
 // PodSubPathsDir holds the bind mounts of the pod's subPaths.
 func (l Layout) PodSubPathsDir(uid types.UID) string {
