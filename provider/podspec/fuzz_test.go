@@ -191,5 +191,9 @@ type fixedNode struct{ res v1.ResourceList }
 
 func (fixedNode) NetworkErrors() error { return nil }
 
+func (fixedNode) Labels() map[string]string {
+	return map[string]string{"kubernetes.io/hostname": "node1"}
+}
+
 func (n fixedNode) Allocatable() v1.ResourceList { return n.res }
 func (n fixedNode) Capacity() v1.ResourceList    { return n.res }

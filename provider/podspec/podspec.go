@@ -7,6 +7,7 @@ package podspec
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
@@ -49,6 +50,9 @@ type Config struct {
 	ActivePods func() ([]*v1.Pod, bool)
 	// Swap is the node's swap behavior for containers.
 	Swap Swap
+	// PersistentVolumes, if set, reads the claims of pods' volumes and
+	// their PersistentVolumes (the node's client).
+	PersistentVolumes volumes.API
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a
@@ -65,6 +69,9 @@ type Node interface {
 	Capacity() v1.ResourceList
 	// NetworkErrors says why the pod network is not ready, or nil.
 	NetworkErrors() error
+	// Labels are the node's labels as the cluster has them: a
+	// PersistentVolume's node affinity is matched against them.
+	Labels() map[string]string
 }
 
 // ContainerRuntime is what the translation uses of containerd (runtime.Runtime).
@@ -103,6 +110,11 @@ type Runtime struct {
 	rt     ContainerRuntime
 	tokens *refresher
 	userns *usernsAllocator
+
+	// claims are the pods' resolved PersistentVolumeClaims, by pod and
+	// volume name (claims.go).
+	claimsMu sync.Mutex
+	claims   map[types.UID]map[string]*podClaim
 }
 
 // New reads the user namespace allocations of the pods under RootDir; Run
@@ -161,6 +173,7 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 	if err := r.teardownVolumes(uid); err != nil {
 		l.WithError(err).Warn("removing pod dir")
 	}
+	r.forgetClaims(types.UID(uid))
 	r.userns.Release(types.UID(uid))
 	if namespace != "" {
 		r.rt.RemoveLogs(namespace, name, uid)

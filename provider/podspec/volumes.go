@@ -11,6 +11,7 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/expansion"
+	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -27,9 +28,17 @@ func (r *Runtime) setupVolumes(ctx context.Context, pod *v1.Pod, podIPs []string
 	// Rewritten periodically, also after a failure, so volumes catch up
 	// with their objects, as the kubelet's resync does.
 	defer r.tokens.scheduleResync(pod, nextResync())
+	// Claims first, as the kubelet's populator resolves them before any
+	// volume is mounted.
+	if err := r.resolveClaims(ctx, pod); err != nil {
+		return err
+	}
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		if err := r.setupVolume(ctx, pod, vol, podIPs, objs); err != nil {
+			if f := (*lifecycle.Failure)(nil); errors.As(err, &f) {
+				return f
+			}
 			return &lifecycle.Failure{Reason: "FailedMount",
 				Message: fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", vol.Name, err)}
 		}
@@ -86,6 +95,8 @@ func (r *Runtime) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 		}
 		// The top directory and its new links too.
 		return applyFSGroup(dir, fsGroup, true)
+	case src.PersistentVolumeClaim != nil || src.Ephemeral != nil:
+		return r.setupClaim(pod, vol)
 	}
 	return fmt.Errorf("volume type not supported by hostlet")
 }
@@ -325,8 +336,17 @@ func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", m.Name, c.Name)
 		}
 		host := r.volumeDir(pod, m.Name)
+		ro := m.ReadOnly || isContentVolume(vol)
 		if vol.HostPath != nil {
 			host = vol.HostPath.Path
+		}
+		if _, _, ok := volumes.ClaimName(pod, vol); ok {
+			var claimRO bool
+			var err error
+			if host, claimRO, err = r.claimMount(pod, vol); err != nil {
+				return nil, err
+			}
+			ro = ro || claimRO
 		}
 		subPath, err := mountSubPath(m, env)
 		if err != nil {
@@ -337,7 +357,6 @@ func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([
 				return nil, err
 			}
 		}
-		ro := m.ReadOnly || isContentVolume(vol)
 		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: ro})
 	}
 	return out, nil
