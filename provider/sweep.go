@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/volumes"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -75,7 +76,7 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 	if err != nil {
 		return
 	}
-	dirs, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods"))
+	dirs, _ := os.ReadDir(volumes.NewLayout(p.cfg.RootDir).PodsDir())
 	// Pod cgroups too, as the kubelet's cleanupOrphanedPodCgroups: a pod
 	// removed while hostlet was down leaves its cgroup (and whatever still
 	// runs in it), whose processes the cleanup kills before removing it.

@@ -10,10 +10,9 @@ import (
 	"github.com/hostlet/hostlet/provider/diskusage"
 	"github.com/hostlet/hostlet/provider/eviction"
 	"github.com/hostlet/hostlet/provider/node"
-	"github.com/hostlet/hostlet/provider/podspec"
+	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/spf13/pflag"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -130,12 +129,8 @@ func (o *options) evictionConfig(nodeCfg node.Config) (eviction.Config, error) {
 // disk usage cache the stats summary reads too.
 type evictionStats struct {
 	*runtime.Runtime
-	volumes *podspec.Runtime
-	usage   *diskusage.Cache
-}
-
-func (e evictionStats) VolumeDir(pod *v1.Pod, name string) string {
-	return e.volumes.VolumeDir(pod, name)
+	volumes.Layout
+	usage *diskusage.Cache
 }
 
 // RootfsUsage is the cache's figure, not the runtime's fresh measurement.

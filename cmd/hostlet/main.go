@@ -27,6 +27,7 @@ import (
 	"github.com/hostlet/hostlet/provider/podsync"
 	"github.com/hostlet/hostlet/provider/server"
 	"github.com/hostlet/hostlet/provider/testpanic"
+	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	log "github.com/sirupsen/logrus"
@@ -127,7 +128,8 @@ func run(ctx context.Context, o *options) error {
 	if err := startDevices(ctx, o.rootDir, dm, nd, inf); err != nil {
 		return err
 	}
-	claims := dra.New(dra.Config{RegistryDir: filepath.Join(o.rootDir, "plugins_registry"), Client: c.api,
+	layout := volumes.NewLayout(o.rootDir)
+	claims := dra.New(dra.Config{RegistryDir: layout.PluginsRegistryDir(), Client: c.api,
 		Checkpoint: filepath.Join(o.rootDir, dra.CheckpointName)})
 	if err := claims.Start(ctx); err != nil {
 		return err
@@ -143,6 +145,7 @@ func run(ctx context.Context, o *options) error {
 		Objects: podspec.NewObjectCache(ctx, c.api, clock.RealClock{}), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
 		Pod:     func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
 		Devices: dm, Claims: claims, ActivePods: activeAllocated, Swap: swap,
+		PersistentVolumes: c.api.CoreV1(),
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
@@ -168,7 +171,7 @@ func run(ctx context.Context, o *options) error {
 	go containerGC.Run(ctx, o.containerGC)
 	usage := diskusage.New(rt, o.volumeStatsPeriod, clock.RealClock{})
 	go usage.Run(ctx)
-	evictions := eviction.New(evictionCfg, nd, prov, evictionStats{rt, spec, usage}, containerGC.GarbageCollect, imageGC.DeleteUnusedImages,
+	evictions := eviction.New(evictionCfg, nd, prov, evictionStats{rt, layout, usage}, containerGC.GarbageCollect, imageGC.DeleteUnusedImages,
 		events, nd.Ref(), clock.RealClock{})
 	// The node's pressure conditions are the eviction manager's, from its
 	// own observations each round.
@@ -198,7 +201,7 @@ func run(ctx context.Context, o *options) error {
 		Cert: cert, ClientCAFile: o.clientCA,
 		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
-		Node: nd, Stats: rt, Usage: usage, Volumes: spec, Metrics: append(prov.Metrics(), imageGC.Metrics()...),
+		Node: nd, Stats: rt, Usage: usage, Volumes: layout, Metrics: append(prov.Metrics(), imageGC.Metrics()...),
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
 	}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
@@ -92,7 +93,7 @@ func measureDisk(ctx context.Context, d Disk, pods []*v1.Pod, stats map[*v1.Pod]
 			du.containers = append(du.containers, cd)
 		}
 		for _, vol := range p.Spec.Volumes {
-			local := localEphemeral(vol)
+			local := volumes.IsLocalEphemeral(vol)
 			if !local && vol.EmptyDir == nil {
 				continue
 			}
@@ -112,13 +113,6 @@ func containerIDs(pod *v1.Pod) map[string]string {
 		out[st.Name] = strings.TrimPrefix(st.ContainerID, "containerd://")
 	}
 	return out
-}
-
-// localEphemeral is the kubelet's IsLocalEphemeralVolume: the volumes on
-// the node's disk that count as the pod's ephemeral storage (memory-backed
-// emptyDirs do not).
-func localEphemeral(v v1.Volume) bool {
-	return v.GitRepo != nil || (v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) || v.ConfigMap != nil
 }
 
 // total is the pod's use of res (bytes or inodes) over the measured parts.

@@ -51,6 +51,10 @@ func (n *Node) Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok boo
 	return reason, msg, ok
 }
 
+// Labels are the node's labels as the cluster sees them (those added by
+// others too), which a PersistentVolume's node affinity must match.
+func (n *Node) Labels() map[string]string { return n.apiNode().Labels }
+
 // apiNode is the Node as the cluster sees it (labels and taints added by
 // others count for affinity and taints), or hostlet's own copy before the
 // lister has it.

@@ -119,7 +119,7 @@ func FuzzPodSpecToRuntime(f *testing.F) {
 			}
 		}
 		r := fuzzRuntime(filepath.Join(root, "state"))
-		podDir := filepath.Join(r.cfg.RootDir, "pods", string(pod.UID))
+		podDir := r.layout().PodDir(pod.UID)
 		defer func() { _ = r.teardownVolumes(string(pod.UID)) }()
 		// The volume directories as the sandbox's preparation leaves them.
 		for _, v := range pod.Spec.Volumes {
@@ -190,6 +190,10 @@ func fuzzRuntime(rootDir string) *Runtime {
 type fixedNode struct{ res v1.ResourceList }
 
 func (fixedNode) NetworkErrors() error { return nil }
+
+func (fixedNode) Labels() map[string]string {
+	return map[string]string{"kubernetes.io/hostname": "node1"}
+}
 
 func (n fixedNode) Allocatable() v1.ResourceList { return n.res }
 func (n fixedNode) Capacity() v1.ResourceList    { return n.res }

@@ -7,11 +7,12 @@ package podspec
 
 import (
 	"context"
-	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -49,6 +50,9 @@ type Config struct {
 	ActivePods func() ([]*v1.Pod, bool)
 	// Swap is the node's swap behavior for containers.
 	Swap Swap
+	// PersistentVolumes, if set, reads the claims of pods' volumes and
+	// their PersistentVolumes (the node's client).
+	PersistentVolumes volumes.API
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a
@@ -65,6 +69,9 @@ type Node interface {
 	Capacity() v1.ResourceList
 	// NetworkErrors says why the pod network is not ready, or nil.
 	NetworkErrors() error
+	// Labels are the node's labels as the cluster has them: a
+	// PersistentVolume's node affinity is matched against them.
+	Labels() map[string]string
 }
 
 // ContainerRuntime is what the translation uses of containerd (runtime.Runtime).
@@ -103,12 +110,17 @@ type Runtime struct {
 	rt     ContainerRuntime
 	tokens *refresher
 	userns *usernsAllocator
+
+	// claims are the pods' resolved PersistentVolumeClaims, by pod and
+	// volume name (claims.go).
+	claimsMu sync.Mutex
+	claims   map[types.UID]map[string]*podClaim
 }
 
 // New reads the user namespace allocations of the pods under RootDir; Run
 // must be called for volumes and tokens to be refreshed.
 func New(cfg Config) *Runtime {
-	r := &Runtime{cfg: cfg, rt: cfg.Runtime, userns: newUsernsAllocator(filepath.Join(cfg.RootDir, "pods"))}
+	r := &Runtime{cfg: cfg, rt: cfg.Runtime, userns: newUsernsAllocator(volumes.NewLayout(cfg.RootDir).PodsDir())}
 	r.tokens = newRefresher(r)
 	return r
 }
@@ -123,6 +135,9 @@ func (r *Runtime) PodUpdated(old, pod *v1.Pod) { r.tokens.podUpdated(old, pod) }
 func (r *Runtime) event(pod *v1.Pod, container, eventType, reason, msg string) {
 	r.cfg.Events.Event(pod, container, eventType, reason, msg)
 }
+
+// layout is where the pod's directories are, under RootDir.
+func (r *Runtime) layout() volumes.Layout { return volumes.NewLayout(r.cfg.RootDir) }
 
 func (r *Runtime) hostIPs() []string { return r.cfg.HostIPs }
 
@@ -158,6 +173,7 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 	if err := r.teardownVolumes(uid); err != nil {
 		l.WithError(err).Warn("removing pod dir")
 	}
+	r.forgetClaims(types.UID(uid))
 	r.userns.Release(types.UID(uid))
 	if namespace != "" {
 		r.rt.RemoveLogs(namespace, name, uid)

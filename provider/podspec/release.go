@@ -17,7 +17,8 @@ import (
 // SyncTerminatedPod): its ResourceClaims are unprepared, its volumes are no
 // longer refreshed and are unmounted and removed (emptyDir contents,
 // configMap, secret, projected and downward API files, service-account
-// tokens, subPath binds), its sandbox and its cgroup go and its user
+// tokens, subPath binds, local PVs' binds; a ReadWriteOncePod volume is free
+// for another pod then), its sandbox and its cgroup go and its user
 // namespace IDs are freed. Its containers stay, for `kubectl logs` and its
 // status, and so does the rest of its directory (their termination
 // messages): Cleanup removes them once the pod is deleted. Calling it again
@@ -50,6 +51,7 @@ func (r *Runtime) ReleasePod(ctx context.Context, pod *v1.Pod) {
 	} else if torn {
 		l.Info("pod volumes torn down")
 	}
+	r.forgetClaims(pod.UID)
 	_, had, _ := r.rt.PodCgroupState(uid, string(node.QOSClass(pod)))
 	if err := r.rt.RemovePodCgroup(uid); err != nil {
 		l.WithError(err).Warn("removing the pod's cgroup")

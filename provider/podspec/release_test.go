@@ -80,7 +80,7 @@ func TestReleasePod(t *testing.T) {
 	}
 	ctx := context.Background()
 	must(t, r.setupVolumes(ctx, pod, nil))
-	podDir := filepath.Join(root, "pods", "uid1")
+	podDir := r.layout().PodDir("uid1")
 	t.Cleanup(func() { _ = r.teardownVolumes("uid1") })
 	must(t, os.MkdirAll(filepath.Join(r.volumeDir(pod, "d"), "sub"), 0o755))
 	must(t, os.WriteFile(filepath.Join(r.volumeDir(pod, "d"), "sub", "f"), []byte("x"), 0o644))
@@ -93,8 +93,8 @@ func TestReleasePod(t *testing.T) {
 	must(t, os.WriteFile(termLog, []byte("bye"), 0o644))
 
 	r.ReleasePod(ctx, pod)
-	for _, d := range []string{"volumes", subPathsDir} {
-		if _, err := os.Lstat(filepath.Join(podDir, d)); !os.IsNotExist(err) {
+	for _, d := range []string{r.layout().PodVolumesDir("uid1"), r.layout().PodSubPathsDir("uid1")} {
+		if _, err := os.Lstat(d); !os.IsNotExist(err) {
 			t.Errorf("%s still there: %v", d, err)
 		}
 	}

@@ -23,7 +23,7 @@ import (
 const allocationFile = "allocated_resources"
 
 func (r *Runtime) allocationPath(uid types.UID) string {
-	return filepath.Join(r.cfg.RootDir, "pods", string(uid), allocationFile)
+	return filepath.Join(r.layout().PodDir(uid), allocationFile)
 }
 
 // SaveAllocation records what the node admitted for a pod's containers.

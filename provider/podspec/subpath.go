@@ -23,10 +23,6 @@ import (
 // (not the path) is bind-mounted onto a per-pod path that the pod cannot
 // touch. The runtime gets that path.
 
-// subPathsDir holds the bind mounts of a pod's subPaths, as the kubelet's
-// <pod dir>/volume-subpaths/<volume>/<container>/<mount index>.
-const subPathsDir = "volume-subpaths"
-
 // errSubPathEscape: the subPath leads out of its volume.
 var errSubPathEscape = errors.New("subpath leads out of the volume")
 
@@ -177,9 +173,9 @@ func unmountAll(path string) {
 }
 
 // subPathTarget is where a container's mount number idx of volume vol is
-// bound, as the kubelet names it (container names are DNS labels).
+// bound: <pod dir>/volume-subpaths/<volume>/<container>/<mount index>.
 func (r *Runtime) subPathTarget(pod *v1.Pod, vol, container string, idx int) string {
-	return filepath.Join(r.cfg.RootDir, "pods", string(pod.UID), subPathsDir, vol, container, strconv.Itoa(idx))
+	return r.layout().SubPathTarget(pod.UID, vol, container, idx)
 }
 
 // prepareSubPath makes the host path the runtime mounts for a volumeMount

@@ -197,7 +197,7 @@ func TestSubPathInsideVolume(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.host, "keep")); err != nil {
 		t.Errorf("teardown removed hostPath data: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(f.r.cfg.RootDir, "pods", "uid1")); !os.IsNotExist(err) {
+	if _, err := os.Stat(f.r.layout().PodDir("uid1")); !os.IsNotExist(err) {
 		t.Errorf("pod dir left: %v", err)
 	}
 }

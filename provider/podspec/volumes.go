@@ -11,19 +11,15 @@ import (
 
 	"github.com/hostlet/hostlet/expansion"
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 )
 
-// VolumeDir is where a pod's volume lives on the host (the kubelet API
-// reports its usage).
-func (r *Runtime) VolumeDir(pod *v1.Pod, name string) string { return r.volumeDir(pod, name) }
-
-func (r *Runtime) volumeDir(pod *v1.Pod, name string) string {
-	return filepath.Join(r.cfg.RootDir, "pods", string(pod.UID), "volumes", name)
-}
+func (r *Runtime) volumeDir(pod *v1.Pod, name string) string { return r.layout().VolumeDir(pod, name) }
 
 // setupVolumes makes every volume of the pod exist on the host. Content
 // volumes are (re)written atomically, so calling it again refreshes them.
@@ -32,9 +28,17 @@ func (r *Runtime) setupVolumes(ctx context.Context, pod *v1.Pod, podIPs []string
 	// Rewritten periodically, also after a failure, so volumes catch up
 	// with their objects, as the kubelet's resync does.
 	defer r.tokens.scheduleResync(pod, nextResync())
+	// Claims first, as the kubelet's populator resolves them before any
+	// volume is mounted.
+	if err := r.resolveClaims(ctx, pod); err != nil {
+		return err
+	}
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		if err := r.setupVolume(ctx, pod, vol, podIPs, objs); err != nil {
+			if f := (*lifecycle.Failure)(nil); errors.As(err, &f) {
+				return f
+			}
 			return &lifecycle.Failure{Reason: "FailedMount",
 				Message: fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", vol.Name, err)}
 		}
@@ -91,6 +95,8 @@ func (r *Runtime) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 		}
 		// The top directory and its new links too.
 		return applyFSGroup(dir, fsGroup, true)
+	case src.PersistentVolumeClaim != nil || src.Ephemeral != nil:
+		return r.setupClaim(pod, vol)
 	}
 	return fmt.Errorf("volume type not supported by hostlet")
 }
@@ -330,8 +336,17 @@ func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", m.Name, c.Name)
 		}
 		host := r.volumeDir(pod, m.Name)
+		ro := m.ReadOnly || isContentVolume(vol)
 		if vol.HostPath != nil {
 			host = vol.HostPath.Path
+		}
+		if _, _, ok := volumes.ClaimName(pod, vol); ok {
+			var claimRO bool
+			var err error
+			if host, claimRO, err = r.claimMount(pod, vol); err != nil {
+				return nil, err
+			}
+			ro = ro || claimRO
 		}
 		subPath, err := mountSubPath(m, env)
 		if err != nil {
@@ -342,7 +357,6 @@ func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([
 				return nil, err
 			}
 		}
-		ro := m.ReadOnly || isContentVolume(vol)
 		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: ro})
 	}
 	return out, nil
@@ -357,7 +371,7 @@ func isContentVolume(v *v1.Volume) bool {
 // teardownVolumes unmounts the pod's subPath binds and tmpfs volumes, and
 // removes its files.
 func (r *Runtime) teardownVolumes(uid string) error {
-	_, err := removeUnmounted(filepath.Join(r.cfg.RootDir, "pods", uid))
+	_, err := removeUnmounted(r.layout().PodDir(types.UID(uid)))
 	return err
 }
 
@@ -367,12 +381,11 @@ func (r *Runtime) teardownVolumes(uid string) error {
 // termination messages) stays until the pod is deleted. It reports whether
 // there was anything to remove.
 func (r *Runtime) teardownPodVolumes(uid string) (bool, error) {
-	podDir := filepath.Join(r.cfg.RootDir, "pods", uid)
-	subpaths, err := removeUnmounted(filepath.Join(podDir, subPathsDir))
+	subpaths, err := removeUnmounted(r.layout().PodSubPathsDir(types.UID(uid)))
 	if err != nil {
 		return subpaths, err
 	}
-	vols, err := removeUnmounted(filepath.Join(podDir, "volumes"))
+	vols, err := removeUnmounted(r.layout().PodVolumesDir(types.UID(uid)))
 	return subpaths || vols, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
@@ -182,7 +183,7 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 		ps.Network = node.NetworkStats(ifaces, now)
 	}
 	for _, vol := range pod.Spec.Volumes {
-		if !reportedVolume(vol) {
+		if !volumes.HasStats(vol) {
 			continue
 		}
 		dir := s.cfg.Volumes.VolumeDir(pod, vol.Name)
@@ -196,7 +197,7 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 		}
 		fs.UsedBytes, fs.InodesUsed = ptr.To(u.Bytes), ptr.To(u.Inodes)
 		ps.VolumeStats = append(ps.VolumeStats, statsv1alpha1.VolumeStats{Name: vol.Name, FsStats: *fs})
-		if localEphemeral(vol) {
+		if volumes.IsLocalEphemeral(vol) {
 			ephemeral.Bytes += u.Bytes
 			ephemeral.Inodes += u.Inodes
 		}
@@ -305,16 +306,4 @@ func memoryLimits(pod *v1.Pod) map[string]uint64 {
 		}
 	}
 	return out
-}
-
-// reportedVolume: the kubelet reports the volumes it made on the node's
-// disk or memory, not host paths or remote ones.
-func reportedVolume(v v1.Volume) bool {
-	return v.EmptyDir != nil || v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
-}
-
-// localEphemeral is the kubelet's IsLocalEphemeralVolume: the volumes that
-// count against the pod's ephemeral storage (memory-backed ones do not).
-func localEphemeral(v v1.Volume) bool {
-	return v.GitRepo != nil || (v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) || v.ConfigMap != nil
 }

@@ -143,7 +143,7 @@ func TestEvictionDisk(t *testing.T) {
 // podVolume is where a node with root dir root keeps the pod's emptyDir
 // "scratch".
 func podVolume(root string, uid types.UID) string {
-	return filepath.Join(root, "pods", string(uid), "volumes", "scratch")
+	return filepath.Join(root, "pods", string(uid), "volumes", "kubernetes.io~empty-dir", "scratch")
 }
 
 // podCgroupPath is a BestEffort pod's cgroup on node h.

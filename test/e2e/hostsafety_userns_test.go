@@ -115,7 +115,7 @@ func TestHostSafetyUserNamespace(t *testing.T) {
 	podDir := filepath.Join(node.RootDir(), "pods", string(p.UID))
 	// The idmapped emptyDir: the pod's root wrote a file owned by 0 on the
 	// host's disk, not by the pod's host ID.
-	if fi, err := os.Stat(filepath.Join(podDir, "volumes", "data", "root-file")); err != nil {
+	if fi, err := os.Stat(filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", "data", "root-file")); err != nil {
 		t.Errorf("file written by the pod: %v", err)
 	} else if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
 		t.Errorf("file written by the pod's root is %d:%d on the host, want 0:0 (idmapped)", st.Uid, st.Gid)
@@ -149,7 +149,7 @@ func TestHostSafetyUserNamespace(t *testing.T) {
 	pollUntil(t, 30*time.Second, "the block and volume of the ended pod released", func() bool {
 		dir := filepath.Join(node.RootDir(), "pods", string(pb.UID))
 		_, errU := os.Stat(filepath.Join(dir, "userns"))
-		_, errV := os.Stat(filepath.Join(dir, "volumes", "data"))
+		_, errV := os.Stat(filepath.Join(dir, "volumes", "kubernetes.io~empty-dir", "data"))
 		return os.IsNotExist(errU) && os.IsNotExist(errV)
 	})
 

@@ -150,7 +150,7 @@ func TestHostSafetyAtomicWriterTamper(t *testing.T) {
 	created := cluster.CreatePod(t, pod)
 	waitPhase(t, ns, pod.Name, v1.PodRunning)
 
-	dir := filepath.Join(node.RootDir(), "pods", string(created.UID), "volumes", "cfg")
+	dir := filepath.Join(node.RootDir(), "pods", string(created.UID), "volumes", "kubernetes.io~configmap", "cfg")
 	if _, err := os.Lstat(filepath.Join(dir, "..data")); err != nil {
 		t.Fatalf("volume dir on the host: %v", err)
 	}

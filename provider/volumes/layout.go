@@ -1,0 +1,90 @@
+// Package volumes owns what more than one part of the node must agree on
+// about pods' volumes: where a pod and its volumes live under --root-dir
+// (the kubelet's layout, which DaemonSets mounting /var/lib/kubelet and CSI
+// node plugins rely on) and which volumes are local storage, counted as the
+// pod's ephemeral storage or reported in its stats.
+package volumes
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Layout is the kubelet's directory layout under its root dir:
+//
+//	<root>/pods/<uid>/                                          a pod's directory
+//	<root>/pods/<uid>/volumes/kubernetes.io~<plugin>/<volume>   its volumes
+//	<root>/pods/<uid>/volume-subpaths/<vol>/<ctr>/<i>           its subPath binds
+//	<root>/plugins/<plugin>/...                                 volume plugins' own state
+//	<root>/plugins_registry/                                    plugins' registration sockets
+//
+// The runtime keeps the sandbox's files (etc-hosts, containers/<name>/...
+// termination logs) in the pod's directory too; it has no Kubernetes types
+// and names that directory itself, the same way.
+type Layout struct{ root string }
+
+// NewLayout is the layout under root (--root-dir).
+func NewLayout(root string) Layout { return Layout{root: root} }
+
+// PodsDir holds one directory per pod, named by its UID.
+func (l Layout) PodsDir() string { return filepath.Join(l.root, "pods") }
+
+// PodDir is the pod's own directory.
+func (l Layout) PodDir(uid types.UID) string { return filepath.Join(l.PodsDir(), string(uid)) }
+
+// PodVolumesDir holds the pod's volumes.
+func (l Layout) PodVolumesDir(uid types.UID) string { return filepath.Join(l.PodDir(uid), "volumes") }
+
+// PodVolumeDir is where the pod's volume name, of the volume plugin with
+// that qualified name, lives on the host: its name escaped as the kubelet
+// escapes it ("kubernetes.io/empty-dir": volumes/kubernetes.io~empty-dir).
+// For a PersistentVolume name is the PV's, as for the kubelet.
+func (l Layout) PodVolumeDir(uid types.UID, plugin, name string) string {
+	return filepath.Join(l.PodVolumesDir(uid), strings.ReplaceAll(plugin, "/", "~"), name)
+}
+
+// VolumeDir is where the pod's inline volume name lives on the host (what
+// podspec sets up, and the stats summary and the eviction manager
+// measure). A pod set up by a hostlet from before the kubelet's layout has
+// it at volumes/<name>, where it stays until the pod is gone: a running
+// pod's containers have that directory mounted. (A volume name is a DNS
+// label, never a plugin's directory, which has a "~".)
+func (l Layout) VolumeDir(pod *v1.Pod, name string) string {
+	old := filepath.Join(l.PodVolumesDir(pod.UID), name)
+	if _, err := os.Lstat(old); err == nil {
+		return old
+	}
+	for i := range pod.Spec.Volumes {
+		if v := &pod.Spec.Volumes[i]; v.Name == name {
+			return l.PodVolumeDir(pod.UID, PluginName(&v.VolumeSource), name)
+		}
+	}
+	return old
+}
+
+// PodSubPathsDir holds the bind mounts of the pod's subPaths.
+func (l Layout) PodSubPathsDir(uid types.UID) string {
+	return filepath.Join(l.PodDir(uid), "volume-subpaths")
+}
+
+// SubPathTarget is where container's volumeMount number idx, of volume
+// vol, is bound when it has a subPath, as the kubelet names it (volume and
+// container names are DNS labels, so the path is unambiguous).
+func (l Layout) SubPathTarget(uid types.UID, vol, container string, idx int) string {
+	return filepath.Join(l.PodSubPathsDir(uid), vol, container, strconv.Itoa(idx))
+}
+
+// PluginDir is a volume plugin's directory, by its qualified name as the
+// kubelet names it ("kubernetes.io/csi": plugins/kubernetes.io/csi).
+func (l Layout) PluginDir(plugin string) string {
+	return filepath.Join(l.root, "plugins", plugin)
+}
+
+// PluginsRegistryDir is where plugins (CSI and DRA drivers) put their
+// registration sockets.
+func (l Layout) PluginsRegistryDir() string { return filepath.Join(l.root, "plugins_registry") }
