@@ -11,6 +11,7 @@ import (
 
 	"github.com/hostlet/hostlet/provider"
 	"github.com/hostlet/hostlet/provider/join"
+	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podspec"
 	log "github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
@@ -30,12 +31,18 @@ func runLeave(ctx context.Context, args []string) error {
 	fs.BoolVar(&cfg.SkipSystemd, "skip-systemd", false, "hostlet does not run as join's systemd unit (give --stop-command)")
 	fs.StringVar(&cfg.StopCommand, "stop-command", "", "shell command that stops hostlet and returns once it has (instead of systemctl)")
 	fs.StringToStringVar(&hostletArgs, "hostlet-arg", nil, "flags hostlet ran with besides its config file (name=value,...), so that its pods' leftovers are found where it put them")
+	// hostlet has it fixed; tests move it.
+	logindDir := fs.String("logind-conf-dir", node.DefaultLogindConfDir, "")
+	_ = fs.MarkHidden("logind-conf-dir")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg.Out = os.Stdout
 	cfg.CleanHost = func(ctx context.Context) error {
-		return cleanHost(ctx, cfg.Layout.ConfigFile(), hostletArgs)
+		if err := cleanHost(ctx, cfg.Layout.ConfigFile(), hostletArgs); err != nil {
+			return err
+		}
+		return removeLogindOverride(ctx, *logindDir)
 	}
 	return join.Leave(ctx, cfg)
 }
@@ -63,7 +70,8 @@ func hostletOptions(configFile string, args map[string]string) (*options, error)
 // pods, as the orphan sweep of a hostlet that knows no pod would: the
 // containers (running ones killed), sandboxes (CNI DEL, network
 // namespaces), pod cgroups, pod directories (volumes unmounted), logs and
-// their symlinks; then the directories hostlet made for them, if empty.
+// their symlinks; then the kubepods cgroups (slices) and the directories
+// hostlet made for pods, if empty.
 func cleanHost(ctx context.Context, configFile string, args map[string]string) error {
 	if _, err := os.Stat(configFile); errors.Is(err, os.ErrNotExist) {
 		log.WithField("config", configFile).Warn("no hostlet config file: the host's pods are not cleaned up")
@@ -96,6 +104,9 @@ func cleanHost(ctx context.Context, configFile string, args map[string]string) e
 	if len(left) > 0 {
 		return fmt.Errorf("pods still found on the host after their cleanup (uids %v)", left)
 	}
+	if err := rt.Cgroups().RemoveKubepods(ctx); err != nil {
+		return fmt.Errorf("removing the kubepods cgroups: %w", err)
+	}
 	removeEmptyDirs(filepath.Join(o.rootDir, "pods"), filepath.Join(o.rootDir, "netns"), filepath.Join(o.rootDir, "fifo"),
 		o.podLogsDir, o.containerLogsDir)
 	return nil
@@ -109,4 +120,20 @@ func removeEmptyDirs(dirs ...string) {
 			log.WithField("dir", d).Info("removed")
 		}
 	}
+}
+
+// removeLogindOverride removes the logind drop-in hostlet wrote for
+// graceful node shutdown, if it is hostlet's, and has logind reload.
+func removeLogindOverride(ctx context.Context, dir string) error {
+	removed, err := node.RemoveLogindOverride(dir, func() error { return node.ReloadLogind(ctx) })
+	switch {
+	case removed && err != nil:
+		// Gone from the disk: logind drops it at its next reload or boot.
+		log.WithError(err).Warn("hostlet's logind drop-in removed, but logind not reloaded")
+	case removed:
+		log.WithField("dir", dir).Info("hostlet's logind drop-in removed, logind reloaded")
+	case err != nil:
+		return fmt.Errorf("logind drop-in: %w", err)
+	}
+	return nil
 }

@@ -35,11 +35,12 @@ type LeaveConfig struct {
 	// stops it instead, and must return once it has stopped.
 	SkipSystemd bool
 	StopCommand string
-	// CleanHost, if set, removes what hostlet left on the host for pods
-	// (cmd/hostlet: containers, sandboxes, pod directories, logs,
-	// cgroups) once hostlet is stopped and the Node deleted: the pods a
-	// drain leaves (DaemonSets') and cleanups the stop cut short. It reads
-	// hostlet's config file, so it runs before join's files are removed.
+	// CleanHost, if set, removes what hostlet left on the host (cmd/hostlet:
+	// the pods' containers, sandboxes, directories, logs and cgroups, then
+	// the kubepods cgroups or slices and hostlet's logind drop-in) once
+	// hostlet is stopped and the Node deleted: the pods a drain leaves
+	// (DaemonSets') and cleanups the stop cut short. It reads hostlet's
+	// config file, so it runs before join's files are removed.
 	CleanHost func(ctx context.Context) error
 	Out       io.Writer
 }

@@ -274,7 +274,7 @@ func TestJoinAndLeave(t *testing.T) {
 	// The flags the harness gave hostlet besides join's config file.
 	leave := exec.CommandContext(ctx, bin, "leave", "--state-dir", state, "--skip-systemd", "--timeout", "3m",
 		"--hostlet-arg", "pod-logs-dir="+h.PodLogsDir(), "--hostlet-arg", "container-logs-dir="+h.ContainerLogsDir(),
-		"--hostlet-arg", "cgroup-root="+h.CgroupRoot(),
+		"--hostlet-arg", "cgroup-root="+h.CgroupRoot(), "--logind-conf-dir", t.TempDir(),
 		"--stop-command", fmt.Sprintf("kill -TERM %d; while kill -0 %d 2>/dev/null; do sleep 0.2; done", pid, pid))
 	out3, err := leave.CombinedOutput()
 	if err != nil {
@@ -304,6 +304,15 @@ func TestJoinAndLeave(t *testing.T) {
 	for _, d := range []string{filepath.Join(h.RootDir(), "pods"), h.PodLogsDir(), h.ContainerLogsDir()} {
 		if entries, err := os.ReadDir(d); len(entries) != 0 || (err != nil && !os.IsNotExist(err)) {
 			t.Errorf("leave left %s: %v %v", d, entries, err)
+		}
+	}
+	mounts, err := harness.CgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		if _, err := os.Stat(filepath.Join(m, h.CgroupRoot(), "kubepods")); !os.IsNotExist(err) {
+			t.Errorf("leave left the kubepods cgroup in %s: %v", m, err)
 		}
 	}
 
