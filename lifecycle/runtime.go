@@ -71,7 +71,9 @@ type Runtime interface {
 	Containers(ctx context.Context, pod *v1.Pod) ([]ContainerInfo, error)
 	Container(ctx context.Context, id string) (ContainerInfo, error)
 	// RecordBackoff keeps a container's crash-loop back-off with it, so a
-	// restarted hostlet continues the same schedule.
+	// restarted hostlet continues the same schedule; not across a reboot of
+	// the host, after which, as with the kubelet (back-off in memory),
+	// Containers reports none.
 	RecordBackoff(ctx context.Context, id string, applied, next time.Duration) error
 	// ResizeContainer configures running container id with c's CPU and
 	// memory live; ContainerResources is what it runs with (a container

@@ -53,6 +53,9 @@ type Containers interface {
 	ListContainers(ctx context.Context, podUID string) ([]runtime.ContainerStatus, error)
 	// PodCgroupUIDs lists the pods that have a cgroup (the sweep's).
 	PodCgroupUIDs() ([]string, error)
+	// RemoveDeadLogLinks removes the container log symlinks whose log
+	// file is gone (the sweep's).
+	RemoveDeadLogLinks(ctx context.Context) int
 }
 
 // Host runs pods on this host as their specs say (podspec.Runtime): the
@@ -114,6 +117,8 @@ type Provider struct {
 	// lister is the node's pod informer cache: the API's view of which
 	// incarnation of a name is current.
 	lister corelisters.PodLister
+	// cleanups are the host cleanups RemovePod started.
+	cleanups sync.WaitGroup
 	// releasedTerminal are the pods that ended without a worker whose
 	// leftovers the sweep released (sweep.go); owned by the sweep.
 	releasedTerminal map[types.UID]bool
@@ -178,11 +183,33 @@ func (p *Provider) createPod(ctx context.Context, pod *v1.Pod) {
 
 // RemovePod stops a pod removed from the API (force deletion) at once,
 // whatever its worker is doing; pod is its final object. A pod without a
-// worker never ran here or finished already.
+// worker never ran here or ended before hostlet restarted: the API removes
+// an ended pod with grace 0, and when the update setting its
+// deletionTimestamp is not handled before the removal (podsync coalesces
+// them, a relist sees the removal only), no worker resumes its
+// termination. What it left on the host (its containers, kept for their
+// logs, pod directory, logs) is removed now, as the kubelet's pod cleanup
+// does, not at the next orphan sweep minutes later.
 func (p *Provider) RemovePod(ctx context.Context, pod *v1.Pod) (err error) {
 	defer recoverSync(pod, "remove", &err)
-	e := p.entry(pod.UID)
+	p.mu.Lock()
+	e := p.pods[pod.UID]
+	_, cleaned := p.gone[pod.UID]
+	if e == nil && !cleaned {
+		p.markGone(pod.UID)
+	}
+	p.mu.Unlock()
 	if e == nil {
+		if !cleaned {
+			lifecycle.PodLogger(pod).Info("pod without a worker removed from the API; cleaning up what it left on the host")
+			// On a goroutine of its own, as a worker's cleanup: a burst of
+			// removals (a Job's ended pods) does not hold podsync's workers.
+			p.cleanups.Add(1)
+			go func() {
+				defer p.cleanups.Done()
+				p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
+			}()
+		}
 		return nil
 	}
 	if pod.DeletionTimestamp == nil {

@@ -95,6 +95,18 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 	return admission{started: w, ctx: wctx}
 }
 
+// markGone remembers a pod whose host cleanup is done or under way, and
+// forgets those that ended more than goneTTL ago. Called with mu.
+func (p *Provider) markGone(uid types.UID) {
+	now := time.Now()
+	for u, at := range p.gone {
+		if now.Sub(at) > goneTTL {
+			delete(p.gone, u)
+		}
+	}
+	p.gone[uid] = now
+}
+
 // entry is the registered worker of a pod, or nil.
 func (p *Provider) entry(uid types.UID) *podEntry {
 	p.mu.Lock()

@@ -135,9 +135,11 @@ func TestEndedPodNotStarted(t *testing.T) {
 }
 
 // A pod removed from the API is stopped at once by UID, whatever its name
-// holds now; one without a worker is left alone (nothing of it runs here).
+// holds now.
 func TestRemovePodByUID(t *testing.T) {
 	p, _ := testRegistry(t)
+	host := newCleanupHost()
+	p.host = host
 	old := registryPod("web-0", "old")
 	p.register(old)
 	p.register(registryPod("web-0", "new"))
@@ -156,5 +158,56 @@ func TestRemovePodByUID(t *testing.T) {
 	}
 	if err := p.RemovePod(context.Background(), registryPod("other", "unknown")); err != nil || len(p.pods) != 2 {
 		t.Fatalf("RemovePod of an unknown pod = %v, %d workers", err, len(p.pods))
+	}
+	if got := <-host.cleaned; got != "unknown ns/other" {
+		t.Fatalf("cleaned %q, want the unknown pod only", got)
+	}
+}
+
+// cleanupHost records the pods cleaned up (on goroutines of their own).
+type cleanupHost struct {
+	Host
+	cleaned chan string
+}
+
+func newCleanupHost() *cleanupHost { return &cleanupHost{cleaned: make(chan string, 10)} }
+
+func (h *cleanupHost) Cleanup(_ context.Context, uid, namespace, name string) {
+	h.cleaned <- uid + " " + namespace + "/" + name
+}
+
+// A pod that ended before hostlet restarted has no worker; when the API's
+// removal comes without the update setting its deletionTimestamp having
+// been handled (podsync coalesces them), what it left on the host is
+// cleaned up at once, once, not at the next orphan sweep. A pod whose
+// worker finished and cleaned up already is not cleaned again.
+func TestRemovePodWithoutWorkerCleansUp(t *testing.T) {
+	p, api := testRegistry(t)
+	host := newCleanupHost()
+	p.host = host
+	done := registryPod("job-x", "ended")
+	done.Status.Phase = v1.PodSucceeded
+	_ = api.Add(done)
+	if err := p.SyncPod(context.Background(), done); err != nil || len(p.pods) != 0 {
+		t.Fatalf("SyncPod of an ended pod = %v, %d workers", err, len(p.pods))
+	}
+	_ = api.Delete(done)
+	for range 2 {
+		if err := p.RemovePod(context.Background(), done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := <-host.cleaned; got != "ended ns/job-x" {
+		t.Fatalf("cleaned %q", got)
+	}
+	p.mu.Lock()
+	p.gone["finished"] = time.Now() // its worker's terminated() cleaned it
+	p.mu.Unlock()
+	if err := p.RemovePod(context.Background(), registryPod("web", "finished")); err != nil {
+		t.Fatal(err)
+	}
+	p.cleanups.Wait()
+	if len(host.cleaned) != 0 {
+		t.Fatalf("cleaned again: %q", <-host.cleaned)
 	}
 }

@@ -69,13 +69,7 @@ func (p *Provider) terminated(pod *v1.Pod) {
 	if p.byName[key(pod.Namespace, pod.Name)] == pod.UID {
 		delete(p.byName, key(pod.Namespace, pod.Name))
 	}
-	now := time.Now()
-	for uid, at := range p.gone {
-		if now.Sub(at) > goneTTL {
-			delete(p.gone, uid)
-		}
-	}
-	p.gone[pod.UID] = now
+	p.markGone(pod.UID)
 	p.mu.Unlock()
 	// Its resources are free: a deferred resize may fit now.
 	p.retryResizes()

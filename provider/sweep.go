@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -20,26 +21,34 @@ import (
 // sweepInterval is how often leftovers of vanished pods are looked for.
 const sweepInterval = 5 * time.Minute
 
-// SweepOrphans removes, once the pod cache is synced and then every few
-// minutes, what hostlet made for pods that exist neither in the API nor as
-// a worker: containers, sandboxes, cgroups, volumes and logs left by a
-// crash in the middle of a deletion or by pods removed while hostlet was
-// down.
+// SweepOrphans removes, as soon as synced says the pods of pods are all
+// known (and handed to the node: podsync.Controller.HasSynced) and then
+// every few minutes, what hostlet made for pods that exist neither in the
+// API nor as a worker: containers, sandboxes, cgroups, volumes and logs
+// left by a crash in the middle of a deletion or by pods removed while
+// hostlet was down; and it releases the ended pods it finds. Later
+// removals are RemovePod's at once; the periodic sweep catches what a
+// failed cleanup left.
 func (p *Provider) SweepOrphans(ctx context.Context, pods corelisters.PodLister, synced func() bool) {
 	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		return
 	}
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
+	p.sweep(ctx, pods)
+	log.Info(firstSweepDone)
 	for {
-		p.sweep(ctx, pods)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		p.sweep(ctx, pods)
 	}
 }
+
+// firstSweepDone is logged once the first sweep after start is done.
+const firstSweepDone = "pods on the host checked against the API: leftovers removed, ended pods released"
 
 func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 	// Workers first, then the API: a worker whose pod the API no longer has
@@ -70,12 +79,41 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 	// What exists on the host is listed before the workers are read again:
 	// a pod's worker is registered before it creates anything, so whatever
 	// a pod admitted during the listing made is known, not an orphan.
-	type ref struct{ namespace, name string }
-	orphans := map[types.UID]ref{}
-	containers, err := p.rt.ListContainers(ctx, "")
+	found, err := p.hostPods(ctx)
 	if err != nil {
+		log.WithError(err).Warn("listing the pods on the host")
 		return
 	}
+	known := inAPI
+	p.mu.Lock()
+	for uid := range p.pods {
+		known[uid] = true
+	}
+	p.mu.Unlock()
+	for uid, ref := range found {
+		if known[uid] {
+			continue
+		}
+		log.WithFields(log.Fields{"uid": uid, "pod": key(ref.namespace, ref.name)}).Info("removing leftovers of a pod that no longer exists")
+		p.cleanupHost(string(uid), ref.namespace, ref.name)
+	}
+	if n := p.rt.RemoveDeadLogLinks(ctx); n > 0 {
+		log.WithField("links", n).Info("removed container log symlinks whose log file is gone")
+	}
+}
+
+// podRef is a pod found on the host: its namespace and name when its log
+// directory tells them, else empty.
+type podRef struct{ namespace, name string }
+
+// hostPods are the pods this hostlet left something of on the host: a
+// container, a pod directory, a pod cgroup or a log directory.
+func (p *Provider) hostPods(ctx context.Context) (map[types.UID]podRef, error) {
+	containers, err := p.rt.ListContainers(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	found := map[types.UID]podRef{}
 	dirs, _ := os.ReadDir(volumes.NewLayout(p.cfg.RootDir).PodsDir())
 	// Pod cgroups too, as the kubelet's cleanupOrphanedPodCgroups: a pod
 	// removed while hostlet was down leaves its cgroup (and whatever still
@@ -91,21 +129,6 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 	if p.cfg.PodLogsDir != "" {
 		logDirs = append(logDirs, p.cfg.PodLogsDir)
 	}
-	podLogs := map[types.UID]string{}
-	for _, d := range logDirs {
-		es, _ := os.ReadDir(d)
-		for _, e := range es {
-			if i := strings.LastIndexByte(e.Name(), '_'); i > 0 && strings.Count(e.Name(), "_") == 2 {
-				podLogs[types.UID(e.Name()[i+1:])] = e.Name()
-			}
-		}
-	}
-	known := inAPI
-	p.mu.Lock()
-	for uid := range p.pods {
-		known[uid] = true
-	}
-	p.mu.Unlock()
 	ours := func(logPath string) bool {
 		for _, d := range logDirs {
 			if strings.HasPrefix(logPath, d+string(filepath.Separator)) {
@@ -117,39 +140,56 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 	for _, c := range containers {
 		// Another hostlet sharing the containerd namespace (nodes on one
 		// host, as in the e2e tests) owns containers logging elsewhere.
-		if !ours(c.LogPath) {
-			continue
-		}
-		if uid := types.UID(c.PodUID); !known[uid] {
-			orphans[uid] = ref{}
+		if ours(c.LogPath) {
+			found[types.UID(c.PodUID)] = podRef{}
 		}
 	}
 	for _, d := range dirs {
-		if uid := types.UID(d.Name()); !known[uid] {
-			orphans[uid] = ref{}
-		}
+		found[types.UID(d.Name())] = podRef{}
 	}
 	for _, uid := range cgroupPods {
-		if !known[types.UID(uid)] {
-			orphans[types.UID(uid)] = ref{}
-		}
+		found[types.UID(uid)] = podRef{}
 	}
 	// A log directory alone is a leftover too, as the kubelet's container
-	// GC removes the log directories of pods it no longer has.
-	for uid := range podLogs {
-		if !known[uid] {
-			orphans[uid] = ref{}
+	// GC removes the log directories of pods it no longer has; it carries
+	// the namespace and name.
+	for _, d := range logDirs {
+		es, _ := os.ReadDir(d)
+		for _, e := range es {
+			if i := strings.LastIndexByte(e.Name(), '_'); i > 0 && strings.Count(e.Name(), "_") == 2 {
+				uid := e.Name()[i+1:]
+				ns, name := splitLogDir(e.Name(), uid)
+				found[types.UID(uid)] = podRef{namespace: ns, name: name}
+			}
 		}
 	}
-	for uid := range orphans {
-		// The log directory carries the namespace and name.
-		ns, name := "", ""
-		if d, ok := podLogs[uid]; ok {
-			ns, name = splitLogDir(d, string(uid))
-		}
-		log.WithFields(log.Fields{"uid": uid, "pod": key(ns, name)}).Info("removing leftovers of a pod that no longer exists")
-		p.cleanupHost(string(uid), ns, name)
+	return found, nil
+}
+
+// CleanupAll removes what this hostlet made on the host for every pod it
+// finds there, running or not: `hostlet leave` runs it once hostlet is
+// stopped and the Node deleted, when none of them is wanted any more
+// (DaemonSet pods, which a drain leaves, and cleanups a stop cut short
+// included). It returns the pods still found afterwards.
+func (p *Provider) CleanupAll(ctx context.Context) ([]string, error) {
+	found, err := p.hostPods(ctx)
+	if err != nil {
+		return nil, err
 	}
+	for uid, ref := range found {
+		log.WithFields(log.Fields{"uid": uid, "pod": key(ref.namespace, ref.name)}).Info("removing what the pod left on the host")
+		p.host.Cleanup(ctx, string(uid), ref.namespace, ref.name)
+	}
+	p.rt.RemoveDeadLogLinks(ctx)
+	if found, err = p.hostPods(ctx); err != nil {
+		return nil, err
+	}
+	left := make([]string, 0, len(found))
+	for uid := range found {
+		left = append(left, string(uid))
+	}
+	sort.Strings(left)
+	return left, nil
 }
 
 // releaseTerminal frees what the pods that ended and have no worker hold

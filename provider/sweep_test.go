@@ -22,6 +22,8 @@ type sweepContainers struct {
 
 func (c sweepContainers) PodCgroupUIDs() ([]string, error) { return c.cgroups, nil }
 
+func (c sweepContainers) RemoveDeadLogLinks(context.Context) int { return 0 }
+
 func (c sweepContainers) ListContainers(context.Context, string) ([]runtime.ContainerStatus, error) {
 	return c.list, nil
 }
@@ -109,5 +111,79 @@ func TestSweepReleasesTerminalPods(t *testing.T) {
 	}
 	if len(host.cleaned) != 0 {
 		t.Fatalf("cleaned %q: terminal pods in the API are not orphans", host.cleaned)
+	}
+}
+
+// hostState is a host whose cleanup removes what it holds of a pod, but
+// for stuck pods.
+type hostState struct {
+	Host
+	list       []runtime.ContainerStatus
+	cgroups    []string
+	root, logs string
+	stuck      string
+	cleaned    []string
+}
+
+// hostContainers is the runtime side of a hostState.
+type hostContainers struct {
+	Containers
+	h *hostState
+}
+
+func (c hostContainers) ListContainers(context.Context, string) ([]runtime.ContainerStatus, error) {
+	return c.h.list, nil
+}
+
+func (c hostContainers) PodCgroupUIDs() ([]string, error) { return c.h.cgroups, nil }
+
+func (c hostContainers) RemoveDeadLogLinks(context.Context) int { return 0 }
+
+func (h *hostState) Cleanup(_ context.Context, uid, namespace, name string) {
+	h.cleaned = append(h.cleaned, uid+" "+namespace+"/"+name)
+	if uid == h.stuck {
+		return
+	}
+	h.list = slices.DeleteFunc(h.list, func(c runtime.ContainerStatus) bool { return c.PodUID == uid })
+	h.cgroups = slices.DeleteFunc(h.cgroups, func(u string) bool { return u == uid })
+	_ = os.RemoveAll(filepath.Join(h.root, "pods", uid))
+	if namespace != "" {
+		_ = os.RemoveAll(filepath.Join(h.logs, namespace+"_"+name+"_"+uid))
+	}
+}
+
+// What `hostlet leave` cleans once hostlet is stopped: every pod this
+// hostlet left anything of, running ones too (a DaemonSet's, which a drain
+// leaves), without asking the API; another hostlet's containers in the
+// same containerd namespace are not its. A pod whose cleanup leaves
+// something is reported.
+func TestCleanupAll(t *testing.T) {
+	p, _ := testRegistry(t)
+	h := &hostState{root: t.TempDir(), logs: t.TempDir(), stuck: "stuck"}
+	p.cfg.RootDir, p.cfg.PodLogsDir = h.root, h.logs
+	p.host, p.rt = h, hostContainers{h: h}
+	h.list = []runtime.ContainerStatus{
+		{PodUID: "ds", State: runtime.StateRunning, LogPath: filepath.Join(h.logs, "kube-system_ds_ds", "c", "0.log")},
+		{PodUID: "other", LogPath: filepath.Join(t.TempDir(), "ns_x_other", "c", "0.log")},
+	}
+	h.cgroups = []string{"ds", "stuck"}
+	for _, d := range []string{filepath.Join(h.logs, "kube-system_ds_ds"), filepath.Join(h.root, "pods", "ds"), filepath.Join(h.root, "pods", "ended")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left, err := p.CleanupAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(h.cleaned)
+	if want := []string{"ds kube-system/ds", "ended /", "stuck /"}; !slices.Equal(h.cleaned, want) {
+		t.Errorf("cleaned %q, want %q", h.cleaned, want)
+	}
+	if !slices.Equal(left, []string{"stuck"}) {
+		t.Errorf("left %q, want the stuck pod only", left)
+	}
+	if len(h.list) != 1 || h.list[0].PodUID != "other" {
+		t.Errorf("containers after: %v", h.list)
 	}
 }

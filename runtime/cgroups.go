@@ -90,6 +90,9 @@ type Cgroups struct {
 	// mounts lists the hierarchies' mount points (cgroupMounts; tests
 	// stand temp dirs in).
 	mounts func() ([]string, error)
+	// stopUnit stops a systemd unit and waits for it (stopSystemdUnit;
+	// tests stand in).
+	stopUnit func(ctx context.Context, name string) error
 }
 
 // NewCgroups names the hierarchy; driver must be resolved already.
@@ -104,7 +107,7 @@ func NewCgroups(cfg CgroupConfig, v2 bool) (*Cgroups, error) {
 		}
 	}
 	c := &Cgroups{systemd: cfg.Driver == CgroupDriverSystemd, v2: v2, perQOS: cfg.PerQOS, pods: root,
-		mounts: func() ([]string, error) { return cgroupMounts(v2) }}
+		mounts: func() ([]string, error) { return cgroupMounts(v2) }, stopUnit: stopSystemdUnit}
 	if cfg.PerQOS {
 		c.pods = root.Child("kubepods")
 	}

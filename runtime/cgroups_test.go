@@ -411,3 +411,72 @@ func TestPodCgroupUIDs(t *testing.T) {
 		t.Errorf("without --cgroups-per-qos: %v, %v", got, err)
 	}
 }
+
+// hostlet leave removes kubepods and its QoS cgroups once no pod has a
+// cgroup: under systemd its slices are stopped (QoS ones first), then what
+// is left of the tree in every hierarchy is removed; cgroups beside it stay.
+// With a pod cgroup left nothing is touched.
+func TestRemoveKubepods(t *testing.T) {
+	for _, tc := range []struct {
+		driver, root string
+		units        []string
+	}{
+		{"cgroupfs", "/", nil},
+		{"systemd", "/", []string{"kubepods-besteffort.slice", "kubepods-burstable.slice", "kubepods.slice"}},
+		{"systemd", "/hostlet/n1", []string{"hostlet-n1-kubepods-besteffort.slice", "hostlet-n1-kubepods-burstable.slice", "hostlet-n1-kubepods.slice"}},
+	} {
+		t.Run(tc.driver+tc.root, func(t *testing.T) {
+			c := mustCgroups(t, tc.driver, tc.root, true, false)
+			cpu, memory := t.TempDir(), t.TempDir()
+			c.mounts = func() ([]string, error) { return []string{cpu, memory}, nil }
+			var stopped []string
+			c.stopUnit = func(_ context.Context, name string) error { stopped = append(stopped, name); return nil }
+			mkdir := func(mount string, n CgroupName) {
+				t.Helper()
+				if err := os.MkdirAll(filepath.Join(mount, c.name(n)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, m := range []string{cpu, memory} {
+				mkdir(m, c.qosName(QOSBurstable))
+				mkdir(m, c.qosName(QOSBestEffort))
+			}
+			beside := c.pods[:len(c.pods)-1].Child("system")
+			mkdir(cpu, beside)
+			pod, _ := c.podName(testUID, QOSBestEffort)
+			mkdir(memory, pod)
+			if err := c.RemoveKubepods(context.Background()); err == nil || !strings.Contains(err.Error(), testUID) {
+				t.Fatalf("with a pod cgroup left: %v", err)
+			}
+			if len(stopped) != 0 {
+				t.Fatalf("units stopped with a pod left: %v", stopped)
+			}
+			if err := os.Remove(filepath.Join(memory, c.name(pod))); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.RemoveKubepods(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(stopped, tc.units) {
+				t.Errorf("stopped %v, want %v", stopped, tc.units)
+			}
+			for _, m := range []string{cpu, memory} {
+				if _, err := os.Stat(filepath.Join(m, c.name(c.pods))); !os.IsNotExist(err) {
+					t.Errorf("kubepods left in %s: %v", m, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(cpu, c.name(beside))); err != nil {
+				t.Errorf("a cgroup beside kubepods removed: %v", err)
+			}
+			// Again, with nothing there: nothing to do.
+			if err := c.RemoveKubepods(context.Background()); err != nil {
+				t.Errorf("again: %v", err)
+			}
+		})
+	}
+	flat := mustCgroups(t, "cgroupfs", "/", false, false)
+	flat.mounts = func() ([]string, error) { t.Fatal("flat: hierarchies read"); return nil, nil }
+	if err := flat.RemoveKubepods(context.Background()); err != nil {
+		t.Errorf("without --cgroups-per-qos: %v", err)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,8 +40,9 @@ const (
 	labelFinishedAt    = "hostlet.finished-at"
 	labelExitCode      = "hostlet.exit-code"
 	labelReason        = "hostlet.reason"
-	// labelBackoff is "<applied>/<next>": the crash-loop delay applied after
-	// this instance exited and the one the next exit will get.
+	// labelBackoff is "<applied>/<next>/<boot ID>": the crash-loop delay
+	// applied after this instance exited and the one the next exit will
+	// get, and the boot they were recorded in (backoff.go).
 	labelBackoff = "hostlet.backoff"
 	// labelShimGroup is the shim group the container was created in
 	// (shimgroups.go), read at its start without loading the spec; none on
@@ -411,7 +411,7 @@ func (r *Runtime) status(ctx context.Context, c containerd.Container) (Container
 	if err != nil {
 		return ContainerStatus{}, err
 	}
-	st := statusFromInfo(info)
+	st := statusFromInfo(info, r.bootID)
 	if st.State == StateExited {
 		return st, nil
 	}
@@ -453,7 +453,9 @@ func (r *Runtime) status(ctx context.Context, c containerd.Container) (Container
 	return st, nil
 }
 
-func statusFromInfo(info containers.Container) ContainerStatus {
+// statusFromInfo reads a container's record; boot is the host's boot ID,
+// which the recorded crash-loop back-off must have to count.
+func statusFromInfo(info containers.Container, boot string) ContainerStatus {
 	l := info.Labels
 	st := ContainerStatus{
 		ID:                 info.ID,
@@ -468,10 +470,7 @@ func statusFromInfo(info containers.Container) ContainerStatus {
 		Reason:             l[labelReason],
 	}
 	st.Attempt, _ = strconv.Atoi(l[labelAttempt])
-	if a, n, ok := strings.Cut(l[labelBackoff], "/"); ok {
-		st.BackoffApplied, _ = time.ParseDuration(a)
-		st.BackoffNext, _ = time.ParseDuration(n)
-	}
+	st.BackoffApplied, st.BackoffNext = parseBackoff(l[labelBackoff], boot)
 	st.StartedAt, _ = time.Parse(time.RFC3339Nano, l[labelStartedAt])
 	if code, ok := l[labelExitCode]; ok {
 		c, _ := strconv.Atoi(code)
@@ -607,7 +606,7 @@ func (r *Runtime) SetBackoff(ctx context.Context, id string, applied, next time.
 	if err != nil {
 		return err
 	}
-	_, err = c.SetLabels(ctx, map[string]string{labelBackoff: applied.String() + "/" + next.String()})
+	_, err = c.SetLabels(ctx, map[string]string{labelBackoff: backoffLabel(applied, next, r.bootID)})
 	return err
 }
 

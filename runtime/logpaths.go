@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/containerd/errdefs"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -104,4 +106,62 @@ func (r *Runtime) RemoveLogs(namespace, name, uid string) {
 	for _, d := range dirs {
 		_ = os.RemoveAll(d)
 	}
+}
+
+// RemoveDeadLogLinks removes the symlinks into this node's pod logs whose
+// log file is gone, unless their container still runs, as the kubelet's
+// container GC removes dead symlinks: one left by a crash between the
+// removal of a pod's logs and of its links. It says how many it removed.
+func (r *Runtime) RemoveDeadLogLinks(ctx context.Context) int {
+	n := 0
+	for _, l := range r.deadLogLinks() {
+		if id := logLinkContainerID(l); id != "" {
+			st, err := r.ContainerStatus(ctx, id)
+			if err == nil && st.State == StateRunning {
+				continue
+			}
+			if err != nil && !errdefs.IsNotFound(err) {
+				continue // as the kubelet: not known to be gone
+			}
+		}
+		if err := os.Remove(l); err == nil {
+			n++
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			log.WithError(err).WithField("path", l).Warn("removing a dead container log symlink")
+		}
+	}
+	return n
+}
+
+// deadLogLinks are the symlinks of containerLogsDir that point into this
+// node's pod log directories (another node on the host has its own) at a
+// file that is not there.
+func (r *Runtime) deadLogLinks() []string {
+	links, _ := filepath.Glob(filepath.Join(r.containerLogsDir, "*.log"))
+	var out []string
+	for _, l := range links {
+		target, err := os.Readlink(l)
+		if err != nil {
+			continue // not a symlink
+		}
+		ours := false
+		for _, d := range []string{r.podLogsDir, filepath.Join(r.rootDir, "logs")} {
+			ours = ours || strings.HasPrefix(target, d+string(filepath.Separator))
+		}
+		if _, err := os.Stat(l); ours && errors.Is(err, fs.ErrNotExist) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// logLinkContainerID reads the container ID of a symlink named as
+// logSymlink names it; "" when cut short (a name at the length limit).
+func logLinkContainerID(link string) string {
+	name := strings.TrimSuffix(filepath.Base(link), ".log")
+	id := name[strings.LastIndexByte(name, '-')+1:]
+	if len(id) != 64 {
+		return ""
+	}
+	return id
 }

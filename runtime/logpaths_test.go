@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,5 +80,61 @@ func TestLogSymlinks(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(r.podLogsDir, "ns_web_uid-web")); !os.IsNotExist(err) {
 		t.Errorf("pod log dir: %v", err)
+	}
+}
+
+// Dead symlinks into this node's pod logs (the log file gone) are removed,
+// as the kubelet's container GC removes them; live ones, links into
+// another node's logs, and files are left. A link whose name holds no
+// whole container ID (cut at the name limit) is not looked up.
+func TestRemoveDeadLogLinks(t *testing.T) {
+	r := testLogRuntime(t)
+	other := t.TempDir()
+	live := filepath.Join(r.podLogsDir, "ns_web_u1", "app", "0.log")
+	if err := os.MkdirAll(filepath.Dir(live), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(live, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := func(name, target string) string {
+		t.Helper()
+		p := filepath.Join(r.containerLogsDir, name)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	keep := []string{
+		link("web_ns_app-aaa.log", live),
+		link("x_ns_app-bbb.log", filepath.Join(other, "ns_x_u3", "app", "0.log")),
+	}
+	dead := []string{
+		link("gone_ns_app-ccc.log", filepath.Join(r.podLogsDir, "ns_gone_u2", "app", "0.log")),
+		link("old_ns_app-ddd.log", filepath.Join(r.rootDir, "logs", "ns_old_u4", "app", "1.log")),
+	}
+	file := filepath.Join(r.containerLogsDir, "plain.log")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.RemoveDeadLogLinks(context.Background()); n != len(dead) {
+		t.Errorf("removed %d links, want %d", n, len(dead))
+	}
+	for _, p := range append(keep, file) {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s removed: %v", p, err)
+		}
+	}
+	for _, p := range dead {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left: %v", p, err)
+		}
+	}
+	id := strings.Repeat("ab", 32)
+	if got := logLinkContainerID(r.logSymlink("ns", "web", "app", id)); got != id {
+		t.Errorf("container ID %q, want %q", got, id)
+	}
+	if got := logLinkContainerID(r.logSymlink("ns", strings.Repeat("n", 200), "app", id)); got != "" {
+		t.Errorf("container ID of a cut name %q, want none", got)
 	}
 }

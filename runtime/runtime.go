@@ -72,6 +72,9 @@ type Runtime struct {
 	// gate and shims make bursts cheap: gate.go, shimgroups.go.
 	gate  gate
 	shims *shimGroups
+	// bootID is the host's boot, recorded with crash-loop back-off
+	// (backoff.go).
+	bootID string
 }
 
 func New(cfg Config) (*Runtime, error) {
@@ -124,6 +127,7 @@ func New(cfg Config) (*Runtime, error) {
 		cdi:        &cdiCache{dirs: cdiDirs},
 
 		podLogsDir: podLogs, containerLogsDir: containerLogs,
+		bootID: readBootID(bootIDFile),
 	}, nil
 }
 

@@ -2,17 +2,26 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sort"
 	"time"
 
+	"github.com/hostlet/hostlet/provider"
 	"github.com/hostlet/hostlet/provider/join"
+	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/podspec"
+	log "github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 )
 
-// runLeave is `hostlet leave`: drain, stop, delete the Node, remove join's files.
+// runLeave is `hostlet leave`: drain, stop, delete the Node, clean the
+// host, remove join's files.
 func runLeave(ctx context.Context, args []string) error {
 	var cfg join.LeaveConfig
+	var hostletArgs map[string]string
 	fs := pflag.NewFlagSet("hostlet leave", pflag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprintf(os.Stderr, "usage: hostlet leave [flags]\n%s", fs.FlagUsages()) }
 	fs.StringVar(&cfg.Layout.StateDir, "state-dir", "/var/lib/hostlet", "the state dir join wrote to")
@@ -21,9 +30,110 @@ func runLeave(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "how long to wait for pods to be evicted (PodDisruptionBudgets may hold them)")
 	fs.BoolVar(&cfg.SkipSystemd, "skip-systemd", false, "hostlet does not run as join's systemd unit (give --stop-command)")
 	fs.StringVar(&cfg.StopCommand, "stop-command", "", "shell command that stops hostlet and returns once it has (instead of systemctl)")
+	fs.StringToStringVar(&hostletArgs, "hostlet-arg", nil, "flags hostlet ran with besides its config file (name=value,...), so that its pods' leftovers are found where it put them")
+	// hostlet has it fixed; tests move it.
+	logindDir := fs.String("logind-conf-dir", node.DefaultLogindConfDir, "")
+	_ = fs.MarkHidden("logind-conf-dir")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg.Out = os.Stdout
+	cfg.CleanHost = func(ctx context.Context) error {
+		if err := cleanHost(ctx, cfg.Layout.ConfigFile(), hostletArgs); err != nil {
+			return err
+		}
+		return removeLogindOverride(ctx, *logindDir)
+	}
 	return join.Leave(ctx, cfg)
+}
+
+// hostletOptions are the settings hostlet ran with: its config file (join
+// wrote it) and the flags given besides.
+func hostletOptions(configFile string, args map[string]string) (*options, error) {
+	argv := []string{"--config", configFile}
+	names := make([]string, 0, len(args))
+	for k := range args {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		argv = append(argv, "--"+k+"="+args[k])
+	}
+	var o options
+	if err := o.parse(argv); err != nil {
+		return nil, fmt.Errorf("hostlet's settings: %w", err)
+	}
+	return &o, nil
+}
+
+// cleanHost removes, once hostlet is stopped, what it made on the host for
+// pods, as the orphan sweep of a hostlet that knows no pod would: the
+// containers (running ones killed), sandboxes (CNI DEL, network
+// namespaces), pod cgroups, pod directories (volumes unmounted), logs and
+// their symlinks; then the kubepods cgroups (slices) and the directories
+// hostlet made for pods, if empty.
+func cleanHost(ctx context.Context, configFile string, args map[string]string) error {
+	if _, err := os.Stat(configFile); errors.Is(err, os.ErrNotExist) {
+		log.WithField("config", configFile).Warn("no hostlet config file: the host's pods are not cleaned up")
+		return nil
+	}
+	o, err := hostletOptions(configFile, args)
+	if err != nil {
+		return err
+	}
+	// The node IP is a sandbox's address with the host's network only;
+	// nothing is created here.
+	nodeIP := o.nodeIP
+	if nodeIP == "" {
+		nodeIP = "127.0.0.1"
+	}
+	rt, err := newRuntime(o, nodeIP)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	if err := rt.Healthy(ctx); err != nil {
+		return fmt.Errorf("containerd (%s): %w", o.runtimeEndpoint, err)
+	}
+	spec := podspec.New(podspec.Config{RootDir: o.rootDir, HostIPs: []string{nodeIP}, Runtime: rt})
+	prov := provider.New(ctx, provider.Config{RootDir: o.rootDir, PodLogsDir: o.podLogsDir, Containers: rt, Host: spec})
+	left, err := prov.CleanupAll(ctx)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("pods still found on the host after their cleanup (uids %v)", left)
+	}
+	if err := rt.Cgroups().RemoveKubepods(ctx); err != nil {
+		return fmt.Errorf("removing the kubepods cgroups: %w", err)
+	}
+	removeEmptyDirs(filepath.Join(o.rootDir, "pods"), filepath.Join(o.rootDir, "netns"), filepath.Join(o.rootDir, "fifo"),
+		o.podLogsDir, o.containerLogsDir)
+	return nil
+}
+
+// removeEmptyDirs removes each directory that is empty, and leaves the
+// others: what is in them is not hostlet's to remove.
+func removeEmptyDirs(dirs ...string) {
+	for _, d := range dirs {
+		if err := os.Remove(d); err == nil {
+			log.WithField("dir", d).Info("removed")
+		}
+	}
+}
+
+// removeLogindOverride removes the logind drop-in hostlet wrote for
+// graceful node shutdown, if it is hostlet's, and has logind reload.
+func removeLogindOverride(ctx context.Context, dir string) error {
+	removed, err := node.RemoveLogindOverride(dir, func() error { return node.ReloadLogind(ctx) })
+	switch {
+	case removed && err != nil:
+		// Gone from the disk: logind drops it at its next reload or boot.
+		log.WithError(err).Warn("hostlet's logind drop-in removed, but logind not reloaded")
+	case removed:
+		log.WithField("dir", dir).Info("hostlet's logind drop-in removed, logind reloaded")
+	case err != nil:
+		return fmt.Errorf("logind drop-in: %w", err)
+	}
+	return nil
 }

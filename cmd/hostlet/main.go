@@ -189,7 +189,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	go prov.SweepOrphans(ctx, inf.pods.Lister(), inf.pods.Informer().HasSynced)
+	// The first sweep once podsync was handed every pod (it starts once
+	// the node is registered): a pod removed from the API before then
+	// reaches no RemovePod, and the sweep cleans it up at once.
+	go prov.SweepOrphans(ctx, inf.pods.Lister(), pods.HasSynced)
 	inf.start(ctx)
 
 	cert, err := o.servingCert(ctx, name, c.api, inf.node.Lister())

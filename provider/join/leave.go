@@ -35,7 +35,14 @@ type LeaveConfig struct {
 	// stops it instead, and must return once it has stopped.
 	SkipSystemd bool
 	StopCommand string
-	Out         io.Writer
+	// CleanHost, if set, removes what hostlet left on the host (cmd/hostlet:
+	// the pods' containers, sandboxes, directories, logs and cgroups, then
+	// the kubepods cgroups or slices and hostlet's logind drop-in) once
+	// hostlet is stopped and the Node deleted: the pods a drain leaves
+	// (DaemonSets') and cleanups the stop cut short. It reads hostlet's
+	// config file, so it runs before join's files are removed.
+	CleanHost func(ctx context.Context) error
+	Out       io.Writer
 }
 
 // evictRetry is how often an eviction a PodDisruptionBudget refused (429)
@@ -44,8 +51,9 @@ const evictRetry = 2 * time.Second
 
 // Leave takes this host out of the cluster: cordon, evict its pods through
 // the Eviction API (budgets respected, DaemonSet and mirror pods left),
-// wait for them to be gone, stop hostlet, delete the Node, remove join's
-// files. hostlet must run while pods are evicted: it is what stops them.
+// wait for them to be gone, stop hostlet, delete the Node, clean the host
+// (CleanHost), remove join's files. hostlet must run while pods are
+// evicted: it is what stops them.
 func Leave(ctx context.Context, cfg LeaveConfig) error {
 	if cfg.Kubeconfig == "" {
 		cfg.Kubeconfig = cfg.Layout.Kubeconfig()
@@ -68,6 +76,9 @@ func Leave(ctx context.Context, cfg LeaveConfig) error {
 		return err
 	}
 	log := log.WithField("node", name)
+	// The timeout bounds the drain; the host's cleanup after it gets a
+	// time of its own.
+	hostCtx := ctx
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
@@ -96,6 +107,12 @@ func Leave(ctx context.Context, cfg LeaveConfig) error {
 			return fmt.Errorf("deleting node %s: %w", name, err)
 		}
 		log.Info("Node deleted")
+	}
+	if cfg.CleanHost != nil {
+		if err := cfg.CleanHost(hostCtx); err != nil {
+			return fmt.Errorf("cleaning up the host (hostlet is stopped and the Node gone; run hostlet leave again): %w", err)
+		}
+		log.Info("what hostlet made for pods on the host is removed")
 	}
 	if err := cfg.Layout.removeServingPairs(); err != nil {
 		return err

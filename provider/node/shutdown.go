@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,6 +32,14 @@ const (
 	// dbusReconnectPeriod is how long the kubelet waits before watching
 	// logind again after the bus connection ended.
 	dbusReconnectPeriod = time.Second
+
+	// DefaultLogindConfDir is where hostlet writes its logind drop-in.
+	DefaultLogindConfDir = "/etc/systemd/logind.conf.d"
+	// logindDropIn is the drop-in's name, the kubelet's.
+	logindDropIn = "99-kubelet.conf"
+	// logindMarker is the drop-in's first line: `hostlet leave` removes a
+	// drop-in of that name only when it has it.
+	logindMarker = "# hostlet logind override"
 )
 
 // ShutdownConfig is the kubelet's graceful node shutdown configuration.
@@ -75,7 +85,7 @@ type ShutdownManager struct {
 
 func NewShutdownManager(cfg ShutdownConfig, node *Node, pods PodStopper, statuses StatusWaiter, events record.EventRecorder) *ShutdownManager {
 	if cfg.LogindConfDir == "" {
-		cfg.LogindConfDir = "/etc/systemd/logind.conf.d"
+		cfg.LogindConfDir = DefaultLogindConfDir
 	}
 	return &ShutdownManager{cfg: cfg, node: node, pods: pods, statuses: statuses, events: events, clock: clock.RealClock{}, lock: -1}
 }
@@ -181,17 +191,11 @@ func (m *ShutdownManager) inhibitDelay() (time.Duration, error) {
 // the grace period, has systemd send logind SIGHUP, and waits (backing off
 // from 100 ms, 5 tries) for logind to report the new value.
 func (m *ShutdownManager) raiseInhibitDelay(ctx context.Context) error {
-	if err := os.MkdirAll(m.cfg.LogindConfDir, 0o755); err != nil {
+	if err := m.writeLogindOverride(); err != nil {
 		return err
 	}
-	conf := fmt.Sprintf("# hostlet logind override\n[Login]\nInhibitDelayMaxSec=%.0f\n", m.cfg.GracePeriod.Seconds())
-	if err := os.WriteFile(filepath.Join(m.cfg.LogindConfDir, "99-kubelet.conf"), []byte(conf), 0o644); err != nil {
+	if err := reloadLogind(m.conn); err != nil {
 		return err
-	}
-	call := m.conn.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1").
-		Call("org.freedesktop.systemd1.Manager.KillUnit", 0, "systemd-logind.service", "all", int32(syscall.SIGHUP))
-	if call.Err != nil {
-		return fmt.Errorf("unable to reload logind conf: %w", call.Err)
 	}
 	wait := 100 * time.Millisecond
 	var current time.Duration
@@ -211,6 +215,62 @@ func (m *ShutdownManager) raiseInhibitDelay(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("timed out waiting for logind InhibitDelayMaxSec to update to %v (ShutdownGracePeriod), current value is %v", m.cfg.GracePeriod, current)
+}
+
+// writeLogindOverride writes the drop-in, marked as hostlet's.
+func (m *ShutdownManager) writeLogindOverride() error {
+	if err := os.MkdirAll(m.cfg.LogindConfDir, 0o755); err != nil {
+		return err
+	}
+	conf := fmt.Sprintf("%s\n[Login]\nInhibitDelayMaxSec=%.0f\n", logindMarker, m.cfg.GracePeriod.Seconds())
+	return os.WriteFile(filepath.Join(m.cfg.LogindConfDir, logindDropIn), []byte(conf), 0o644)
+}
+
+// reloadLogind has systemd send logind SIGHUP, on which it reads its
+// configuration again.
+func reloadLogind(conn *dbus.Conn) error {
+	call := conn.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1").
+		Call("org.freedesktop.systemd1.Manager.KillUnit", 0, "systemd-logind.service", "all", int32(syscall.SIGHUP))
+	if call.Err != nil {
+		return fmt.Errorf("unable to reload logind conf: %w", call.Err)
+	}
+	return nil
+}
+
+// ReloadLogind has logind read its configuration again, over the system
+// bus (DBUS_SYSTEM_BUS_ADDRESS).
+func ReloadLogind(ctx context.Context) error {
+	conn, err := dbus.ConnectSystemBus(dbus.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return reloadLogind(conn)
+}
+
+// RemoveLogindOverride removes the InhibitDelayMaxSec drop-in hostlet
+// wrote to dir (`hostlet leave`), only if it is hostlet's: a file of that
+// name without hostlet's first line was written by someone else and is
+// left. reload has logind read its configuration again once the drop-in
+// is gone, as hostlet had it do when writing it. It says whether there
+// was one to remove.
+func RemoveLogindOverride(dir string, reload func() error) (bool, error) {
+	p := filepath.Join(dir, logindDropIn)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if first, _, _ := strings.Cut(string(b), "\n"); first != logindMarker {
+		log.WithField("path", p).Info("logind drop-in not written by hostlet: left in place")
+		return false, nil
+	}
+	if err := os.Remove(p); err != nil {
+		return false, err
+	}
+	return true, reload()
 }
 
 // acquire takes a new delay lock, then lets go of any previous one.

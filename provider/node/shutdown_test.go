@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -162,5 +164,39 @@ func TestKillReserve(t *testing.T) {
 		if got := killReserve(period); got != want {
 			t.Errorf("killReserve(%v) = %v, want %v", period, got, want)
 		}
+	}
+}
+
+// hostlet leave removes the logind drop-in hostlet wrote, known by its
+// first line, and has logind reload; a drop-in of that name someone else
+// wrote stays, and nothing is reloaded for it or for none at all.
+func TestRemoveLogindOverride(t *testing.T) {
+	dir := t.TempDir()
+	reloads := 0
+	reload := func() error { reloads++; return nil }
+	p := filepath.Join(dir, logindDropIn)
+	if removed, err := RemoveLogindOverride(dir, reload); removed || err != nil || reloads != 0 {
+		t.Fatalf("none there: removed %v, %v, %d reloads", removed, err, reloads)
+	}
+	theirs := "# ours, not hostlet's\n" + logindMarker + "\n[Login]\nInhibitDelayMaxSec=600\n"
+	if err := os.WriteFile(p, []byte(theirs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := RemoveLogindOverride(dir, reload); removed || err != nil || reloads != 0 {
+		t.Fatalf("someone else's: removed %v, %v, %d reloads", removed, err, reloads)
+	}
+	if b, _ := os.ReadFile(p); string(b) != theirs {
+		t.Fatalf("someone else's drop-in changed: %q", b)
+	}
+	// What hostlet writes.
+	m := &ShutdownManager{cfg: ShutdownConfig{LogindConfDir: dir, GracePeriod: 30 * time.Second}}
+	if err := m.writeLogindOverride(); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := RemoveLogindOverride(dir, reload); !removed || err != nil || reloads != 1 {
+		t.Fatalf("hostlet's: removed %v, %v, %d reloads", removed, err, reloads)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatalf("hostlet's drop-in left: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ package podsync
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
@@ -46,6 +47,8 @@ type Controller struct {
 	informer cache.SharedIndexInformer
 	events   *events
 	statuses *Statuses
+	// registered is Run's handler on the informer.
+	registered atomic.Pointer[cache.ResourceEventHandlerRegistration]
 }
 
 // New makes the controller; Run starts it.
@@ -55,6 +58,16 @@ func New(cfg Config) *Controller {
 		events:   newEvents(),
 		statuses: NewStatuses(cfg.Client, corelisters.NewPodLister(cfg.Informer.GetIndexer())),
 	}
+}
+
+// HasSynced tells when Run has handed the node every pod the informer
+// held when it started: from then on each removal from the API reaches
+// RemovePod, and what is not in the informer's cache is gone for good. The
+// orphan sweep waits for it, so that no pod removed between the informer's
+// sync and Run's start escapes both.
+func (c *Controller) HasSynced() bool {
+	reg := c.registered.Load()
+	return reg != nil && (*reg).HasSynced()
 }
 
 // Statuses is where the node's workers hand their statuses.
@@ -88,6 +101,7 @@ func (c *Controller) Run(ctx context.Context, pods Pods, workers int) error {
 	if err != nil {
 		return err
 	}
+	c.registered.Store(&reg)
 	defer func() { _ = c.informer.RemoveEventHandler(reg) }()
 	go func() {
 		<-ctx.Done()

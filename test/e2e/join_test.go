@@ -167,7 +167,7 @@ func TestJoinAndLeave(t *testing.T) {
 	pod := busybox(ns, "on-joined", "sh", "-c", "echo joined")
 	pod.Spec.NodeName = joinedNode
 	cluster.CreatePod(t, pod)
-	waitPhase(t, ns, "on-joined", v1.PodSucceeded)
+	ended := waitPhase(t, ns, "on-joined", v1.PodSucceeded)
 
 	t.Run("client certificate rotation", func(t *testing.T) {
 		// An aging certificate in place of the issued one: hostlet renews it
@@ -256,8 +256,25 @@ func TestJoinAndLeave(t *testing.T) {
 		return err == nil && p.Status.DisruptionsAllowed == 1
 	})
 
+	// A DaemonSet's pod, which a drain leaves running: leave's cleanup
+	// of the host stops and removes it once hostlet is stopped.
+	dsLabels := map[string]string{"app": "kept"}
+	ds := nodeDaemonSet(ns, "kept", joinedNode, dsLabels, v1.PodSpec{TerminationGracePeriodSeconds: ptr[int64](1),
+		Containers: []v1.Container{{Name: "c", Image: images.BusyboxRef, Command: []string{"sleep", "3600"}}}})
+	if _, err := client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, ns, dsLabels, 1, joinedNode)
+	dsPods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=kept"})
+	if err != nil || len(dsPods.Items) != 1 {
+		t.Fatalf("the DaemonSet's pods: %v, %v", err, dsPods)
+	}
+
 	pid := h.Pid()
+	// The flags the harness gave hostlet besides join's config file.
 	leave := exec.CommandContext(ctx, bin, "leave", "--state-dir", state, "--skip-systemd", "--timeout", "3m",
+		"--hostlet-arg", "pod-logs-dir="+h.PodLogsDir(), "--hostlet-arg", "container-logs-dir="+h.ContainerLogsDir(),
+		"--hostlet-arg", "cgroup-root="+h.CgroupRoot(), "--logind-conf-dir", t.TempDir(),
 		"--stop-command", fmt.Sprintf("kill -TERM %d; while kill -0 %d 2>/dev/null; do sleep 0.2; done", pid, pid))
 	out3, err := leave.CombinedOutput()
 	if err != nil {
@@ -274,6 +291,29 @@ func TestJoinAndLeave(t *testing.T) {
 	if _, err := os.Stat(state); !os.IsNotExist(err) {
 		entries, _ := os.ReadDir(state)
 		t.Fatalf("leave left the state dir: %v %v", err, entries)
+	}
+	// Nothing of the node's pods is left on the host: not of the pod that
+	// ended before hostlet restarted (the rotation's restart) and that the
+	// drain deleted, not of the DaemonSet's, still running at the stop.
+	for _, uid := range []string{string(ended.UID), string(dsPods.Items[0].UID)} {
+		ctrs, err := cluster.ContainerdClient().Containers(ctx, fmt.Sprintf("labels.%q==%s", "io.kubernetes.pod.uid", uid))
+		if err != nil || len(ctrs) != 0 {
+			t.Errorf("containers of pod %s after leave: %d, %v", uid, len(ctrs), err)
+		}
+	}
+	for _, d := range []string{filepath.Join(h.RootDir(), "pods"), h.PodLogsDir(), h.ContainerLogsDir()} {
+		if entries, err := os.ReadDir(d); len(entries) != 0 || (err != nil && !os.IsNotExist(err)) {
+			t.Errorf("leave left %s: %v %v", d, entries, err)
+		}
+	}
+	mounts, err := harness.CgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		if _, err := os.Stat(filepath.Join(m, h.CgroupRoot(), "kubepods")); !os.IsNotExist(err) {
+			t.Errorf("leave left the kubepods cgroup in %s: %v", m, err)
+		}
 	}
 
 	if err := chart.uninstall(ctx); err != nil {

@@ -330,6 +330,52 @@ func TestOrphanSweepAfterCrash(t *testing.T) {
 	})
 }
 
+// A pod that ended before hostlet restarted has no worker; once it is
+// deleted, what it left on the host (its container, kept for its logs, pod
+// directory, logs and their link) is removed at once, not at the orphan
+// sweep's next round minutes later (found on a rebooted host: ended pods
+// deleted after the reboot stayed until the sweep). The API removes an
+// ended pod with grace 0: when hostlet handles the update that sets its
+// deletionTimestamp, a worker resumes (and ends) its termination; when
+// that update and the removal come together, RemovePod does the cleanup
+// (TestRemovePodWithoutWorkerCleansUp): which one depends on timing.
+func TestEndedPodDeletedAfterRestartLeavesNothing(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	cluster.CreatePod(t, busybox(ns, "ended", "sh", "-c", "echo done"))
+	p := waitPhase(t, ns, "ended", v1.PodSucceeded)
+	id := strings.TrimPrefix(status(p, "c").ContainerID, "containerd://")
+	// The first sweep after the restart (releasing the ended pod) is done
+	// before the deletion, so the deletion is what cleans up.
+	const firstSweep = "pods on the host checked against the API"
+	sweeps := func() int {
+		b, _ := os.ReadFile(node.LogPath())
+		return strings.Count(string(b), firstSweep)
+	}
+	before := sweeps()
+	if err := node.Restart(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, time.Minute, "the first orphan sweep after the restart", func() bool { return sweeps() > before })
+	logDir := filepath.Join(node.PodLogsDir(), ns+"_ended_"+string(p.UID))
+	link := filepath.Join(node.ContainerLogsDir(), "ended_"+ns+"_c-"+id+".log")
+	if _, err := os.Lstat(link); err != nil {
+		t.Fatalf("no log symlink of the ended container: %v", err)
+	}
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), "ended", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, ns, "ended")
+	// Well within the sweep's 5 minutes.
+	pollUntil(t, time.Minute, "the ended pod's container, pod directory and logs to be removed", func() bool {
+		_, err := cluster.ContainerdClient().LoadContainer(ctxT(t), id)
+		_, dirErr := os.Stat(filepath.Join(node.RootDir(), "pods", string(p.UID)))
+		_, logErr := os.Stat(logDir)
+		_, linkErr := os.Lstat(link)
+		return err != nil && dirErr != nil && logErr != nil && linkErr != nil
+	})
+}
+
 // waitLogLine waits until the pod's log has the line: the app's own word
 // that it got past a step of its start-up.
 func waitLogLine(t *testing.T, ns, name, line string) {
