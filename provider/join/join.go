@@ -22,6 +22,11 @@ type Config struct {
 	// --cgroup-root, written when set: a host whose pods' cgroups go
 	// elsewhere than /kubepods, or whose containerd says no driver.
 	CgroupDriver, CgroupRoot string
+	// ClusterDNS and ClusterDomain are hostlet's --cluster-dns and
+	// --cluster-domain as the user gave them; each one not given is taken
+	// from the cluster (findClusterDNS), as kubeadm join takes them.
+	ClusterDNS    []string
+	ClusterDomain string
 	// ExtraSettings are more of hostlet's flags for its config file.
 	ExtraSettings map[string]string
 	// BootstrapTimeout bounds waiting for the CSR to be issued.
@@ -42,6 +47,9 @@ func Join(ctx context.Context, cfg Config) error {
 	if _, err := cfg.settings(); err != nil {
 		return err
 	}
+	if _, err := cfg.explicitDNS(); err != nil {
+		return err
+	}
 	if err := Preflight(ctx, cfg.Preflight); err != nil {
 		return err
 	}
@@ -58,10 +66,16 @@ func Join(ctx context.Context, cfg Config) error {
 		return err
 	}
 
+	dns, err := findClusterDNS(ctx, client, cfg)
+	if err != nil {
+		return err
+	}
+	dns.report(cfg.Out)
 	settings, err := cfg.settings()
 	if err != nil {
 		return err
 	}
+	dns.apply(settings)
 	conf, err := configFile(cfg.Layout, settings)
 	if err != nil {
 		return err
