@@ -40,6 +40,7 @@ func runJoin(ctx context.Context, args []string) error {
 	fs.StringToStringVar(&cfg.ExtraSettings, "hostlet-arg", nil, "more hostlet flags for its config file (name=value,...), e.g. node-ip=10.0.0.5")
 	fs.StringSliceVar(&ignore, "ignore-preflight-errors", nil, "preflight checks whose errors become warnings (IsPrivilegedUser, ContainerRuntime, CNI, Cgroups, Swap, IPForward, BridgeNetfilter, all)")
 	fs.BoolVar(&cfg.SkipSystemd, "skip-systemd", false, "write no systemd unit and start nothing (print how to start hostlet)")
+	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", 2*time.Minute, "how long to wait, once systemd started hostlet, for the node to be registered and Ready (0: do not wait)")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "check and discover, then print what would be written, writing nothing")
 	if err := fs.Parse(args); err != nil {
 		return err

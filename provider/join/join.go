@@ -35,6 +35,9 @@ type Config struct {
 	Executable string
 	// SkipSystemd writes no unit and starts nothing (tests, other supervisors).
 	SkipSystemd bool
+	// WaitTimeout bounds waiting, once systemd started hostlet, for the
+	// Node to be registered and Ready; 0 does not wait.
+	WaitTimeout time.Duration
 	// DryRun checks and discovers, then prints what it would write to Out.
 	DryRun bool
 	Out    io.Writer
@@ -117,11 +120,12 @@ func Join(ctx context.Context, cfg Config) error {
 		}
 	}
 	log.WithFields(log.Fields{"node": cfg.NodeName, "config": cfg.Layout.ConfigFile()}).Info("node credentials and config written")
-	return start(cfg)
+	return start(ctx, cfg)
 }
 
-// start enables and (re)starts the unit, or says how to run hostlet.
-func start(cfg Config) error {
+// start enables and (re)starts the unit and waits for the node to be Ready,
+// or says how to run hostlet.
+func start(ctx context.Context, cfg Config) error {
 	run := fmt.Sprintf("%s --config %s", cfg.Executable, cfg.Layout.ConfigFile())
 	switch {
 	case cfg.SkipSystemd:
@@ -131,12 +135,21 @@ func start(cfg Config) error {
 		fmt.Fprintf(cfg.Out, "Joined as node %s. systemd does not run here: start hostlet under your supervisor with:\n  %s\n", cfg.NodeName, run)
 		return nil
 	}
+	// Only a status written after this is the restarted hostlet's.
+	restarted := time.Now()
 	for _, args := range [][]string{{"daemon-reload"}, {"enable", unitName}, {"restart", unitName}} {
 		if err := systemctl(args...); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(cfg.Out, "Joined as node %s; %s is enabled and started. Watch it with: journalctl -u hostlet -f\n", cfg.NodeName, unitName)
+	if cfg.WaitTimeout == 0 {
+		fmt.Fprintf(cfg.Out, "Joined as node %s; %s is enabled and started (not waiting for the node to be Ready). Watch it with: journalctl -u hostlet -f\n", cfg.NodeName, unitName)
+		return nil
+	}
+	if err := waitNodeReady(ctx, cfg, restarted); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Out, "Joined as node %s: %s runs and the node is Ready. Watch it with: journalctl -u hostlet -f\n", cfg.NodeName, unitName)
 	return nil
 }
 
