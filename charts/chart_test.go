@@ -49,6 +49,10 @@ func TestChartTemplate(t *testing.T) {
 	render := func(args ...string) (string, error) {
 		return helm(t, bin, append(append([]string{"template", "r", "hostlet"}, offline...), args...)...)
 	}
+	// notes are what an install prints (helm template renders no NOTES).
+	notes := func(args ...string) (string, error) {
+		return helm(t, bin, append(append([]string{"install", "r", "hostlet", "--dry-run=client"}, offline...), args...)...)
+	}
 
 	t.Run("generated token", func(t *testing.T) {
 		out, err := render()
@@ -68,6 +72,7 @@ func TestChartTemplate(t *testing.T) {
 			"name: system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
 			"name: system:anonymous", "resourceNames: [cluster-info]",
 			"name: cluster-info", "server: https://10.0.0.1:6443", "certificate-authority-data: bm90LWNoZWNrZWQtaGVyZQ==",
+			"name: r-hostlet:kubelet-config", "resourceNames: [kubelet-config, hostlet-kubelet-config]",
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("rendered chart lacks %q", want)
@@ -75,6 +80,53 @@ func TestChartTemplate(t *testing.T) {
 		}
 		if strings.Contains(out, "expiration:") {
 			t.Error("a token without expiration renders one")
+		}
+		// helm template sees no cluster, so no kube-dns Service to take
+		// the servers from.
+		if strings.Contains(out, "name: hostlet-kubelet-config") {
+			t.Error("a cluster DNS ConfigMap without servers")
+		}
+	})
+	t.Run("cluster DNS", func(t *testing.T) {
+		out, err := render("--set", "clusterDNS.servers={10.96.0.10,fd00::a}", "--set", "clusterDNS.domain=k8s.example")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		want := `  name: hostlet-kubelet-config
+  namespace: kube-system
+  labels:
+    app.kubernetes.io/name: hostlet
+    app.kubernetes.io/instance: r
+    app.kubernetes.io/managed-by: Helm
+    helm.sh/chart: hostlet-0.1.0
+data:
+  kubelet: |
+    apiVersion: kubelet.config.k8s.io/v1beta1
+    kind: KubeletConfiguration
+    clusterDNS:
+    - "10.96.0.10"
+    - "fd00::a"
+    clusterDomain: "k8s.example"
+`
+		if !strings.Contains(out, want) {
+			t.Errorf("rendered chart lacks\n%s\n%s", want, out)
+		}
+		out, err = notes("--set", "clusterDNS.servers={10.96.0.10,fd00::a}", "--set", "clusterDNS.domain=k8s.example")
+		if err != nil || !strings.Contains(out, "Joined nodes' pods use cluster DNS 10.96.0.10,fd00::a (domain k8s.example)") {
+			t.Errorf("NOTES do not say which cluster DNS joined nodes get: %v\n%s", err, out)
+		}
+		out, err = notes()
+		if err != nil || !strings.Contains(out, "No cluster DNS is published for joined nodes") {
+			t.Errorf("NOTES do not say that no cluster DNS is published: %v\n%s", err, out)
+		}
+		out, err = render("--set", "clusterDNS.servers={10.96.0.10}", "--set", "clusterDNS.publish=false", "--set", "rbac.kubeletConfig=false")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		for _, not := range []string{"hostlet-kubelet-config", "r-hostlet:kubelet-config"} {
+			if strings.Contains(out, not) {
+				t.Errorf("publish=false, rbac.kubeletConfig=false render %q", not)
+			}
 		}
 	})
 	t.Run("given token and expiry", func(t *testing.T) {

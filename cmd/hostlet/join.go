@@ -35,9 +35,12 @@ func runJoin(ctx context.Context, args []string) error {
 	fs.StringSliceVar(&cfg.Preflight.CNIBinDirs, "cni-bin-dir", []string{"/opt/cni/bin", "/usr/lib/cni"}, "CNI plugin directories")
 	fs.StringVar(&cfg.CgroupDriver, "cgroup-driver", "", "hostlet's --cgroup-driver (cgroupfs or systemd); empty: what containerd says, else the host's")
 	fs.StringVar(&cfg.CgroupRoot, "cgroup-root", "", "hostlet's --cgroup-root, the cgroup (cgroupfs form) the kubepods hierarchy goes below; empty: /")
+	fs.StringSliceVar(&cfg.ClusterDNS, "cluster-dns", nil, "hostlet's --cluster-dns, the DNS server IPs of pods; empty: the cluster's, from kube-system/kubelet-config (kubeadm) or kube-system/"+join.ChartKubeletConfigMap+" (the hostlet chart)")
+	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "", "hostlet's --cluster-domain; empty: the cluster's, from the same ConfigMaps")
 	fs.StringToStringVar(&cfg.ExtraSettings, "hostlet-arg", nil, "more hostlet flags for its config file (name=value,...), e.g. node-ip=10.0.0.5")
 	fs.StringSliceVar(&ignore, "ignore-preflight-errors", nil, "preflight checks whose errors become warnings (IsPrivilegedUser, ContainerRuntime, CNI, Cgroups, Swap, IPForward, BridgeNetfilter, all)")
 	fs.BoolVar(&cfg.SkipSystemd, "skip-systemd", false, "write no systemd unit and start nothing (print how to start hostlet)")
+	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", 2*time.Minute, "how long to wait, once systemd started hostlet, for the node to be registered and Ready (0: do not wait)")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "check and discover, then print what would be written, writing nothing")
 	if err := fs.Parse(args); err != nil {
 		return err

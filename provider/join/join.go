@@ -22,6 +22,11 @@ type Config struct {
 	// --cgroup-root, written when set: a host whose pods' cgroups go
 	// elsewhere than /kubepods, or whose containerd says no driver.
 	CgroupDriver, CgroupRoot string
+	// ClusterDNS and ClusterDomain are hostlet's --cluster-dns and
+	// --cluster-domain as the user gave them; each one not given is taken
+	// from the cluster (findClusterDNS), as kubeadm join takes them.
+	ClusterDNS    []string
+	ClusterDomain string
 	// ExtraSettings are more of hostlet's flags for its config file.
 	ExtraSettings map[string]string
 	// BootstrapTimeout bounds waiting for the CSR to be issued.
@@ -30,6 +35,9 @@ type Config struct {
 	Executable string
 	// SkipSystemd writes no unit and starts nothing (tests, other supervisors).
 	SkipSystemd bool
+	// WaitTimeout bounds waiting, once systemd started hostlet, for the
+	// Node to be registered and Ready; 0 does not wait.
+	WaitTimeout time.Duration
 	// DryRun checks and discovers, then prints what it would write to Out.
 	DryRun bool
 	Out    io.Writer
@@ -40,6 +48,9 @@ type Config struct {
 // keeps an identity that is still valid and rewrites only what changed.
 func Join(ctx context.Context, cfg Config) error {
 	if _, err := cfg.settings(); err != nil {
+		return err
+	}
+	if _, err := cfg.explicitDNS(); err != nil {
 		return err
 	}
 	if err := Preflight(ctx, cfg.Preflight); err != nil {
@@ -58,10 +69,16 @@ func Join(ctx context.Context, cfg Config) error {
 		return err
 	}
 
+	dns, err := findClusterDNS(ctx, client, cfg)
+	if err != nil {
+		return err
+	}
+	dns.report(cfg.Out)
 	settings, err := cfg.settings()
 	if err != nil {
 		return err
 	}
+	dns.apply(settings)
 	conf, err := configFile(cfg.Layout, settings)
 	if err != nil {
 		return err
@@ -103,11 +120,12 @@ func Join(ctx context.Context, cfg Config) error {
 		}
 	}
 	log.WithFields(log.Fields{"node": cfg.NodeName, "config": cfg.Layout.ConfigFile()}).Info("node credentials and config written")
-	return start(cfg)
+	return start(ctx, cfg)
 }
 
-// start enables and (re)starts the unit, or says how to run hostlet.
-func start(cfg Config) error {
+// start enables and (re)starts the unit and waits for the node to be Ready,
+// or says how to run hostlet.
+func start(ctx context.Context, cfg Config) error {
 	run := fmt.Sprintf("%s --config %s", cfg.Executable, cfg.Layout.ConfigFile())
 	switch {
 	case cfg.SkipSystemd:
@@ -117,12 +135,21 @@ func start(cfg Config) error {
 		fmt.Fprintf(cfg.Out, "Joined as node %s. systemd does not run here: start hostlet under your supervisor with:\n  %s\n", cfg.NodeName, run)
 		return nil
 	}
+	// Only a status written after this is the restarted hostlet's.
+	restarted := time.Now()
 	for _, args := range [][]string{{"daemon-reload"}, {"enable", unitName}, {"restart", unitName}} {
 		if err := systemctl(args...); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(cfg.Out, "Joined as node %s; %s is enabled and started. Watch it with: journalctl -u hostlet -f\n", cfg.NodeName, unitName)
+	if cfg.WaitTimeout == 0 {
+		fmt.Fprintf(cfg.Out, "Joined as node %s; %s is enabled and started (not waiting for the node to be Ready). Watch it with: journalctl -u hostlet -f\n", cfg.NodeName, unitName)
+		return nil
+	}
+	if err := waitNodeReady(ctx, cfg, restarted); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Out, "Joined as node %s: %s runs and the node is Ready. Watch it with: journalctl -u hostlet -f\n", cfg.NodeName, unitName)
 	return nil
 }
 

@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 )
 
 // joinedNode is the node the join test adds with `hostlet join`.
@@ -31,8 +32,11 @@ const joinedNode = "hostlet-joined"
 
 // A host with an empty state dir joins with the command the chart's NOTES
 // print, after wrong credentials, an unreachable server and a taken name
-// were each refused without writing anything; hostlet then runs from what
-// join wrote under a CSR-issued identity and runs pods; `hostlet leave`
+// were each refused without writing anything; join writes the cluster's DNS
+// (the kube-dns Service's IP the chart published; kubeadm's kubelet-config
+// before it, a flag before both) into hostlet's config; hostlet then runs
+// from what join wrote under a CSR-issued identity and runs pods, whose
+// resolv.conf names that DNS; `hostlet leave`
 // drains it as a PodDisruptionBudget allows and removes the Node and the
 // files; `helm uninstall` removes what the chart created.
 func TestJoinAndLeave(t *testing.T) {
@@ -44,6 +48,10 @@ func TestJoinAndLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := cluster.Client()
+
+	// The cluster's DNS Service, at CoreDNS's address (no pods behind it:
+	// only its IP matters here); the chart publishes it for join.
+	kubeDNSService(ctx, t)
 
 	// The cluster side, as a user installs it.
 	chart := installChart(ctx, t, "hostlet", "--set", "clusterInfo.server="+cluster.APIServerURL())
@@ -118,6 +126,11 @@ func TestJoinAndLeave(t *testing.T) {
 		t.Fatalf("hostlet join: %v\n%s", err, out2)
 	}
 	t.Logf("hostlet join:\n%s", out2)
+	// No DNS flags: the cluster's DNS Service IP, through the chart.
+	wantDNS(t, state, harness.ClusterDNS, harness.ClusterDomain)
+	if !strings.Contains(out2, "from=kube-system/hostlet-kubelet-config") || strings.Contains(out2, "no cluster DNS") {
+		t.Errorf("join does not say where the cluster DNS came from:\n%s", out2)
+	}
 	pair := filepath.Join(state, "pki", "hostlet-client-current.pem")
 	for _, f := range []string{filepath.Join(state, "kubeconfig"), pair, filepath.Join(state, "pki", "hostlet.key"), filepath.Join(state, "config.yaml")} {
 		st, err := os.Stat(f)
@@ -151,9 +164,29 @@ func TestJoinAndLeave(t *testing.T) {
 
 	t.Run("rerun keeps the identity", func(t *testing.T) {
 		before, _ := os.ReadFile(pair)
+		// kubeadm's kubelet-config comes before the chart's, a flag before
+		// both; the token reads it through the chart's Role.
+		kubeadm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubelet-config"},
+			Data: map[string]string{"kubelet": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- 10.96.0.20\nclusterDomain: kubeadm.local\n"}}
+		if _, err := client.CoreV1().ConfigMaps("kube-system").Create(ctx, kubeadm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), kubeadm.Name, metav1.DeleteOptions{})
 		if out, err := join(joinedNode, server, token, caHash); err != nil {
 			t.Fatalf("rerun: %v\n%s", err, out)
 		}
+		wantDNS(t, state, "10.96.0.20", "kubeadm.local")
+		if out, err := join(joinedNode, server, token, caHash, "--cluster-dns", "10.96.0.30"); err != nil {
+			t.Fatalf("rerun with --cluster-dns: %v\n%s", err, out)
+		}
+		wantDNS(t, state, "10.96.0.30", "kubeadm.local")
+		if err := client.CoreV1().ConfigMaps("kube-system").Delete(ctx, kubeadm.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := join(joinedNode, server, token, caHash); err != nil {
+			t.Fatalf("rerun: %v\n%s", err, out)
+		}
+		wantDNS(t, state, harness.ClusterDNS, harness.ClusterDomain)
 		if after, _ := os.ReadFile(pair); !bytes.Equal(before, after) {
 			t.Fatal("a rerun replaced a valid client certificate")
 		}
@@ -164,10 +197,21 @@ func TestJoinAndLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := cluster.NewNamespace(t)
-	pod := busybox(ns, "on-joined", "sh", "-c", "echo joined")
+	// A ClusterFirst pod's resolv.conf names the cluster's DNS. It comes
+	// back as the termination message: the API server cannot fetch logs
+	// from a joined node (its self-signed serving certificate has no IP).
+	pod := busybox(ns, "on-joined", "sh", "-c", "cat /etc/resolv.conf > /dev/termination-log")
 	pod.Spec.NodeName = joinedNode
 	cluster.CreatePod(t, pod)
 	ended := waitPhase(t, ns, "on-joined", v1.PodSucceeded)
+	var resolv string
+	if st := ended.Status.ContainerStatuses; len(st) == 1 && st[0].State.Terminated != nil {
+		resolv = st[0].State.Terminated.Message
+	}
+	if !strings.Contains(resolv, "nameserver "+harness.ClusterDNS+"\n") ||
+		!strings.Contains(resolv, "search "+ns+".svc."+harness.ClusterDomain+" svc."+harness.ClusterDomain+" "+harness.ClusterDomain) {
+		t.Fatalf("resolv.conf of a pod on the joined node:\n%s", resolv)
+	}
 
 	t.Run("client certificate rotation", func(t *testing.T) {
 		// An aging certificate in place of the issued one: hostlet renews it
@@ -328,6 +372,44 @@ func TestJoinAndLeave(t *testing.T) {
 	crbs, err := client.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=hostlet"})
 	if err != nil || len(crbs.Items) != 0 {
 		t.Errorf("ClusterRoleBindings of the release after uninstall: %v %d", err, len(crbs.Items))
+	}
+}
+
+// kubeDNSService makes kube-system/kube-dns at harness.ClusterDNS, as
+// CoreDNS's Service, unless there is one; it is removed at cleanup.
+func kubeDNSService(ctx context.Context, t *testing.T) {
+	t.Helper()
+	svcs := cluster.Client().CoreV1().Services("kube-system")
+	if _, err := svcs.Get(ctx, "kube-dns", metav1.GetOptions{}); err == nil {
+		t.Fatal("kube-system/kube-dns exists already: this test needs to know its IP")
+	}
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
+		Spec: v1.ServiceSpec{ClusterIP: harness.ClusterDNS, Selector: map[string]string{"k8s-app": "kube-dns"},
+			Ports: []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP}, {Name: "dns-tcp", Port: 53, Protocol: v1.ProtocolTCP}}},
+	}
+	if _, err := svcs.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svcs.Delete(context.Background(), "kube-dns", metav1.DeleteOptions{}) })
+}
+
+// wantDNS checks the cluster DNS settings in the config join wrote.
+func wantDNS(t *testing.T, state, server, domain string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(state, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf struct {
+		DNS    []string `json:"cluster-dns"`
+		Domain string   `json:"cluster-domain"`
+	}
+	if err := yaml.Unmarshal(b, &conf); err != nil {
+		t.Fatal(err)
+	}
+	if len(conf.DNS) != 1 || conf.DNS[0] != server || conf.Domain != domain {
+		t.Fatalf("join wrote cluster-dns %v, cluster-domain %q; want [%s] and %q:\n%s", conf.DNS, conf.Domain, server, domain, b)
 	}
 }
 

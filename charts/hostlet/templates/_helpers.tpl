@@ -71,3 +71,21 @@ owns) kube-public/cluster-info.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+hostlet.clusterDNS is the cluster DNS servers as a YAML list: the values',
+else the cluster IPs of the DNS Service (empty where there is none, or no
+cluster to look in as under helm template).
+*/}}
+{{- define "hostlet.clusterDNS" -}}
+{{- $servers := .Values.clusterDNS.servers | default list -}}
+{{- if not $servers -}}
+{{- $svc := lookup "v1" "Service" "kube-system" .Values.clusterDNS.service -}}
+{{- if $svc -}}
+{{- range ($svc.spec.clusterIPs | default (list $svc.spec.clusterIP)) -}}
+{{- if and . (ne . "None") -}}{{- $servers = append $servers . -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $servers -}}
+{{- end -}}
