@@ -72,6 +72,8 @@ type Runtime struct {
 	// gate and shims make bursts cheap: gate.go, shimgroups.go.
 	gate  gate
 	shims *shimGroups
+	// handlers are containerd's runtime handlers (handlers.go).
+	handlers handlerTable
 }
 
 func New(cfg Config) (*Runtime, error) {

@@ -99,6 +99,33 @@ const criConfig = `
 // CRIConfig turns on containerd's CRI plugin in WriteContainerdConfig.
 type CRIConfig struct {
 	SandboxImage, CNIBinDir, CNIConfDir string
+	// Runtimes are runtime handlers beside the default runc, as a user
+	// adds them for RuntimeClasses.
+	Runtimes []CRIRuntime
+}
+
+// CRIRuntime is a runtime handler in containerd's CRI config: its name
+// (a RuntimeClass's handler), runtime type and the runc shim's BinaryName
+// and Root options (left out when empty).
+type CRIRuntime struct {
+	Name, Type, BinaryName, Root string
+}
+
+// toml is the runtime's table in the CRI plugin's config.
+func (r CRIRuntime) toml() string {
+	table := fmt.Sprintf(`plugins."io.containerd.cri.v1.runtime".containerd.runtimes.%q`, r.Name)
+	s := fmt.Sprintf("  [%s]\n    runtime_type = %q\n", table, r.Type)
+	if r.BinaryName == "" && r.Root == "" {
+		return s
+	}
+	s += fmt.Sprintf("    [%s.options]\n", table)
+	if r.BinaryName != "" {
+		s += fmt.Sprintf("      BinaryName = %q\n", r.BinaryName)
+	}
+	if r.Root != "" {
+		s += fmt.Sprintf("      Root = %q\n", r.Root)
+	}
+	return s
 }
 
 // ContainerdSocketIn is the gRPC socket of a containerd configured by
@@ -122,6 +149,9 @@ func WriteContainerdConfig(dir string, cri *CRIConfig) (string, error) {
 	disabled, extra := noCRI, ""
 	if cri != nil {
 		disabled, extra = "", fmt.Sprintf(criConfig, cri.SandboxImage, hosts, cri.CNIBinDir, cri.CNIConfDir)
+		for _, rt := range cri.Runtimes {
+			extra += rt.toml()
+		}
 	}
 	cfg := fmt.Sprintf(containerdConfig,
 		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc",
