@@ -57,8 +57,13 @@ type RuntimeHandler struct {
 	runc *runcoptions.Options
 }
 
-// ErrUnknownHandler is a handler containerd has no runtime for.
-var ErrUnknownHandler = errors.New("no such runtime handler")
+// UnknownHandlerError is a handler containerd has no runtime for, in
+// containerd's words.
+type UnknownHandlerError struct{ Name string }
+
+func (e *UnknownHandlerError) Error() string {
+	return fmt.Sprintf("no runtime for %q is configured", e.Name)
+}
 
 // criRuntime is a runtime of containerd's CRI config as Status(verbose)
 // marshals it (internal/cri/config.Runtime's JSON names).
@@ -272,7 +277,7 @@ func (r *Runtime) RuntimeHandlers(ctx context.Context) ([]RuntimeHandler, error)
 
 // RuntimeHandler is the handler of that name, from the table containerd
 // last gave, read again if it lacks the name (a handler just configured).
-// A handler containerd does not have is ErrUnknownHandler; one hostlet
+// A handler containerd does not have is an *UnknownHandlerError; one hostlet
 // does not run pods with, an error saying why.
 func (r *Runtime) RuntimeHandler(ctx context.Context, name string) (*RuntimeHandler, error) {
 	r.handlers.mu.Lock()
@@ -284,7 +289,7 @@ func (r *Runtime) RuntimeHandler(ctx context.Context, name string) (*RuntimeHand
 			return nil, err
 		}
 		if h, ok = table[name]; !ok {
-			return nil, fmt.Errorf("no runtime for %q is configured: %w", name, ErrUnknownHandler)
+			return nil, &UnknownHandlerError{Name: name}
 		}
 	}
 	if h.Unsupported != "" {

@@ -163,7 +163,8 @@ func TestRuntimeHandlerLookup(t *testing.T) {
 	if h, err := r.RuntimeHandler(context.Background(), DefaultHandler); err != nil || h.Type != "io.containerd.runc.v2" {
 		t.Errorf("default: %v, %v", h, err)
 	}
-	if _, err := r.RuntimeHandler(context.Background(), "runsc"); err == nil || errors.Is(err, ErrUnknownHandler) || !strings.Contains(err.Error(), "io.containerd.runsc.v1") {
+	var unknown *UnknownHandlerError
+	if _, err := r.RuntimeHandler(context.Background(), "runsc"); err == nil || errors.As(err, &unknown) || !strings.Contains(err.Error(), "io.containerd.runsc.v1") {
 		t.Errorf("runsc: %v", err)
 	}
 }
