@@ -236,6 +236,9 @@ func TestRuntimeClass(t *testing.T) {
 			if got.Status.Phase != v1.PodPending {
 				t.Errorf("phase %s, want Pending", got.Status.Phase)
 			}
+			if len(got.Status.ContainerStatuses) != 1 {
+				t.Errorf("container statuses %+v, want the container's", got.Status.ContainerStatuses)
+			}
 			for _, st := range got.Status.ContainerStatuses {
 				if st.ContainerID != "" || st.State.Waiting == nil || st.State.Waiting.Reason != "ContainerCreating" {
 					t.Errorf("container %s: %+v, want Waiting ContainerCreating and no container", st.Name, st.State)
