@@ -10,10 +10,7 @@ import (
 	"sync"
 	"time"
 
-	runcoptions "github.com/containerd/containerd/api/types/runc/options"
-	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
-	"github.com/containerd/containerd/v2/defaults"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/manager"
@@ -500,17 +497,6 @@ func memoryOf(ms cgroups.MemoryStats, v2 bool) CgroupMemory {
 		out.PressureSomeAvg10, out.HasPressure = ms.PSI.Some.Avg10, true
 	}
 	return out
-}
-
-// runtimeOpts are the containerd runtime options of a container below
-// parent: runc's systemd driver reads cgroupsPath as "slice:prefix:name".
-// Decided by the parent, as withCgroupParent does, so a pod made before
-// hostlet used the systemd driver keeps containerd's default place.
-func runtimeOpts(parent string) []containerd.NewContainerOpts {
-	if !strings.HasSuffix(parent, ".slice") {
-		return nil
-	}
-	return []containerd.NewContainerOpts{containerd.WithRuntime(defaults.DefaultRuntime, &runcoptions.Options{SystemdCgroup: true})}
 }
 
 // withCgroupParent puts the container below its pod's cgroup (a parent

@@ -8,10 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	runcoptions "github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
-	"github.com/containerd/typeurl/v2"
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fs2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -330,28 +328,6 @@ func TestSwapResources(t *testing.T) {
 	r := s.Linux.Resources
 	if *r.Memory.Swap != 1<<20 || r.Unified["memory.swap.max"] != "0" {
 		t.Errorf("swap %v unified %v", r.Memory.Swap, r.Unified)
-	}
-}
-
-// runc's systemd driver for containers below a slice only.
-func TestRuntimeOpts(t *testing.T) {
-	if len(runtimeOpts("/kubepods/burstable/pod"+testUID)) != 0 || len(runtimeOpts("")) != 0 {
-		t.Error("cgroupfs parents need no runtime options")
-	}
-	opts := runtimeOpts("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podx.slice")
-	if len(opts) != 1 {
-		t.Fatalf("systemd parent: %d options", len(opts))
-	}
-	c := &containers.Container{}
-	if err := opts[0](context.Background(), nil, c); err != nil {
-		t.Fatal(err)
-	}
-	v, err := typeurl.UnmarshalAny(c.Runtime.Options)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o, ok := v.(*runcoptions.Options); !ok || !o.SystemdCgroup || c.Runtime.Name != "io.containerd.runc.v2" {
-		t.Errorf("runtime %s options %+v", c.Runtime.Name, v)
 	}
 }
 

@@ -48,6 +48,9 @@ const (
 	// (shimgroups.go), read at its start without loading the spec; none on
 	// containers of older hostlets.
 	labelShimGroup = "hostlet.shim-group"
+	// labelHandler is the runtime handler the container runs with (its
+	// pod's); none on containers of older hostlets: the default one.
+	labelHandler = "hostlet.runtime-handler"
 )
 
 // State of a container as the runtime sees it.
@@ -128,6 +131,13 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 	if len(args) == 0 {
 		return "", ErrNoCommand
 	}
+	// The sandbox's handler, never another: a handler gone from
+	// containerd's config fails the container rather than run it on the
+	// default runtime.
+	handler, err := r.RuntimeHandler(ctx, s.Handler)
+	if err != nil {
+		return "", fmt.Errorf("runtime handler of the pod: %w", err)
+	}
 	logPath := r.containerLogPath(s.Namespace, s.Name, s.UID, cfg.Name, cfg.Attempt)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o750); err != nil {
 		return "", err
@@ -160,18 +170,21 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 		labelTermLog:       termLog,
 		labelImageName:     cfg.ImageName,
 		labelImageID:       cfg.Image.ID,
+		labelHandler:       handler.Name,
 	}
 	maps.Copy(labels, stdioLabels(cfg))
-	group := r.shims.pick()
+	group := r.shims.pick(handler.Name)
 	labels[labelShimGroup] = group
+	cfg.Security.withoutHostDevices = handler.PrivilegedWithoutHostDevices
+	cfg.Security.allDevicesAllowed = handler.PrivilegedWithoutHostDevicesAllDevicesAllowed
 	specOpts := append(specFor(cfg, args, termLog), r.deviceOpts(cfg.Devices)...)
 	specOpts = append(specOpts, oci.WithAnnotations(map[string]string{shimGroupAnnotation: group}))
-	_, err := r.client.NewContainer(ctx, id, append([]containerd.NewContainerOpts{
+	_, err = r.client.NewContainer(ctx, id,
 		containerd.WithImage(cfg.Image.image),
 		containerd.WithNewSnapshot(id, cfg.Image.image, snapshotOpts(s.IDMap)...),
 		withNewSpec(id, specOpts),
 		containerd.WithContainerLabels(labels),
-	}, runtimeOpts(s.CgroupParent)...)...)
+		handler.newContainerOpts(s.CgroupParent))
 	if err != nil {
 		return "", err
 	}
@@ -218,7 +231,7 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := r.joinShimGroup(ctx, c, labels[labelShimGroup]); err != nil {
+	if err := r.joinShimGroup(ctx, c, labels[labelShimGroup], labels[labelHandler]); err != nil {
 		sink.close()
 		return err
 	}
@@ -562,8 +575,9 @@ func (r *Runtime) deleteTask(ctx context.Context, id string, task containerd.Tas
 // joinShimGroup begins the creation of the container's task in its shim
 // group (the caller ends it with shims.created), first moving the container
 // to an open group if its own was closed meanwhile (its shim exiting) or is
-// of an earlier hostlet run.
-func (r *Runtime) joinShimGroup(ctx context.Context, c containerd.Container, group string) error {
+// of an earlier hostlet run: one of its own handler's, as a shim runs the
+// containers of one handler only.
+func (r *Runtime) joinShimGroup(ctx context.Context, c containerd.Container, group, handler string) error {
 	id := c.ID()
 	if group == "" || r.shims.join(id, group) {
 		return nil
@@ -573,7 +587,7 @@ func (r *Runtime) joinShimGroup(ctx context.Context, c containerd.Container, gro
 		return err
 	}
 	for {
-		group = r.shims.pick()
+		group = r.shims.pick(handler)
 		if r.shims.join(id, group) {
 			break
 		}

@@ -75,6 +75,8 @@ type Runtime struct {
 	// bootID is the host's boot, recorded with crash-loop back-off
 	// (backoff.go).
 	bootID string
+	// handlers are containerd's runtime handlers (handlers.go).
+	handlers handlerTable
 }
 
 func New(cfg Config) (*Runtime, error) {

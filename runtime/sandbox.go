@@ -39,6 +39,9 @@ type SandboxConfig struct {
 	// CgroupParent is the pod's cgroup (EnsurePodCgroup); empty:
 	// containerd's default place.
 	CgroupParent string
+	// Handler is the runtime handler of the pod's RuntimeClass
+	// (DefaultHandler: none); it must be one hostlet runs pods with.
+	Handler string
 }
 
 type HostAlias struct {
@@ -74,7 +77,11 @@ type Sandbox struct {
 	PortMappings []PortMapping `json:"portMappings,omitempty"`
 	// CgroupParent is the pod's cgroup its containers go below.
 	CgroupParent string `json:"cgroupParent,omitempty"`
-	Dir          string `json:"-"`
+	// Handler is the runtime handler every container of the pod runs
+	// with, for the sandbox's whole life (a restarted hostlet reads it
+	// here); none on sandboxes of older hostlets: the default one.
+	Handler string `json:"handler,omitempty"`
+	Dir     string `json:"-"`
 }
 
 func (s *Sandbox) HostsPath() string      { return filepath.Join(s.Dir, "etc-hosts") }
@@ -120,9 +127,14 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		log.WithError(err).WithField("pod", cfg.Namespace+"/"+cfg.Name).Warn("discarding unreadable sandbox state")
 	}
+	// An unknown handler fails the sandbox as containerd's CRI fails
+	// RunPodSandbox, before anything of the pod is made.
+	if _, err := r.RuntimeHandler(ctx, cfg.Handler); err != nil {
+		return nil, fmt.Errorf("unable to get OCI runtime for sandbox %q: %w", cfg.UID, err)
+	}
 	s := &Sandbox{UID: cfg.UID, Namespace: cfg.Namespace, Name: cfg.Name,
 		HostNetwork: cfg.HostNetwork, HostIPC: cfg.HostIPC, HostPID: cfg.HostPID, Dir: r.podDir(cfg.UID),
-		CgroupParent: cfg.CgroupParent}
+		CgroupParent: cfg.CgroupParent, Handler: cfg.Handler}
 	// A half-made sandbox from before (crash, lost netns) is torn down first so
 	// its IP allocation is not leaked.
 	_ = r.RemoveSandbox(ctx, cfg.UID)

@@ -31,6 +31,12 @@ type Security struct {
 	AppArmor string
 	// UnmaskedProc is procMount Unmasked; honoured only in a user namespace.
 	UnmaskedProc bool
+
+	// withoutHostDevices keeps the host's devices out of a privileged
+	// container, allDevicesAllowed then still allows them all in its
+	// device cgroup: its runtime handler's privileged_without_host_devices
+	// (and _all_devices_allowed), as CRI applies them.
+	withoutHostDevices, allDevicesAllowed bool
 }
 
 // Resources are a container's cgroup settings.
@@ -76,8 +82,14 @@ func securityOpts(sec Security, inUserNS bool) []oci.SpecOpts {
 		opts = append(opts, withExtraGIDs(sec.SupplementalGroups))
 	}
 	if sec.Privileged {
-		opts = append(opts, oci.WithPrivileged, oci.WithAllDevicesAllowed, oci.WithHostDevices,
-			oci.WithMaskedPaths(nil), oci.WithReadonlyPaths(nil), withWritableSysfs)
+		opts = append(opts, oci.WithPrivileged)
+		switch {
+		case !sec.withoutHostDevices:
+			opts = append(opts, oci.WithAllDevicesAllowed, oci.WithHostDevices)
+		case sec.allDevicesAllowed:
+			opts = append(opts, oci.WithAllDevicesAllowed)
+		}
+		opts = append(opts, oci.WithMaskedPaths(nil), oci.WithReadonlyPaths(nil), withWritableSysfs)
 	} else {
 		opts = append(opts, capabilityOpts(capNames(sec.CapAdd), capNames(sec.CapDrop))...)
 		// containerd's default spec masks and write-protects the /proc

@@ -28,41 +28,45 @@ const containersPerShim = 8
 //   - the deletion of a group's last task waits for the creations under way,
 //     and closes the group before it starts: no task joins it again;
 //   - groups of an earlier hostlet run are never joined (their shims may be
-//     exiting); their containers move to a group of this run.
+//     exiting); their containers move to a group of this run;
+//   - a group holds the containers of one runtime handler: a shim runs
+//     the containers of others with its own binary and options.
 type shimGroups struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	prefix string // unique per run
 	seq    int
-	open   string                // the group new containers are given
+	open   map[string]string     // handler -> the group its new containers are given
 	groups map[string]*shimGroup // this run's groups that are not closed
 	byTask map[string]*shimGroup // container ID -> group of its task
 }
 
 type shimGroup struct {
 	name     string
+	handler  string
 	given    int // containers given the group
 	creating int // task creations under way
 	tasks    int // tasks created and not deleted
 }
 
 func newShimGroups(prefix string) *shimGroups {
-	s := &shimGroups{prefix: prefix, groups: map[string]*shimGroup{}, byTask: map[string]*shimGroup{}}
+	s := &shimGroups{prefix: prefix, open: map[string]string{}, groups: map[string]*shimGroup{}, byTask: map[string]*shimGroup{}}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
 
-// pick returns the group a new container is created in: the open one,
-// until it has been given containersPerShim containers or was closed.
-func (s *shimGroups) pick() string {
+// pick returns the group a new container of handler is created in: the
+// handler's open one, until it has been given containersPerShim containers
+// or was closed.
+func (s *shimGroups) pick(handler string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g := s.groups[s.open]
+	g := s.groups[s.open[handler]]
 	if g == nil || g.given >= containersPerShim {
 		s.seq++
-		g = &shimGroup{name: fmt.Sprintf("%s-%d", s.prefix, s.seq)}
+		g = &shimGroup{name: fmt.Sprintf("%s-%d", s.prefix, s.seq), handler: handler}
 		s.groups[g.name] = g
-		s.open = g.name
+		s.open[handler] = g.name
 	}
 	g.given++
 	return g.name
@@ -154,7 +158,7 @@ func (s *shimGroups) removed(id, group string) {
 		return
 	}
 	g := s.groups[group]
-	if g != nil && g.tasks == 0 && g.creating == 0 && (g.name != s.open || g.given >= containersPerShim) {
+	if g != nil && g.tasks == 0 && g.creating == 0 && (g.name != s.open[g.handler] || g.given >= containersPerShim) {
 		s.close(g)
 	}
 }

@@ -11,7 +11,7 @@ func TestShimGroupsFillThenOpenAnother(t *testing.T) {
 	seen := map[string]int{}
 	for i := 0; i < 2*containersPerShim+1; i++ {
 		id := fmt.Sprint(i)
-		g := s.pick()
+		g := s.pick("")
 		if !s.join(id, g) {
 			t.Fatalf("container %d refused by the group it was just given (%s)", i, g)
 		}
@@ -23,11 +23,45 @@ func TestShimGroupsFillThenOpenAnother(t *testing.T) {
 	}
 }
 
+// A shim runs its containers with its handler's binary and options: the
+// containers of two handlers never share one, each handler filling groups
+// of its own.
+func TestShimGroupsPerHandler(t *testing.T) {
+	s := newShimGroups("run")
+	byHandler := map[string]map[string]bool{}
+	for i := 0; i < 3; i++ {
+		for _, h := range []string{"", "crun", "runc"} {
+			id := fmt.Sprint(h, i)
+			g := s.pick(h)
+			if !s.join(id, g) {
+				t.Fatalf("container %s refused by its group %s", id, g)
+			}
+			s.created(id, true)
+			if byHandler[h] == nil {
+				byHandler[h] = map[string]bool{}
+			}
+			byHandler[h][g] = true
+		}
+	}
+	owner := map[string]string{}
+	for h, groups := range byHandler {
+		if len(groups) != 1 {
+			t.Errorf("handler %q: 3 containers in groups %v, want one", h, groups)
+		}
+		for g := range groups {
+			if o, ok := owner[g]; ok {
+				t.Errorf("group %s has containers of handlers %q and %q", g, o, h)
+			}
+			owner[g] = h
+		}
+	}
+}
+
 // A group whose last task is being deleted has a shim that is exiting:
 // nothing may join it again, not even a container given it before.
 func TestShimGroupsClosedByLastDeletion(t *testing.T) {
 	s := newShimGroups("run")
-	a, b := s.pick(), s.pick()
+	a, b := s.pick(""), s.pick("")
 	if a != b {
 		t.Fatalf("two containers in a row got %s and %s", a, b)
 	}
@@ -38,7 +72,7 @@ func TestShimGroupsClosedByLastDeletion(t *testing.T) {
 		t.Fatal("a container joined a group whose last task was being deleted")
 	}
 	s.gone("a")
-	if g := s.pick(); g == a || !s.join("b", g) {
+	if g := s.pick(""); g == a || !s.join("b", g) {
 		t.Fatalf("after the group closed, pick gave %s (closed: %s)", g, a)
 	}
 }
@@ -46,8 +80,8 @@ func TestShimGroupsClosedByLastDeletion(t *testing.T) {
 // One task left after a deletion keeps the group open.
 func TestShimGroupsOpenWhileATaskRemains(t *testing.T) {
 	s := newShimGroups("run")
-	g := s.pick()
-	_, _ = s.pick(), s.pick()
+	g := s.pick("")
+	_, _ = s.pick(""), s.pick("")
 	for _, id := range []string{"a", "b"} {
 		s.join(id, g)
 		s.created(id, true)
@@ -70,8 +104,8 @@ func TestShimGroupsOpenWhileATaskRemains(t *testing.T) {
 // the shim still has a task when it is asked to exit.
 func TestShimGroupsLastDeletionWaitsForCreation(t *testing.T) {
 	s := newShimGroups("run")
-	g := s.pick()
-	_ = s.pick()
+	g := s.pick("")
+	_ = s.pick("")
 	s.join("a", g)
 	s.created("a", true)
 	s.join("b", g) // b's task is being created
@@ -96,8 +130,8 @@ func TestShimGroupsLastDeletionWaitsForCreation(t *testing.T) {
 // whoever waited moves on.
 func TestShimGroupsFirstCreationAlone(t *testing.T) {
 	s := newShimGroups("run")
-	g := s.pick()
-	_ = s.pick()
+	g := s.pick("")
+	_ = s.pick("")
 	s.join("a", g)
 	joined := make(chan bool)
 	go func() { joined <- s.join("b", g) }()
@@ -143,7 +177,7 @@ func TestShimGroupsDroppedWhenNoneStarted(t *testing.T) {
 	s := newShimGroups("run")
 	var g string
 	for i := 0; i < containersPerShim; i++ {
-		g = s.pick()
+		g = s.pick("")
 	}
 	for i := 0; i < containersPerShim-1; i++ {
 		s.removed(fmt.Sprint(i), g)
@@ -154,7 +188,7 @@ func TestShimGroupsDroppedWhenNoneStarted(t *testing.T) {
 	if s.join("last", g) {
 		t.Fatal("a container joined a dropped group")
 	}
-	if n := s.pick(); n == g || !s.join("last", n) {
+	if n := s.pick(""); n == g || !s.join("last", n) {
 		t.Fatalf("pick gave %s after %s was dropped", n, g)
 	}
 }
@@ -163,16 +197,16 @@ func TestShimGroupsDroppedWhenNoneStarted(t *testing.T) {
 // with a task is never dropped by a removal.
 func TestShimGroupsKeptWhileOpenOrRunning(t *testing.T) {
 	s := newShimGroups("run")
-	g := s.pick()
+	g := s.pick("")
 	s.removed("a", g)
 	if s.groups[g] == nil {
 		t.Fatal("the open group was dropped while new containers are still given it")
 	}
-	s.pick()
+	s.pick("")
 	s.join("b", g)
 	s.created("b", true)
 	for i := 2; i < containersPerShim; i++ {
-		s.pick()
+		s.pick("")
 	}
 	s.removed("c", g)
 	if s.groups[g] == nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/runtime"
+	log "github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -21,6 +22,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 )
 
 // KubeletVersion is the Kubernetes version whose kubelet hostlet implements.
@@ -96,6 +98,7 @@ type Runtime interface {
 	Version(ctx context.Context) (string, error)
 	Network() *runtime.Network
 	ImageFsDir(ctx context.Context) (string, error)
+	RuntimeHandlers(ctx context.Context) ([]runtime.RuntimeHandler, error)
 }
 
 func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
@@ -142,6 +145,7 @@ func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
 	}
 	health := rt.Healthy(ctx)
 	node.Status.NodeInfo = n.nodeInfo(ctx, health)
+	node.Status.RuntimeHandlers = n.runtimeHandlers(ctx, health)
 	n.node = node
 	node.Status.Conditions = n.conditions(ctx, health, nil)
 	return n, nil
@@ -226,6 +230,7 @@ func (n *Node) refresh(ctx context.Context) {
 	// One health check per round: a down containerd costs its timeout once.
 	health := n.rt.Healthy(ctx)
 	next.Status.NodeInfo = n.nodeInfo(ctx, health)
+	next.Status.RuntimeHandlers = n.runtimeHandlers(ctx, health)
 	next.Status.Conditions = n.conditions(ctx, health, prev.Status.Conditions)
 	if equality.Semantic.DeepEqual(withoutHeartbeats(prev.Status), withoutHeartbeats(next.Status)) {
 		// Nothing changed here: the Node in the API may have, by someone
@@ -365,4 +370,39 @@ func (n *Node) nodeInfo(ctx context.Context, health error) v1.NodeSystemInfo {
 	}
 	n.mu.Unlock()
 	return info
+}
+
+// runtimeHandlers are the runtime handlers pods may ask for through a
+// RuntimeClass, as the kubelet's RuntimeHandlers setter reports CRI's
+// (containerd's runtimes, the default one as ""), read each round: a
+// handler added to containerd's config shows once containerd runs with
+// it. A runtime that is down keeps the ones it last reported.
+func (n *Node) runtimeHandlers(ctx context.Context, health error) []v1.NodeRuntimeHandler {
+	if health == nil {
+		hs, err := n.rt.RuntimeHandlers(ctx)
+		if err == nil {
+			return NodeRuntimeHandlers(hs)
+		}
+		log.WithError(err).Warn("reading the runtime handlers")
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.node == nil {
+		return nil
+	}
+	return n.node.Status.RuntimeHandlers
+}
+
+// NodeRuntimeHandlers are handlers as the node status has them. Recursive
+// read-only mounts are false whatever the runtime could: hostlet does not
+// make them (a volumeMount's recursiveReadOnly is not applied).
+func NodeRuntimeHandlers(hs []runtime.RuntimeHandler) []v1.NodeRuntimeHandler {
+	out := make([]v1.NodeRuntimeHandler, len(hs))
+	for i, h := range hs {
+		out[i] = v1.NodeRuntimeHandler{Name: h.Name, Features: &v1.NodeRuntimeHandlerFeatures{
+			RecursiveReadOnlyMounts: ptr.To(false),
+			UserNamespaces:          ptr.To(h.UserNamespaces),
+		}}
+	}
+	return out
 }

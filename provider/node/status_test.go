@@ -172,3 +172,33 @@ func TestNodeNetworkNotReadyMessage(t *testing.T) {
 		t.Error("a ready network has a message")
 	}
 }
+
+// The runtime handlers as the kubelet's setter reports them: each with
+// both features set; hostlet's (from containerd) replace the API's.
+func TestRuntimeHandlersStatus(t *testing.T) {
+	got := NodeRuntimeHandlers([]runtime.RuntimeHandler{{Name: "", UserNamespaces: true}, {Name: "crun"}})
+	if len(got) != 2 || got[0].Name != "" || got[1].Name != "crun" {
+		t.Fatalf("handlers %+v", got)
+	}
+	for _, h := range got {
+		if h.Features == nil || h.Features.RecursiveReadOnlyMounts == nil || *h.Features.RecursiveReadOnlyMounts || h.Features.UserNamespaces == nil {
+			t.Errorf("%q: features %+v", h.Name, h.Features)
+		}
+	}
+	if !*got[0].Features.UserNamespaces || *got[1].Features.UserNamespaces {
+		t.Errorf("user namespaces: default %v, crun %v", *got[0].Features.UserNamespaces, *got[1].Features.UserNamespaces)
+	}
+	if none := NodeRuntimeHandlers(nil); none == nil || len(none) != 0 {
+		t.Errorf("no handlers: %#v, want an empty list as the kubelet's", none)
+	}
+
+	api := v1.NodeStatus{RuntimeHandlers: []v1.NodeRuntimeHandler{{Name: "stale"}}}
+	want := v1.NodeStatus{RuntimeHandlers: got}
+	st := desiredStatus(api, want, metav1.Unix(1, 0))
+	if len(st.RuntimeHandlers) != 2 || st.RuntimeHandlers[1].Name != "crun" {
+		t.Errorf("desired handlers %+v", st.RuntimeHandlers)
+	}
+	if d := statusDiff(api, st); len(d) != 1 || d[0] != "runtimeHandlers" {
+		t.Errorf("diff %v, want runtimeHandlers", d)
+	}
+}

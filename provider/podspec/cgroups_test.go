@@ -83,6 +83,25 @@ func TestPodCgroupResourcesPodLevel(t *testing.T) {
 	}
 }
 
+// Pod overhead (spec.overhead, which the RuntimeClass admission plugin
+// sets from the pod's RuntimeClass) is in the pod cgroup, as the kubelet's
+// ResourceConfigForPod has it: added to the requests, and to the limits
+// the pod has.
+func TestPodCgroupResourcesOverhead(t *testing.T) {
+	g := podWith(req(resList("100m", "100Mi"), resList("100m", "100Mi")))
+	g.Spec.Overhead = resList("250m", "120Mi")
+	got := PodCgroupResources(g)
+	if *got.CPUShares != 358 || *got.CPUQuota != 35000 || *got.Memory != 220<<20 {
+		t.Errorf("guaranteed with overhead: shares %d quota %d memory %d", *got.CPUShares, *got.CPUQuota, *got.Memory)
+	}
+	b := podWith(req(resList("100m", ""), resList("", "100Mi")))
+	b.Spec.Overhead = resList("250m", "120Mi")
+	got = PodCgroupResources(b)
+	if *got.CPUShares != 358 || got.CPUQuota != nil || *got.Memory != 220<<20 {
+		t.Errorf("burstable with overhead: shares %d quota %v memory %d", *got.CPUShares, got.CPUQuota, *got.Memory)
+	}
+}
+
 func TestBurstableMilliCPU(t *testing.T) {
 	pods := []*v1.Pod{
 		podWith(req(resList("100m", ""), nil)),

@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	nodelisters "k8s.io/client-go/listers/node/v1"
 )
 
 // Config is what the translation reads of the node and the cluster.
@@ -53,6 +54,11 @@ type Config struct {
 	// PersistentVolumes, if set, reads the claims of pods' volumes and
 	// their PersistentVolumes (the node's client).
 	PersistentVolumes volumes.API
+	// RuntimeClasses resolve pods' runtimeClassName to a runtime handler
+	// (a RuntimeClass informer's lister; nil: a pod naming one is
+	// refused); RuntimeClassesSynced, if set, says when it has listed them.
+	RuntimeClasses       nodelisters.RuntimeClassLister
+	RuntimeClassesSynced func() bool
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a
@@ -78,6 +84,7 @@ type Node interface {
 type ContainerRuntime interface {
 	Sandbox(uid string) (*runtime.Sandbox, error)
 	EnsureSandbox(ctx context.Context, cfg runtime.SandboxConfig) (*runtime.Sandbox, error)
+	RuntimeHandler(ctx context.Context, name string) (*runtime.RuntimeHandler, error)
 	RemoveSandbox(ctx context.Context, uid string) error
 	UserNamespacesSupported(ctx context.Context) error
 	GetImage(ctx context.Context, ref string) (*runtime.Image, error)

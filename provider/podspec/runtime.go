@@ -35,6 +35,12 @@ var _ lifecycle.Runtime = (*Runtime)(nil)
 func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
 	sb, err := r.rt.Sandbox(string(pod.UID))
 	if err != nil {
+		// The handler first: a pod whose RuntimeClass cannot run here gets
+		// nothing made, and never the default runtime instead.
+		handler, err := r.runtimeHandler(ctx, pod)
+		if err != nil {
+			return nil, err
+		}
 		if err := r.prepareClaims(ctx, pod); err != nil {
 			return nil, err
 		}
@@ -61,11 +67,12 @@ func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, er
 			Hostname:              hostname, FQDN: fqdn,
 			ResolvConf:   r.resolvConf(pod),
 			PortMappings: portMappings(pod),
+			Handler:      handler.Name,
 		}
 		for _, a := range pod.Spec.HostAliases {
 			cfg.HostAliases = append(cfg.HostAliases, runtime.HostAlias{IP: a.IP, Hostnames: a.Hostnames})
 		}
-		if cfg.UserNS, err = r.podUserNS(ctx, pod); err != nil {
+		if cfg.UserNS, err = r.podUserNS(ctx, pod, handler); err != nil {
 			return nil, err
 		}
 		if cfg.CgroupParent, err = r.ensurePodCgroup(pod); err != nil {

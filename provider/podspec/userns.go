@@ -192,12 +192,20 @@ func (a *usernsAllocator) write(uid types.UID, m runtime.IDMap) error {
 // or nil for a pod that runs with the host's IDs. A host that cannot give a
 // pod its own user namespace fails the sandbox with the kubelet's message:
 // the pod never runs as the host's root instead.
-func (r *Runtime) podUserNS(ctx context.Context, pod *v1.Pod) (*runtime.IDMap, error) {
+func (r *Runtime) podUserNS(ctx context.Context, pod *v1.Pod, handler *runtime.RuntimeHandler) (*runtime.IDMap, error) {
 	if pod.Spec.HostUsers == nil || *pod.Spec.HostUsers {
 		return nil, nil
 	}
 	if err := r.rt.UserNamespacesSupported(ctx); err != nil {
 		return nil, fmt.Errorf("can't set `spec.hostUsers: false`, %w", err)
+	}
+	// The handler's own runtime must map IDs too (the kubelet's
+	// HandlerSupportsUserNamespaces, with its words).
+	if !handler.UserNamespaces {
+		if handler.Name != runtime.DefaultHandler {
+			return nil, fmt.Errorf("can't set `spec.hostUsers: false`, RuntimeClass handler %q does not support user namespaces", handler.Name)
+		}
+		return nil, errors.New("can't set `spec.hostUsers: false`, runtime does not support user namespaces")
 	}
 	m, err := r.userns.Get(pod.UID)
 	if err != nil {

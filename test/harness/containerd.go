@@ -99,6 +99,33 @@ const criConfig = `
 // CRIConfig turns on containerd's CRI plugin in WriteContainerdConfig.
 type CRIConfig struct {
 	SandboxImage, CNIBinDir, CNIConfDir string
+	// Runtimes are runtime handlers beside the default runc, as a user
+	// adds them for RuntimeClasses.
+	Runtimes []CRIRuntime
+}
+
+// CRIRuntime is a runtime handler in containerd's CRI config: its name
+// (a RuntimeClass's handler), runtime type and the runc shim's BinaryName
+// and Root options (left out when empty).
+type CRIRuntime struct {
+	Name, Type, BinaryName, Root string
+}
+
+// toml is the runtime's table in the CRI plugin's config.
+func (r CRIRuntime) toml() string {
+	table := fmt.Sprintf(`plugins."io.containerd.cri.v1.runtime".containerd.runtimes.%q`, r.Name)
+	s := fmt.Sprintf("  [%s]\n    runtime_type = %q\n", table, r.Type)
+	if r.BinaryName == "" && r.Root == "" {
+		return s
+	}
+	s += fmt.Sprintf("    [%s.options]\n", table)
+	if r.BinaryName != "" {
+		s += fmt.Sprintf("      BinaryName = %q\n", r.BinaryName)
+	}
+	if r.Root != "" {
+		s += fmt.Sprintf("      Root = %q\n", r.Root)
+	}
+	return s
 }
 
 // ContainerdSocketIn is the gRPC socket of a containerd configured by
@@ -122,6 +149,9 @@ func WriteContainerdConfig(dir string, cri *CRIConfig) (string, error) {
 	disabled, extra := noCRI, ""
 	if cri != nil {
 		disabled, extra = "", fmt.Sprintf(criConfig, cri.SandboxImage, hosts, cri.CNIBinDir, cri.CNIConfDir)
+		for _, rt := range cri.Runtimes {
+			extra += rt.toml()
+		}
 	}
 	cfg := fmt.Sprintf(containerdConfig,
 		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc",
@@ -305,4 +335,84 @@ func (c *Cluster) StartContainerd(ctx context.Context) error {
 		return err
 	}
 	return c.waitContainerd(ctx, p)
+}
+
+// Containerd is a further containerd of a cluster (AddContainerd), for a
+// hostlet whose runtime needs a config of its own (runtime handlers):
+// its own root, state and sockets under the cluster's dir.
+type Containerd struct {
+	c      *Cluster
+	name   string
+	dir    string
+	proc   *process
+	client *containerd.Client
+}
+
+// AddContainerd starts containerd name with the CRI plugin on as cri says
+// (the cluster's CNI config and plugins unless cri names others), in the
+// node's network namespace with Options.NodeNetns, and waits until it
+// answers. A hostlet uses it with --container-runtime-endpoint
+// unix://<Socket()> in its ExtraArgs. Stop (or the cluster's Stop, which
+// sweeps whatever names the cluster's dir) takes it down.
+func (c *Cluster) AddContainerd(ctx context.Context, name string, cri CRIConfig) (*Containerd, error) {
+	d := &Containerd{c: c, name: name, dir: filepath.Join(c.dir, "containerd-"+name)}
+	if cri.CNIBinDir == "" {
+		cri.CNIBinDir = c.CNIBinDir()
+	}
+	if cri.CNIConfDir == "" {
+		cri.CNIConfDir = c.CNIConfDir()
+	}
+	cfg, err := WriteContainerdConfig(d.dir, &cri)
+	if err != nil {
+		return nil, err
+	}
+	bin, args := c.net.command(filepath.Join(c.binDir, "containerd"), "--config", cfg)
+	env := append(os.Environ(), "PATH="+c.binDir+":"+os.Getenv("PATH"))
+	if d.proc, err = startProcess("containerd-"+name, c.logPath("containerd-"+name), env, true, bin, args...); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = d.proc.waitFor(ctx, "containerd "+name, 50*time.Millisecond, func(ctx context.Context) error {
+		cl, err := DialContainerd(ctx, d.Socket(), ContainerdNamespace)
+		if err == nil {
+			d.client = cl
+		}
+		return err
+	})
+	if err != nil {
+		d.Stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Socket is the containerd's gRPC socket.
+func (d *Containerd) Socket() string { return ContainerdSocketIn(d.dir) }
+
+// Dir holds the containerd's root, state and config.
+func (d *Containerd) Dir() string { return d.dir }
+
+// Client is a client of the containerd with hostlet's namespace as
+// default. Owned by d: do not Close it.
+func (d *Containerd) Client() *containerd.Client { return d.client }
+
+// ImportImage imports an image archive into hostlet's namespace of the
+// containerd, as Cluster.ImportImage does into the node's.
+func (d *Containerd) ImportImage(ctx context.Context, archivePath string) error {
+	_, err := ImportArchive(ctx, d.client, ContainerdNamespace, archivePath)
+	return err
+}
+
+// Stop removes the containerd's containers (so their shims exit and
+// unmount cleanly), then stops it. Safe to call more than once.
+func (d *Containerd) Stop() {
+	if d.client != nil {
+		RemoveAllContainers(context.Background(), d.client, d.c.logf)
+		d.client.Close()
+		d.client = nil
+	}
+	d.proc.stop(10 * time.Second)
+	// Shims left behind name the dir.
+	killProcsUnder([]string{d.dir}, d.c.runc(), nil, d.c.logf)
 }
