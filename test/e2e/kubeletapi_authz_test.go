@@ -118,6 +118,10 @@ func TestKubeletAPIAuthorization(t *testing.T) {
 	pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
 	cluster.CreatePod(t, pod)
 	waitPhase(t, ns, "talker", v1.PodRunning)
+	// Running is the container's start; its first line reaches the log
+	// file a moment later (as with the kubelet, the output is copied
+	// asynchronously), which the logs check below reads.
+	waitLogLine(t, ns, "talker", "from-talker")
 	logs := "/containerLogs/" + ns + "/talker/c"
 
 	type call struct {
