@@ -64,13 +64,17 @@ type CgroupCPU struct {
 type CgroupMemoryStats struct {
 	// Usage counts page cache; WorkingSet is usage less inactive file
 	// pages.
-	Usage, MaxUsage, WorkingSet uint64
-	// Failcnt counts hits of the limit (v1 only).
-	Failcnt                      uint64
+	Usage, MaxUsage, WorkingSet  uint64
 	Cache, RSS, Swap, MappedFile uint64
-	KernelUsage                  uint64
 	ActiveFile, InactiveFile     uint64
 	PageFaults, MajorPageFaults  uint64
+	// Failcnt counts hits of the limit; v1 only (HasFailcnt).
+	Failcnt    uint64
+	HasFailcnt bool
+	// KernelUsage is v1's kmem usage, or v2's "kernel" of memory.stat
+	// (since Linux 5.18), where HasKernelUsage.
+	KernelUsage    uint64
+	HasKernelUsage bool
 }
 
 // CgroupIO is the block I/O of a cgroup on one device (major:minor).
@@ -290,6 +294,10 @@ func memoryStats(ms *cgroups.MemoryStats, v2 bool) CgroupMemoryStats {
 	prefix := ""
 	switch {
 	case v2:
+		// v2 has no failcnt (the library reports 0); its kernel memory is
+		// a key of memory.stat, which cAdvisor does not read (it reports
+		// 0): reported where the kernel has it.
+		out.KernelUsage, out.HasKernelUsage = ms.Stats["kernel"]
 		out.Cache, out.RSS, out.MappedFile = ms.Stats["file"], ms.Stats["anon"], ms.Stats["file_mapped"]
 		if ms.SwapUsage.Usage > ms.Usage.Usage {
 			// The library reports v2's swap as memory+swap, as v1's memsw.
@@ -299,6 +307,7 @@ func memoryStats(ms *cgroups.MemoryStats, v2 bool) CgroupMemoryStats {
 		prefix = "total_"
 		fallthrough
 	default:
+		out.HasFailcnt, out.HasKernelUsage = true, true
 		out.Cache, out.RSS = ms.Stats[prefix+"cache"], ms.Stats[prefix+"rss"]
 		out.Swap, out.MappedFile = ms.Stats[prefix+"swap"], ms.Stats[prefix+"mapped_file"]
 	}

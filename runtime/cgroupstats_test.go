@@ -44,7 +44,7 @@ func TestCgroupStatsV2(t *testing.T) {
 		"cpu.stat":            "usage_usec 5000000\nuser_usec 3000000\nsystem_usec 2000000\nnr_periods 100\nnr_throttled 20\nthrottled_usec 400000\n",
 		"cpu.weight":          "4\n",
 		"cpu.max":             "20000 100000\n",
-		"memory.stat":         "anon 1048576\nfile 2097152\nfile_mapped 4096\nactive_file 1048576\ninactive_file 524288\npgfault 1000\npgmajfault 10\n",
+		"memory.stat":         "anon 1048576\nkernel 65536\nfile 2097152\nfile_mapped 4096\nactive_file 1048576\ninactive_file 524288\npgfault 1000\npgmajfault 10\n",
 		"memory.current":      "4194304\n",
 		"memory.peak":         "8388608\n",
 		"memory.max":          "67108864\n",
@@ -73,7 +73,8 @@ func TestCgroupStatsV2(t *testing.T) {
 	}
 	m := st.Memory
 	if m.Usage != 4194304 || m.MaxUsage != 8388608 || m.WorkingSet != 4194304-524288 || m.Cache != 2097152 || m.RSS != 1048576 ||
-		m.MappedFile != 4096 || m.Swap != 1024 || m.ActiveFile != 1048576 || m.InactiveFile != 524288 || m.PageFaults != 1000 || m.MajorPageFaults != 10 {
+		m.MappedFile != 4096 || m.Swap != 1024 || m.ActiveFile != 1048576 || m.InactiveFile != 524288 || m.PageFaults != 1000 || m.MajorPageFaults != 10 ||
+		m.HasFailcnt || !m.HasKernelUsage || m.KernelUsage != 65536 {
 		t.Errorf("memory %+v", m)
 	}
 	if st.OOMKills != 1 || st.Threads != 7 || st.ThreadsMax != 100 || st.Processes != 1 || st.FDs == 0 {
@@ -171,7 +172,7 @@ func TestCgroupStatsV1(t *testing.T) {
 	}
 	m := st.Memory
 	if m.Usage != 4194304 || m.MaxUsage != 8388608 || m.Failcnt != 3 || m.WorkingSet != 4194304-524288 || m.Cache != 2097152 ||
-		m.RSS != 1048576 || m.MappedFile != 4096 || m.PageFaults != 1000 {
+		m.RSS != 1048576 || m.MappedFile != 4096 || m.PageFaults != 1000 || !m.HasFailcnt {
 		t.Errorf("memory %+v", m)
 	}
 	if st.OOMKills != 2 || st.Threads != 7 || st.ThreadsMax != 0 || st.Processes != 1 || st.Pressure != nil {
