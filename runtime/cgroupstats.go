@@ -237,6 +237,11 @@ func readCgroupStats(paths map[string]string, v2, root bool, now, boot time.Time
 				have[s] = p
 			}
 		}
+		// v1's root pids cgroup has no pids.current (nor a limit): the
+		// library would fail the whole reading on it.
+		if p, ok := have["pids"]; ok && !exists(filepath.Join(p, "pids.current")) {
+			delete(have, "pids")
+		}
 		m1, err := cgroupsfs.NewManager(cfg, have)
 		if err != nil {
 			return CgroupStats{}, err

@@ -187,6 +187,11 @@ func TestCgroupStatsV1(t *testing.T) {
 	if st.Created.IsZero() || st.Created.After(now) {
 		t.Errorf("created %v", st.Created)
 	}
+	// The root's pids cgroup has no pids.current: read without it.
+	_ = os.Remove(filepath.Join(paths["pids"], "pids.current"))
+	if st, err := readCgroupStats(paths, false, true, now, now.Add(-time.Hour)); err != nil || st.CPU.Total != 5e9 || st.Threads != 0 {
+		t.Errorf("without pids.current: %v, cpu %+v threads %d", err, st.CPU, st.Threads)
+	}
 }
 
 // The names cAdvisor gives the cgroups (its id label): the container's

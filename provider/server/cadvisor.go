@@ -172,17 +172,16 @@ func (c *cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 func (c *cadvisorCollector) series(ctx context.Context) ([]*cgroupSeries, error) {
 	cg := c.s.cfg.Cgroups
 	var out []*cgroupSeries
-	read := func(s *cgroupSeries) bool {
+	read := func(s *cgroupSeries) {
 		st, err := cg.CgroupStats(s.id)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
 				log.WithError(err).WithField("cgroup", s.id).Debug("cadvisor metrics: unreadable cgroup")
 			}
-			return false
+			return
 		}
 		s.stats = st
 		out = append(out, s)
-		return true
 	}
 	imageFs := c.imageFs.get(ctx, cg)
 	for _, name := range cg.NodeCgroups() {
@@ -208,7 +207,7 @@ func (c *cadvisorCollector) series(ctx context.Context) ([]*cgroupSeries, error)
 }
 
 // podSeries reads a pod's cgroup and its containers'.
-func (c *cadvisorCollector) podSeries(ctx context.Context, pod *v1.Pod, imageFs []fsStat, read func(*cgroupSeries) bool) {
+func (c *cadvisorCollector) podSeries(ctx context.Context, pod *v1.Pod, imageFs []fsStat, read func(*cgroupSeries)) {
 	statuses := allStatuses(pod)
 	var ids []string
 	for i := range statuses {
