@@ -90,6 +90,11 @@ type Cgroups struct {
 	// stopUnit stops a systemd unit and waits for it (stopSystemdUnit;
 	// tests stand in).
 	stopUnit func(ctx context.Context, name string) error
+	// v1Mounts are the v1 controllers' mount points by controller, read
+	// once (subsystemMounts).
+	v1Once   sync.Once
+	v1Mounts map[string]string
+	v1Err    error
 }
 
 // NewCgroups names the hierarchy; driver must be resolved already.

@@ -205,7 +205,7 @@ func run(ctx context.Context, o *options) error {
 		Cert: cert, ClientCAFile: o.clientCA,
 		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
-		Node: nd, Stats: rt, Usage: usage, Volumes: layout, Metrics: append(prov.Metrics(), imageGC.Metrics()...),
+		Node: nd, Stats: rt, Usage: usage, Volumes: layout, Cgroups: rt, Metrics: append(prov.Metrics(), imageGC.Metrics()...),
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
 	}); err != nil {

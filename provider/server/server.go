@@ -55,6 +55,9 @@ type Config struct {
 	Stats   StatsRuntime
 	Usage   DiskUsage
 	Volumes Volumes
+	// Cgroups are read for /metrics/cadvisor, with Stats (the pods'
+	// network) and Usage (containers' writable layers).
+	Cgroups Cgroups
 	Metrics []prometheus.Collector
 	// ProbeMetrics are served on /metrics/probes.
 	ProbeMetrics []prometheus.Collector
@@ -107,6 +110,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	mux.HandleFunc("GET /stats/summary", s.serveSummary)
 	mux.Handle("GET /metrics/resource", resourceMetrics)
 	mux.Handle("GET /metrics", ownMetrics)
+	mux.Handle("GET /metrics/cadvisor", s.cadvisorHandler())
 	mux.Handle("GET /metrics/probes", s.probeMetricsHandler())
 	if cfg.Profiling {
 		attachProfiling(mux)

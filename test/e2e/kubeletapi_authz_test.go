@@ -162,11 +162,13 @@ func TestKubeletAPIAuthorization(t *testing.T) {
 		{"stats", []string{"get"}, []call{
 			{"GET", "/stats/summary", 200, ""},
 			forbidden("GET", "/metrics/resource", "[metrics]"),
+			forbidden("GET", "/metrics/cadvisor", "[metrics]"),
 			forbidden("GET", "/pods", "[pods proxy]"),
 		}},
 		{"metrics", []string{"get"}, []call{
 			{"GET", "/metrics", 200, ""},
 			{"GET", "/metrics/resource", 200, ""},
+			{"GET", "/metrics/cadvisor", 200, ""},
 			forbidden("GET", "/stats/summary", "[stats]"),
 			forbidden("GET", "/healthz", "[healthz proxy]"),
 		}},
