@@ -48,8 +48,9 @@ type kubeletField struct {
 	use    fieldUse
 	flag   string // useFlag: hostlet's flag
 	reason string // useRefuse, useWarn: what hostlet does instead
-	// check (useCheck) returns a warning to log or a refusal.
-	check func(kc *kubeletv1beta1.KubeletConfiguration) (warning, refusal string)
+	// check (useCheck) returns a warning to log or a refusal; fromFile
+	// says whether a configuration file or drop-in was read.
+	check func(kc *kubeletv1beta1.KubeletConfiguration, fromFile bool) (warning, refusal string)
 }
 
 func flagged(path, flag string) kubeletField {
@@ -235,7 +236,8 @@ var hostletGates = map[string]string{
 // hostlet does not implement are refused or logged as ignored. The result
 // is what /configz serves.
 func (o *options) resolveKubeletConfig(fs *pflag.FlagSet, cmdline map[string]bool, base *kubeletv1beta1.KubeletConfiguration) error {
-	if base != nil {
+	fromFile := base != nil
+	if fromFile {
 		if err := applyToFlags(fs, cmdline, base); err != nil {
 			return err
 		}
@@ -253,7 +255,7 @@ func (o *options) resolveKubeletConfig(fs *pflag.FlagSet, cmdline map[string]boo
 	if err := kubeletconfig.Validate(kc, gates); err != nil {
 		return fmt.Errorf("failed to validate kubelet configuration, error: %w", err)
 	}
-	warnings, err := checkUnimplemented(kc)
+	warnings, err := checkUnimplemented(kc, fromFile)
 	if err != nil {
 		return err
 	}
@@ -319,13 +321,13 @@ func effectiveConfig(fs *pflag.FlagSet, cmdline map[string]bool, base *kubeletv1
 // checkUnimplemented compares each field hostlet does not implement with
 // the kubelet's default: a refused one that differs is an error naming it
 // (all of them at once), an ignored one a warning.
-func checkUnimplemented(kc *kubeletv1beta1.KubeletConfiguration) (warnings []string, err error) {
+func checkUnimplemented(kc *kubeletv1beta1.KubeletConfiguration, fromFile bool) (warnings []string, err error) {
 	def := reflect.ValueOf(kubeletconfig.Defaulted())
 	var refused []string
 	for _, f := range kubeletFields {
 		switch f.use {
 		case useCheck:
-			w, r := f.check(kc)
+			w, r := f.check(kc, fromFile)
 			if w != "" {
 				warnings = append(warnings, w)
 			}
@@ -378,7 +380,7 @@ func gateWarnings(set map[string]bool, gates featuregate.FeatureGate) []string {
 // checkStaticPodPath refuses a staticPodPath that holds manifests (pods the
 // node is expected to run and would not), and notes an empty one (as
 // kubeadm writes it on every node).
-func checkStaticPodPath(kc *kubeletv1beta1.KubeletConfiguration) (warning, refusal string) {
+func checkStaticPodPath(kc *kubeletv1beta1.KubeletConfiguration, _ bool) (warning, refusal string) {
 	p := kc.StaticPodPath
 	if p == "" {
 		return "", ""
@@ -404,16 +406,21 @@ func checkStaticPodPath(kc *kubeletv1beta1.KubeletConfiguration) (warning, refus
 	return fmt.Sprintf("ignored: staticPodPath %s: hostlet runs no static pods (it holds none)", p), ""
 }
 
-// checkFailCgroupV1 notes that hostlet runs on a cgroup v1 host where the
-// kubelet 1.35 would refuse to (failCgroupV1, its default).
-func checkFailCgroupV1(kc *kubeletv1beta1.KubeletConfiguration) (warning, refusal string) {
-	if !ptr.Deref(kc.FailCgroupV1, true) {
-		return "", ""
-	}
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); errors.Is(err, os.ErrNotExist) {
+// checkFailCgroupV1 notes, when a configuration file says failCgroupV1
+// (true, its default), that hostlet runs on a cgroup v1 host where the
+// kubelet 1.35 would refuse to. Without a file it is hostlet's own
+// behaviour, said once in the README rather than at every start.
+func checkFailCgroupV1(kc *kubeletv1beta1.KubeletConfiguration, fromFile bool) (warning, refusal string) {
+	if fromFile && ptr.Deref(kc.FailCgroupV1, true) && cgroupV1() {
 		return "ignored: failCgroupV1: true: hostlet runs on this cgroup v1 host (the kubelet would not)", ""
 	}
 	return "", ""
+}
+
+// cgroupV1 says whether the host mounts cgroup v1 (no unified hierarchy).
+var cgroupV1 = func() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return errors.Is(err, os.ErrNotExist)
 }
 
 // fieldByPath is the field at path (JSON names, dot-separated) of the
