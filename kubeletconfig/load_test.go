@@ -212,9 +212,13 @@ func TestValidate(t *testing.T) {
 		}, "specifying shutdownGracePeriod or shutdownGracePeriodCriticalPods requires feature gate GracefulNodeShutdown"},
 		{func(kc *kubeletv1beta1.KubeletConfiguration) { kc.MemorySwap.SwapBehavior = "Unlimited" },
 			`invalid configuration: memorySwap.swapBehavior "Unlimited" must be one of: "", "LimitedSwap" or "NoSwap"`},
-		{func(kc *kubeletv1beta1.KubeletConfiguration) { kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration = 10 * time.Minute },
+		{func(kc *kubeletv1beta1.KubeletConfiguration) {
+			kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration = 10 * time.Minute
+		},
 			"CrashLoopBackOff.MaxContainerRestartPeriod (got: 600 seconds) must be set between 1s and 300s"},
-		{func(kc *kubeletv1beta1.KubeletConfiguration) { kc.FeatureGates = map[string]bool{"KubeletCrashLoopBackOffMax": false} },
+		{func(kc *kubeletv1beta1.KubeletConfiguration) {
+			kc.FeatureGates = map[string]bool{"KubeletCrashLoopBackOffMax": false}
+		},
 			"FeatureGate KubeletCrashLoopBackOffMax not enabled, CrashLoopBackOff.MaxContainerRestartPeriod must not be set"},
 		{func(kc *kubeletv1beta1.KubeletConfiguration) { kc.PodLogsDir = "var/log/pods" },
 			`invalid configuration: pod logs path "var/log/pods" must be absolute path`},
