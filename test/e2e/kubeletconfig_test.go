@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hostlet/hostlet/test/harness"
 	v1 "k8s.io/api/core/v1"
@@ -19,11 +21,20 @@ const kcHeader = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfig
 // kubelet: the drop-ins merge over the file in lexical order (a map key
 // by key), a file not ending in .conf is not read, a flag wins over both;
 // the Node shows the result, and /configz, through the API server's node
-// proxy, serves it as the kubelet's.
+// proxy, serves it as the kubelet's. The node is in a network namespace of
+// its own: the node proxy refuses a loopback node address.
 func TestKubeletConfigFileAndDropins(t *testing.T) {
 	skipIfNoCluster(t)
 	const name = "hostlet-kubeletconfig"
-	h := extraNode(t, harness.HostletOptions{
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := harness.Start(ctx, harness.Options{Logf: t.Logf, NodeNetns: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	h, err := c.StartHostlet(ctx, harness.HostletOptions{
+		Binary:   hostletBinary(t),
 		NodeName: name,
 		KubeletConfig: kcHeader + `maxPods: 50
 systemReserved:
@@ -40,8 +51,11 @@ featureGates:
 		},
 		ExtraArgs: []string{"--kube-api-burst", "150"},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	n, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), name, metav1.GetOptions{})
+	n, err := c.Client().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +71,7 @@ featureGates:
 		t.Errorf("allocatable cpu %v memory %v; capacity less the reservations is %v, %v", a.Cpu(), a.Memory(), &cpu, &mem)
 	}
 
-	body, err := cluster.Client().CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", name, "proxy", "configz").DoRaw(ctxT(t))
+	body, err := c.Client().CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", name, "proxy", "configz").DoRaw(ctx)
 	if err != nil {
 		t.Fatalf("configz through the node proxy: %v %s", err, body)
 	}
