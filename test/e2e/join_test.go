@@ -115,7 +115,7 @@ func TestJoinAndLeave(t *testing.T) {
 	t.Run("dry run", func(t *testing.T) {
 		out, err := join(joinedNode, server, token, caHash, "--dry-run")
 		if err != nil || !strings.Contains(out, "[dry-run] would request a client certificate for system:node:"+joinedNode) ||
-			!strings.Contains(out, "hostname-override: "+joinedNode) {
+			!strings.Contains(out, "kind: KubeletConfiguration") || !strings.Contains(out, "--hostname-override="+joinedNode) {
 			t.Fatalf("dry run: %v:\n%s", err, out)
 		}
 		stateEmpty(t)
