@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -23,14 +25,20 @@ type clients struct {
 }
 
 func newClients(ctx context.Context, o *options) (clients, error) {
-	// A kubeconfig join wrote has its client certificate rotated
-	// (selfnodeclient CSRs); an inline one is used as it is.
-	restCfg, err := join.RotatingClientConfig(ctx, o.kubeconfig)
+	// With --rotate-certificates, a kubeconfig join wrote has its client
+	// certificate rotated (selfnodeclient CSRs); any other is used as it is.
+	var restCfg *rest.Config
+	var err error
+	if o.rotateCerts {
+		restCfg, err = join.RotatingClientConfig(ctx, o.kubeconfig)
+	} else {
+		restCfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	}
 	if err != nil {
 		return clients{}, fmt.Errorf("kubeconfig: %w", err)
 	}
 	// The kubelet's API client limits (--kube-api-qps/--kube-api-burst).
-	restCfg.QPS, restCfg.Burst = o.kubeAPIQPS, o.kubeAPIBurst
+	restCfg.QPS, restCfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
 	restCfg.UserAgent = "hostlet/" + node.KubeletVersion
 	var c clients
 	if c.api, err = kubernetes.NewForConfig(restCfg); err != nil {

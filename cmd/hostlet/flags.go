@@ -8,10 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hostlet/hostlet/kubeletconfig"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/featuregate"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"sigs.k8s.io/yaml"
 )
@@ -20,6 +24,8 @@ import (
 type options struct {
 	kubeconfig        string
 	configFile        string
+	configDir         string
+	featureGates      map[string]bool
 	hostnameOverride  string
 	nodeIP            string
 	externalIP        string
@@ -39,7 +45,12 @@ type options struct {
 	port              int32
 	tlsCert, tlsKey   string
 	rotateServerCerts bool
+	rotateCerts       bool
 	clientCA          string
+	authnCacheTTL     time.Duration
+	authzAllowedTTL   time.Duration
+	authzDeniedTTL    time.Duration
+	streamIdleTimeout time.Duration
 	clusterDNS        []string
 	clusterDomain     string
 	resolvConf        string
@@ -51,7 +62,7 @@ type options struct {
 	statusUpdateFreq  time.Duration
 	statusReportFreq  time.Duration
 	maxRestartPeriod  time.Duration
-	kubeAPIQPS        float32
+	kubeAPIQPS        int32
 	kubeAPIBurst      int
 	verbosity         int
 	testPanicHooks    bool
@@ -59,12 +70,22 @@ type options struct {
 	housekeeping
 	evictionFlags
 	cgroupFlags
+
+	// kubeletConfig is the effective configuration (/configz): the file's
+	// and the drop-ins', the flags' over them; gates its feature gates.
+	kubeletConfig *kubeletv1beta1.KubeletConfiguration
+	gates         featuregate.FeatureGate
+	// warnings are what the configuration sets that hostlet ignores, to
+	// be logged once logging is set up.
+	warnings []string
 }
 
 func (o *options) flags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("hostlet", pflag.ContinueOnError)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "/etc/hostlet/kubeconfig", "kubeconfig with the node's identity (system:node:<name>)")
-	fs.StringVar(&o.configFile, "config", "", "YAML file of settings keyed by flag name; command-line flags win")
+	fs.StringVar(&o.configFile, "config", "", "the kubelet's configuration file, a KubeletConfiguration (kubelet.config.k8s.io/v1beta1): its fields set the flags of the same settings, command-line flags win; the fields hostlet does not implement stop it, or are logged as ignored where that is harmless. hostlet's older YAML keyed by flag name is still read (deprecated)")
+	fs.StringVar(&o.configDir, "config-dir", "", "directory of KubeletConfiguration drop-ins (*.conf, lexical order) merged over --config as the kubelet's (JSON merge patches); command-line flags win over both")
+	fs.Var(cliflag.NewMapStringBool(&o.featureGates), "feature-gates", "the kubelet's feature gates (key=true|false,...): an unknown one is refused, as by the kubelet; those of behaviour hostlet does not have are logged as without effect")
 	fs.StringVar(&o.hostnameOverride, "hostname-override", "", "node name (default: the host name)")
 	fs.StringVar(&o.nodeIP, "node-ip", "", "node InternalIP (default: the address of the default route)")
 	fs.StringVar(&o.externalIP, "external-ip", "", "node ExternalIP, if any")
@@ -85,14 +106,20 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate of the kubelet API, reloaded when it changes (default: self-signed in <root-dir>/pki)")
 	fs.StringVar(&o.tlsKey, "tls-private-key-file", "", "key of the serving certificate")
 	fs.BoolVar(&o.rotateServerCerts, "rotate-server-certificates", false, "request the serving certificate from the cluster (kubernetes.io/kubelet-serving CSRs for the Node's addresses, approved by an approver such as the chart's) and renew it before it expires; --tls-cert-file is served until the first is issued")
+	fs.BoolVar(&o.rotateCerts, "rotate-certificates", false, "renew the client certificate of the --kubeconfig (one <prefix>-current.pem file for certificate and key, as `hostlet join` writes it) through kubernetes.io/kube-apiserver-client-kubelet CSRs before it expires")
 	fs.StringVar(&o.clientCA, "client-ca-file", "", "CA that signs client certificates of kubelet API callers")
+	fs.DurationVar(&o.authnCacheTTL, "authentication-token-webhook-cache-ttl", 2*time.Minute, "how long TokenReview results of the kubelet API's callers are cached")
+	fs.DurationVar(&o.authzAllowedTTL, "authorization-webhook-cache-authorized-ttl", 5*time.Minute, "how long allowed SubjectAccessReview results are cached")
+	fs.DurationVar(&o.authzDeniedTTL, "authorization-webhook-cache-unauthorized-ttl", 30*time.Second, "how long denied SubjectAccessReview results are cached")
+	fs.DurationVar(&o.streamIdleTimeout, "streaming-connection-idle-timeout", 4*time.Hour, "how long an exec, attach or port-forward stream may be idle before it is closed")
 	fs.StringSliceVar(&o.clusterDNS, "cluster-dns", nil, "cluster DNS server IPs")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain")
 	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration of pods with dnsPolicy Default")
 	fs.StringToStringVar(&o.systemReserved, "system-reserved", nil, "resources reserved for the system (cpu=100m,memory=100Mi,...)")
 	fs.StringToStringVar(&o.kubeReserved, "kube-reserved", nil, "resources reserved for Kubernetes components")
-	o.evictionHard = map[string]string{
-		"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%",
+	o.evictionHard = map[string]string{}
+	for k, v := range kubeletconfig.DefaultEvictionHard {
+		o.evictionHard[k] = v
 	}
 	fs.Var(&langleMap{m: &o.evictionHard}, "eviction-hard", "hard eviction thresholds, e.g. memory.available<1Gi,nodefs.available<10% (replaces the defaults)")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", 0, "how long the node delays its shutdown (logind inhibitor) to stop pods; 0 turns graceful node shutdown off")
@@ -100,7 +127,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&o.statusUpdateFreq, "node-status-update-frequency", 10*time.Second, "how often node status is computed")
 	fs.DurationVar(&o.statusReportFreq, "node-status-report-frequency", 5*time.Minute, "how often unchanged node status is written")
 	fs.DurationVar(&o.maxRestartPeriod, "max-container-restart-period", 300*time.Second, "longest crash-loop back-off")
-	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server (negative: no limit)")
+	fs.Int32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
 	o.housekeeping.flags(fs)
 	o.evictionFlags.flags(fs)
@@ -117,22 +144,77 @@ func (o *options) flags() *pflag.FlagSet {
 	return fs
 }
 
-// parse reads the command line, then fills unset flags from the config file.
+// parse reads the command line, then the configuration (--config and
+// --config-dir) under it, as the kubelet does.
 func (o *options) parse(args []string) error {
 	fs := o.flags()
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if o.configFile == "" {
-		return nil
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unknown command %s", fs.Arg(0))
 	}
-	b, err := os.ReadFile(o.configFile)
+	cmdline := map[string]bool{}
+	fs.Visit(func(f *pflag.Flag) { cmdline[f.Name] = true })
+	base, err := o.loadConfig(fs)
 	if err != nil {
 		return err
 	}
+	return o.resolveKubeletConfig(fs, cmdline, base)
+}
+
+// loadConfig is the KubeletConfiguration of --config with the drop-ins of
+// --config-dir merged over it (over the kubelet's defaults without
+// --config); nil without either, or when --config is hostlet's older
+// flag-keyed file, whose settings it sets on the flags.
+func (o *options) loadConfig(fs *pflag.FlagSet) (*kubeletv1beta1.KubeletConfiguration, error) {
+	var kc *kubeletv1beta1.KubeletConfiguration
+	if o.configFile != "" {
+		b, err := os.ReadFile(o.configFile)
+		if err != nil {
+			return nil, fmt.Errorf("failed to load kubelet config file, path: %s, error: %w", o.configFile, err)
+		}
+		typed, err := kubeletconfig.HasTypeMeta(b)
+		if err != nil {
+			return nil, fmt.Errorf("config file %s: %w", o.configFile, err)
+		}
+		if !typed {
+			if o.configDir != "" {
+				return nil, fmt.Errorf("--config-dir merges drop-ins over a KubeletConfiguration; %s is hostlet's flag-keyed file", o.configFile)
+			}
+			return nil, o.parseFlagKeyed(fs, b)
+		}
+		var warnings []string
+		if kc, warnings, err = kubeletconfig.LoadFile(o.configFile); err != nil {
+			return nil, err
+		}
+		o.warnings = append(o.warnings, warnings...)
+	}
+	if o.configDir != "" {
+		if kc == nil {
+			kc = kubeletconfig.Defaulted()
+		}
+		warnings, err := kubeletconfig.MergeDropins(kc, o.configDir)
+		if err != nil {
+			return nil, err
+		}
+		o.warnings = append(o.warnings, warnings...)
+	}
+	return kc, nil
+}
+
+// parseFlagKeyed reads hostlet's older config file: settings keyed by flag
+// name, each setting a flag the command line did not give. Joined hosts
+// from before join wrote a KubeletConfiguration have one; they kept
+// renewing their client certificate, which the KubeletConfiguration says
+// with rotateCertificates.
+func (o *options) parseFlagKeyed(fs *pflag.FlagSet, b []byte) error {
 	var values map[string]any
 	if err := yaml.Unmarshal(b, &values); err != nil {
 		return fmt.Errorf("config file %s: %w", o.configFile, err)
+	}
+	if _, ok := values["rotate-certificates"]; !ok {
+		values["rotate-certificates"] = true
 	}
 	for name, v := range values {
 		f := fs.Lookup(name)
@@ -146,6 +228,9 @@ func (o *options) parse(args []string) error {
 			return fmt.Errorf("config file %s: %s: %w", o.configFile, name, err)
 		}
 	}
+	o.warnings = append(o.warnings, fmt.Sprintf("config file %s is keyed by flag name, which is deprecated: "+
+		"write a KubeletConfiguration (apiVersion: kubelet.config.k8s.io/v1beta1, kind: KubeletConfiguration; "+
+		"the flags that are not kubelet configuration fields on the command line), or rerun `hostlet join`, which writes one", o.configFile))
 	return nil
 }
 

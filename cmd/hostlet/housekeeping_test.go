@@ -34,9 +34,11 @@ func TestHousekeepingFlags(t *testing.T) {
 		{"--pod-logs-dir", "/var/log/pods/"},
 		{"--container-logs-dir", "/var/log/../containers"},
 	} {
+		// Refused when parsed (the kubelet's configuration validation) or
+		// when used.
 		o = options{}
 		if err := o.parse(args); err != nil {
-			t.Fatal(err)
+			continue
 		}
 		if _, err := o.logRotation(); err == nil {
 			t.Errorf("%q accepted", args)
@@ -49,7 +51,7 @@ func TestHousekeepingFlags(t *testing.T) {
 	} {
 		o = options{}
 		if err := o.parse(args); err != nil {
-			t.Fatal(err)
+			continue
 		}
 		if _, err := o.imageGC(); err == nil {
 			t.Errorf("%q accepted", args)

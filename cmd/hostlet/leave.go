@@ -30,7 +30,7 @@ func runLeave(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "how long to wait for pods to be evicted (PodDisruptionBudgets may hold them)")
 	fs.BoolVar(&cfg.SkipSystemd, "skip-systemd", false, "hostlet does not run as join's systemd unit (give --stop-command)")
 	fs.StringVar(&cfg.StopCommand, "stop-command", "", "shell command that stops hostlet and returns once it has (instead of systemctl)")
-	fs.StringToStringVar(&hostletArgs, "hostlet-arg", nil, "flags hostlet ran with besides its config file (name=value,...), so that its pods' leftovers are found where it put them")
+	fs.StringToStringVar(&hostletArgs, "hostlet-arg", nil, "flags hostlet ran with besides its config file and the flags file join wrote (name=value,...), so that its pods' leftovers are found where it put them")
 	// hostlet has it fixed; tests move it.
 	logindDir := fs.String("logind-conf-dir", node.DefaultLogindConfDir, "")
 	_ = fs.MarkHidden("logind-conf-dir")
@@ -39,7 +39,7 @@ func runLeave(ctx context.Context, args []string) error {
 	}
 	cfg.Out = os.Stdout
 	cfg.CleanHost = func(ctx context.Context) error {
-		if err := cleanHost(ctx, cfg.Layout.ConfigFile(), hostletArgs); err != nil {
+		if err := cleanHost(ctx, cfg.Layout, hostletArgs); err != nil {
 			return err
 		}
 		return removeLogindOverride(ctx, *logindDir)
@@ -48,7 +48,8 @@ func runLeave(ctx context.Context, args []string) error {
 }
 
 // hostletOptions are the settings hostlet ran with: its config file (join
-// wrote it) and the flags given besides.
+// wrote it) and the flags given besides (join's flags file, and leave's
+// --hostlet-arg over them).
 func hostletOptions(configFile string, args map[string]string) (*options, error) {
 	argv := []string{"--config", configFile}
 	names := make([]string, 0, len(args))
@@ -72,12 +73,20 @@ func hostletOptions(configFile string, args map[string]string) (*options, error)
 // namespaces), pod cgroups, pod directories (volumes unmounted), logs and
 // their symlinks; then the kubepods cgroups (slices) and the directories
 // hostlet made for pods, if empty.
-func cleanHost(ctx context.Context, configFile string, args map[string]string) error {
+func cleanHost(ctx context.Context, layout join.Layout, args map[string]string) error {
+	configFile := layout.ConfigFile()
 	if _, err := os.Stat(configFile); errors.Is(err, os.ErrNotExist) {
 		log.WithField("config", configFile).Warn("no hostlet config file: the host's pods are not cleaned up")
 		return nil
 	}
-	o, err := hostletOptions(configFile, args)
+	flags, err := join.ReadFlagsFile(layout.FlagsFile())
+	if err != nil {
+		return err
+	}
+	for k, v := range args {
+		flags[k] = v
+	}
+	o, err := hostletOptions(configFile, flags)
 	if err != nil {
 		return err
 	}

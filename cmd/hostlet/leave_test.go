@@ -25,6 +25,18 @@ func TestLeaveReadsHostletSettings(t *testing.T) {
 	if _, err := hostletOptions(conf, map[string]string{"no-such-flag": "1"}); err == nil {
 		t.Error("an unknown hostlet flag was taken")
 	}
+
+	// As join writes them now: a KubeletConfiguration and its flags file.
+	if err := os.WriteFile(conf, []byte(kcHeader+"podLogsDir: /srv/pods\ncontainerRuntimeEndpoint: unix:///run/c.sock\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err = hostletOptions(conf, map[string]string{"root-dir": "/srv/kubelet", "containerd-namespace": "k8s.io", "container-logs-dir": "/x/containers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.rootDir != "/srv/kubelet" || o.podLogsDir != "/srv/pods" || o.containerLogsDir != "/x/containers" || o.containerdNS != "k8s.io" || o.runtimeEndpoint != "unix:///run/c.sock" {
+		t.Errorf("root %s, pod logs %s, container logs %s, namespace %s, endpoint %s", o.rootDir, o.podLogsDir, o.containerLogsDir, o.containerdNS, o.runtimeEndpoint)
+	}
 }
 
 // After the cleanup, the directories hostlet made for pods go if empty;

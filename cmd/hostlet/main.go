@@ -58,6 +58,9 @@ func main() {
 	if o.verbosity >= 3 {
 		log.SetLevel(log.DebugLevel)
 	}
+	for _, w := range o.warnings {
+		log.Warn(w)
+	}
 	if o.testPanicHooks {
 		testpanic.Enable()
 	}
@@ -103,6 +106,9 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	defer rt.Close()
+	// /configz says the driver in use, as the kubelet's says the one the
+	// CRI reported.
+	o.kubeletConfig.CgroupDriver = rt.Cgroups().Driver()
 	inf := newInformers(c.api, name)
 	events, stopEvents := newEventRecorder(c.events, name)
 	defer stopEvents()
@@ -203,11 +209,13 @@ func run(ctx context.Context, o *options) error {
 	if err := server.Serve(ctx, server.Config{
 		Addr: net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),
 		Cert: cert, ClientCAFile: o.clientCA,
-		StreamIdleTimeout: 4 * time.Hour, StreamCreationTime: 30 * time.Second,
+		AuthCache:         server.AuthCache{TokenTTL: o.authnCacheTTL, AllowedTTL: o.authzAllowedTTL, DeniedTTL: o.authzDeniedTTL},
+		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
 		Node: nd, Stats: rt, Usage: usage, Volumes: layout, Cgroups: rt, Metrics: append(prov.Metrics(), imageGC.Metrics()...),
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
+		Configz:      o.kubeletConfig,
 	}); err != nil {
 		return err
 	}

@@ -28,7 +28,8 @@ const (
 	kubeletConfigKey        = "kubelet"
 )
 
-// Flag names of hostlet's config file that join fills from the cluster.
+// The flags of the settings join fills from the cluster, which a user may
+// give with --hostlet-arg too; join writes them to the KubeletConfiguration.
 const (
 	clusterDNSSetting    = "cluster-dns"
 	clusterDomainSetting = "cluster-domain"
@@ -66,14 +67,14 @@ func resolveDNS(sources ...dnsSource) clusterDNS {
 	return d
 }
 
-// apply writes what was found into hostlet's settings; what was not found
-// is left to hostlet's defaults.
-func (d clusterDNS) apply(settings map[string]any) {
+// apply writes what was found into hostlet's KubeletConfiguration; what
+// was not found is left to the kubelet's defaults.
+func (d clusterDNS) apply(kubelet map[string]any) {
 	if d.servers != nil {
-		settings[clusterDNSSetting] = d.servers
+		kubelet["clusterDNS"] = d.servers
 	}
 	if d.domain != "" {
-		settings[clusterDomainSetting] = d.domain
+		kubelet["clusterDomain"] = d.domain
 	}
 }
 

@@ -110,11 +110,11 @@ func TestFindClusterDNSPrecedence(t *testing.T) {
 			}
 			settings := map[string]any{}
 			d.apply(settings)
-			if got, ok := settings["cluster-dns"]; ok != (c.servers != nil) || (ok && !reflect.DeepEqual(got, c.servers)) {
-				t.Errorf("settings cluster-dns: %v", settings)
+			if got, ok := settings["clusterDNS"]; ok != (c.servers != nil) || (ok && !reflect.DeepEqual(got, c.servers)) {
+				t.Errorf("settings clusterDNS: %v", settings)
 			}
-			if got, ok := settings["cluster-domain"]; ok != (c.domain != "") || (ok && got != c.domain) {
-				t.Errorf("settings cluster-domain: %v", settings)
+			if got, ok := settings["clusterDomain"]; ok != (c.domain != "") || (ok && got != c.domain) {
+				t.Errorf("settings clusterDomain: %v", settings)
 			}
 			var out bytes.Buffer
 			d.report(&out)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -32,6 +34,7 @@ const clientPairPrefix = "hostlet-client"
 
 func (l Layout) Kubeconfig() string  { return filepath.Join(l.StateDir, "kubeconfig") }
 func (l Layout) ConfigFile() string  { return filepath.Join(l.StateDir, "config.yaml") }
+func (l Layout) FlagsFile() string   { return filepath.Join(l.StateDir, "hostlet-flags.env") }
 func (l Layout) PKIDir() string      { return filepath.Join(l.StateDir, "pki") }
 func (l Layout) CAFile() string      { return filepath.Join(l.PKIDir(), "ca.crt") }
 func (l Layout) ServingCert() string { return filepath.Join(l.PKIDir(), "hostlet.crt") }
@@ -94,14 +97,66 @@ func kubeconfigFile(l Layout, c *Cluster, nodeName string) (file, error) {
 	return file{path: l.Kubeconfig(), mode: 0o600, data: b}, err
 }
 
-// configFile is hostlet's --config: settings keyed by flag name.
-func configFile(l Layout, settings map[string]any) (file, error) {
-	b, err := yaml.Marshal(settings)
+// configFile is hostlet's --config: a KubeletConfiguration.
+func configFile(l Layout, kubelet map[string]any) (file, error) {
+	b, err := yaml.Marshal(kubelet)
 	if err != nil {
 		return file{}, err
 	}
-	head := []byte("# Written by `hostlet join`; `hostlet leave` removes it. Keys are hostlet's flags.\n")
+	head := []byte("# Written by `hostlet join`; `hostlet leave` removes it. The kubelet's configuration file;\n" +
+		"# hostlet's flags that are not its fields are in " + l.FlagsFile() + ".\n")
 	return file{path: l.ConfigFile(), mode: 0o600, data: append(head, b...)}, nil
+}
+
+// flagsVar is the variable of the flags file the unit passes to hostlet.
+const flagsVar = "HOSTLET_ARGS"
+
+// flagsFile holds hostlet's flags besides its KubeletConfiguration, as
+// kubeadm's kubeadm-flags.env holds the kubelet's: the unit reads it as
+// an EnvironmentFile and passes $HOSTLET_ARGS (split at whitespace, which
+// settings refuses in a value).
+func flagsFile(l Layout, flags map[string]string) file {
+	data := fmt.Sprintf("# Written by `hostlet join`; `hostlet leave` removes it. hostlet's flags besides %s.\n%s=\"%s\"\n",
+		l.ConfigFile(), flagsVar, strings.Join(flagArgs(flags), " "))
+	return file{path: l.FlagsFile(), mode: 0o644, data: []byte(data)}
+}
+
+// flagArgs are flags as --name=value arguments, sorted by name.
+func flagArgs(flags map[string]string) []string {
+	args := make([]string, 0, len(flags))
+	for k, v := range flags {
+		args = append(args, "--"+k+"="+v)
+	}
+	sort.Strings(args)
+	return args
+}
+
+// ReadFlagsFile reads the flags join wrote to path (name to value); none
+// (an empty map) if there is no such file: a host joined before join
+// wrote one has all its settings in the config file.
+func ReadFlagsFile(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	flags := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), flagsVar+"=")
+		if !ok {
+			continue
+		}
+		for _, arg := range strings.Fields(strings.Trim(v, `"`)) {
+			name, value, ok := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+			if !ok || !strings.HasPrefix(arg, "--") {
+				return nil, fmt.Errorf("%s: %q is not a --name=value flag", path, arg)
+			}
+			flags[name] = value
+		}
+	}
+	return flags, nil
 }
 
 // servingFiles are a self-signed serving certificate for the kubelet API,
@@ -148,7 +203,7 @@ func (f file) write() error {
 // directory if nothing else is left in them.
 func (l Layout) remove() error {
 	var errs []error
-	for _, p := range []string{l.Kubeconfig(), l.ConfigFile(), l.UnitFile()} {
+	for _, p := range []string{l.Kubeconfig(), l.ConfigFile(), l.FlagsFile(), l.UnitFile()} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -3,10 +3,13 @@ package join
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hostlet/hostlet/kubeletconfig"
 )
 
 func TestFileWriteIsAtomicAndIdempotent(t *testing.T) {
@@ -79,6 +82,7 @@ func TestRemoveLeavesForeignFiles(t *testing.T) {
 	for _, f := range []file{
 		{path: l.Kubeconfig(), mode: 0o600, data: []byte("k")},
 		{path: l.ConfigFile(), mode: 0o600, data: []byte("c")},
+		{path: l.FlagsFile(), mode: 0o644, data: []byte("f")},
 		{path: l.CAFile(), mode: 0o644, data: []byte("ca")},
 		{path: l.UnitFile(), mode: 0o644, data: []byte("u")},
 	} {
@@ -110,64 +114,102 @@ func TestRemoveLeavesForeignFiles(t *testing.T) {
 	}
 }
 
-func TestConfigFileKeysAreFlags(t *testing.T) {
-	l := Layout{StateDir: "/var/lib/hostlet"}
-	f, err := configFile(l, map[string]any{"kubeconfig": l.Kubeconfig(), "cni-bin-dir": []string{"/a", "/b"}})
+// join writes a KubeletConfiguration the kubelet's strict decoding takes
+// as it is, and the other flags to the flags file, which the unit passes
+// and ReadFlagsFile reads back.
+func TestConfigAndFlagsFiles(t *testing.T) {
+	cfg := Config{NodeName: "n1", RootDir: "/var/lib/kubelet", Layout: Layout{StateDir: "/var/lib/hostlet"},
+		Preflight:     PreflightConfig{RuntimeEndpoint: "unix:///run/containerd/containerd.sock", CNIConfDir: "/etc/cni/net.d", CNIBinDirs: []string{"/a", "/b"}},
+		ExtraSettings: map[string]string{"node-ip": "10.0.0.5", "cluster-dns": "10.96.0.10"}}
+	kubelet, flags, err := cfg.settings()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := string(f.data)
-	for _, want := range []string{"kubeconfig: /var/lib/hostlet/kubeconfig\n", "cni-bin-dir:\n- /a\n- /b\n"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("config lacks %q:\n%s", want, got)
-		}
+	clusterDNS{servers: []string{"10.96.0.10"}, domain: "cluster.local"}.apply(kubelet)
+	f, err := configFile(cfg.Layout, kubelet)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if f.mode != 0o600 {
-		t.Errorf("mode %v", f.mode)
+	if f.mode != 0o600 || f.path != "/var/lib/hostlet/config.yaml" {
+		t.Errorf("config file %s %v", f.path, f.mode)
+	}
+	kc, warning, err := kubeletconfig.Decode(f.data)
+	if err != nil || warning != "" {
+		t.Fatalf("not a strict KubeletConfiguration: %v %q\n%s", err, warning, f.data)
+	}
+	if kc.TLSCertFile != "/var/lib/hostlet/pki/hostlet.crt" || kc.TLSPrivateKeyFile != "/var/lib/hostlet/pki/hostlet.key" ||
+		kc.Authentication.X509.ClientCAFile != "/var/lib/hostlet/pki/ca.crt" || !kc.RotateCertificates ||
+		kc.ContainerRuntimeEndpoint != "unix:///run/containerd/containerd.sock" ||
+		!reflect.DeepEqual(kc.ClusterDNS, []string{"10.96.0.10"}) || kc.ClusterDomain != "cluster.local" {
+		t.Errorf("KubeletConfiguration:\n%s", f.data)
+	}
+
+	ff := flagsFile(cfg.Layout, flags)
+	want := `HOSTLET_ARGS="--cni-bin-dir=/a,/b --cni-conf-dir=/etc/cni/net.d --hostname-override=n1 --kubeconfig=/var/lib/hostlet/kubeconfig --node-ip=10.0.0.5 --root-dir=/var/lib/kubelet"`
+	if !strings.Contains(string(ff.data), want+"\n") || ff.path != "/var/lib/hostlet/hostlet-flags.env" {
+		t.Errorf("flags file %s:\n%s\nwant %s", ff.path, ff.data, want)
+	}
+	dir := t.TempDir()
+	ff.path = filepath.Join(dir, "hostlet-flags.env")
+	if err := ff.write(); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadFlagsFile(ff.path)
+	if err != nil || !reflect.DeepEqual(back, flags) {
+		t.Errorf("read back %v, %v; want %v", back, err, flags)
+	}
+	if none, err := ReadFlagsFile(filepath.Join(dir, "missing")); err != nil || len(none) != 0 {
+		t.Errorf("no flags file: %v %v", none, err)
+	}
+	bad := cfg
+	bad.ExtraSettings = map[string]string{"node-labels": "a=b c"}
+	if _, _, err := bad.settings(); err == nil {
+		t.Error("a value with a space accepted for the flags file")
 	}
 }
 
 func TestUnitRequiresContainerd(t *testing.T) {
 	u := string(unitFile(Layout{StateDir: "/s", UnitDir: "/u"}, "/usr/local/bin/hostlet").data)
 	for _, want := range []string{"Requires=containerd.service", "After=network-online.target containerd.service",
-		"ExecStart=/usr/local/bin/hostlet --config /s/config.yaml", "WantedBy=multi-user.target"} {
+		"EnvironmentFile=-/s/hostlet-flags.env", "ExecStart=/usr/local/bin/hostlet --config /s/config.yaml $HOSTLET_ARGS", "WantedBy=multi-user.target"} {
 		if !strings.Contains(u, want) {
 			t.Errorf("unit lacks %q:\n%s", want, u)
 		}
 	}
 }
 
-// join writes the cgroup layout it is given into hostlet's config, checked
-// as hostlet checks it at start; without it, hostlet's defaults.
+// join writes the cgroup layout it is given into hostlet's
+// KubeletConfiguration, checked as hostlet checks it at start; without it,
+// hostlet's defaults.
 func TestSettingsCgroups(t *testing.T) {
 	cfg := Config{NodeName: "n1", RootDir: "/var/lib/kubelet", Layout: Layout{StateDir: "/var/lib/hostlet"}}
-	s, err := cfg.settings()
+	s, flags, err := cfg.settings()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s["cgroup-root"]; ok {
-		t.Errorf("cgroup-root written unasked: %v", s)
+	if _, ok := s["cgroupRoot"]; ok {
+		t.Errorf("cgroupRoot written unasked: %v", s)
 	}
-	if _, ok := s["cgroup-driver"]; ok {
-		t.Errorf("cgroup-driver written unasked: %v", s)
+	if _, ok := s["cgroupDriver"]; ok {
+		t.Errorf("cgroupDriver written unasked: %v", s)
 	}
 	cfg.CgroupDriver, cfg.CgroupRoot = "systemd", "/hosted/pods"
-	s, err = cfg.settings()
+	s, flags, err = cfg.settings()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s["cgroup-driver"] != "systemd" || s["cgroup-root"] != "/hosted/pods" || s["hostname-override"] != "n1" {
-		t.Errorf("settings %v", s)
+	if s["cgroupDriver"] != "systemd" || s["cgroupRoot"] != "/hosted/pods" || flags["hostname-override"] != "n1" {
+		t.Errorf("settings %v %v", s, flags)
 	}
 	f, err := configFile(cfg.Layout, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(f.data), "cgroup-driver: systemd\n") || !strings.Contains(string(f.data), "cgroup-root: /hosted/pods\n") {
+	if !strings.Contains(string(f.data), "cgroupDriver: systemd\n") || !strings.Contains(string(f.data), "cgroupRoot: /hosted/pods\n") {
 		t.Errorf("config file:\n%s", f.data)
 	}
 	for _, bad := range []Config{{CgroupDriver: "docker"}, {CgroupRoot: "/a_b"}, {CgroupDriver: "systemd", CgroupRoot: "/pods_x"}} {
-		if _, err := bad.settings(); err == nil {
+		if _, _, err := bad.settings(); err == nil {
 			t.Errorf("driver %q root %q accepted", bad.CgroupDriver, bad.CgroupRoot)
 		}
 	}

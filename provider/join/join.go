@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/hostlet/hostlet/runtime"
@@ -16,18 +17,20 @@ type Config struct {
 	Preflight PreflightConfig
 	Layout    Layout
 	NodeName  string
-	// RootDir is hostlet's --root-dir (pods' state), written to the config.
+	// RootDir is hostlet's --root-dir (pods' state), written to the flags.
 	RootDir string
-	// CgroupDriver and CgroupRoot are hostlet's --cgroup-driver and
-	// --cgroup-root, written when set: a host whose pods' cgroups go
-	// elsewhere than /kubepods, or whose containerd says no driver.
+	// CgroupDriver and CgroupRoot are the KubeletConfiguration's
+	// cgroupDriver and cgroupRoot, written when set: a host whose pods'
+	// cgroups go elsewhere than /kubepods, or whose containerd says no
+	// driver.
 	CgroupDriver, CgroupRoot string
-	// ClusterDNS and ClusterDomain are hostlet's --cluster-dns and
-	// --cluster-domain as the user gave them; each one not given is taken
+	// ClusterDNS and ClusterDomain are the KubeletConfiguration's clusterDNS
+	// and clusterDomain as the user gave them; each one not given is taken
 	// from the cluster (findClusterDNS), as kubeadm join takes them.
 	ClusterDNS    []string
 	ClusterDomain string
-	// ExtraSettings are more of hostlet's flags for its config file.
+	// ExtraSettings are more of hostlet's flags, written to its flags file
+	// (they win over the KubeletConfiguration, as command-line flags do).
 	ExtraSettings map[string]string
 	// BootstrapTimeout bounds waiting for the CSR to be issued.
 	BootstrapTimeout time.Duration
@@ -47,7 +50,7 @@ type Config struct {
 // discovery succeeded and the node's certificate was issued, and a rerun
 // keeps an identity that is still valid and rewrites only what changed.
 func Join(ctx context.Context, cfg Config) error {
-	if _, err := cfg.settings(); err != nil {
+	if _, _, err := cfg.settings(); err != nil {
 		return err
 	}
 	if _, err := cfg.explicitDNS(); err != nil {
@@ -74,12 +77,12 @@ func Join(ctx context.Context, cfg Config) error {
 		return err
 	}
 	dns.report(cfg.Out)
-	settings, err := cfg.settings()
+	kubelet, flags, err := cfg.settings()
 	if err != nil {
 		return err
 	}
-	dns.apply(settings)
-	conf, err := configFile(cfg.Layout, settings)
+	dns.apply(kubelet)
+	conf, err := configFile(cfg.Layout, kubelet)
 	if err != nil {
 		return err
 	}
@@ -91,7 +94,7 @@ func Join(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	files := append([]file{{path: cfg.Layout.CAFile(), mode: 0o644, data: cluster.CAPEM}, kubeconfig, conf}, serving...)
+	files := append([]file{{path: cfg.Layout.CAFile(), mode: 0o644, data: cluster.CAPEM}, kubeconfig, conf, flagsFile(cfg.Layout, flags)}, serving...)
 	if !cfg.SkipSystemd {
 		files = append(files, unitFile(cfg.Layout, cfg.Executable))
 	}
@@ -119,14 +122,14 @@ func Join(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	log.WithFields(log.Fields{"node": cfg.NodeName, "config": cfg.Layout.ConfigFile()}).Info("node credentials and config written")
-	return start(ctx, cfg)
+	log.WithFields(log.Fields{"node": cfg.NodeName, "config": cfg.Layout.ConfigFile(), "flags": cfg.Layout.FlagsFile()}).Info("node credentials and config written")
+	return start(ctx, cfg, flags)
 }
 
 // start enables and (re)starts the unit and waits for the node to be Ready,
 // or says how to run hostlet.
-func start(ctx context.Context, cfg Config) error {
-	run := fmt.Sprintf("%s --config %s", cfg.Executable, cfg.Layout.ConfigFile())
+func start(ctx context.Context, cfg Config, flags map[string]string) error {
+	run := strings.Join(append([]string{cfg.Executable, "--config", cfg.Layout.ConfigFile()}, flagArgs(flags)...), " ")
 	switch {
 	case cfg.SkipSystemd:
 		fmt.Fprintf(cfg.Out, "Joined as node %s. Start hostlet with:\n  %s\n", cfg.NodeName, run)
@@ -175,20 +178,33 @@ func printPlan(cfg Config, files []file, ours bool) error {
 	return nil
 }
 
-// settings are hostlet's config file, keyed by flag name. The cgroup
-// settings are checked as hostlet checks them at start, so a join does not
-// write a config hostlet refuses.
-func (cfg Config) settings() (map[string]any, error) {
-	settings := map[string]any{
-		"kubeconfig":                 cfg.Layout.Kubeconfig(),
-		"hostname-override":          cfg.NodeName,
-		"root-dir":                   cfg.RootDir,
-		"tls-cert-file":              cfg.Layout.ServingCert(),
-		"tls-private-key-file":       cfg.Layout.ServingKey(),
-		"client-ca-file":             cfg.Layout.CAFile(),
-		"container-runtime-endpoint": cfg.Preflight.RuntimeEndpoint,
-		"cni-conf-dir":               cfg.Preflight.CNIConfDir,
-		"cni-bin-dir":                cfg.Preflight.CNIBinDirs,
+// settings are what hostlet runs with: its KubeletConfiguration (as
+// kubeadm writes the kubelet's config.yaml: the files join wrote, the
+// runtime, the cgroup layout, certificate rotation; the DNS is added once
+// found) and the flags that are not KubeletConfiguration fields (the node's
+// identity, root dir and CNI, as kubeadm's kubeadm-flags.env), with
+// ExtraSettings. The cgroup settings are checked as hostlet checks them at
+// start, so a join does not write a config hostlet refuses.
+func (cfg Config) settings() (kubelet map[string]any, flags map[string]string, err error) {
+	kubelet = map[string]any{
+		"apiVersion":        "kubelet.config.k8s.io/v1beta1",
+		"kind":              "KubeletConfiguration",
+		"tlsCertFile":       cfg.Layout.ServingCert(),
+		"tlsPrivateKeyFile": cfg.Layout.ServingKey(),
+		"authentication": map[string]any{
+			"x509": map[string]any{"clientCAFile": cfg.Layout.CAFile()},
+		},
+		"containerRuntimeEndpoint": cfg.Preflight.RuntimeEndpoint,
+		// The client certificate join had issued is renewed before it
+		// expires (selfnodeclient CSRs).
+		"rotateCertificates": true,
+	}
+	flags = map[string]string{
+		"kubeconfig":        cfg.Layout.Kubeconfig(),
+		"hostname-override": cfg.NodeName,
+		"root-dir":          cfg.RootDir,
+		"cni-conf-dir":      cfg.Preflight.CNIConfDir,
+		"cni-bin-dir":       strings.Join(cfg.Preflight.CNIBinDirs, ","),
 	}
 	if cfg.CgroupDriver != "" || cfg.CgroupRoot != "" {
 		driver := cfg.CgroupDriver
@@ -196,17 +212,25 @@ func (cfg Config) settings() (map[string]any, error) {
 			driver = runtime.CgroupDriverCgroupfs
 		}
 		if _, err := runtime.NewCgroups(runtime.CgroupConfig{Driver: driver, Root: cfg.CgroupRoot, PerQOS: true}, false); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if cfg.CgroupDriver != "" {
-		settings["cgroup-driver"] = cfg.CgroupDriver
+		kubelet["cgroupDriver"] = cfg.CgroupDriver
 	}
 	if cfg.CgroupRoot != "" {
-		settings["cgroup-root"] = cfg.CgroupRoot
+		kubelet["cgroupRoot"] = cfg.CgroupRoot
 	}
 	for k, v := range cfg.ExtraSettings {
-		settings[k] = v
+		// The DNS goes into the configuration (explicitDNS reads it).
+		if k != clusterDNSSetting && k != clusterDomainSetting {
+			flags[k] = v
+		}
 	}
-	return settings, nil
+	for k, v := range flags {
+		if strings.ContainsAny(k+v, " \t\n\"'\\$%") {
+			return nil, nil, fmt.Errorf("hostlet flag %s=%q: join writes no whitespace, quotes, backslashes, $ or %% into %s", k, v, cfg.Layout.FlagsFile())
+		}
+	}
+	return kubelet, flags, nil
 }

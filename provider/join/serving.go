@@ -117,23 +117,33 @@ func ServingTemplate(nodeName string, addresses []v1.NodeAddress) *x509.Certific
 
 // removeServingPairs deletes the serving certificates the cluster issued
 // to the node (<root-dir>/pki/kubelet-server-*.pem, root-dir from join's
-// config file): still valid, they would be served, unverifiable, after a
-// join to another cluster.
+// flags file, or the flag-keyed config file of an older join): still
+// valid, they would be served, unverifiable, after a join to another
+// cluster.
 func (l Layout) removeServingPairs() error {
-	b, err := os.ReadFile(l.ConfigFile())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	flags, err := ReadFlagsFile(l.FlagsFile())
 	if err != nil {
 		return err
 	}
-	var settings struct {
-		RootDir string `json:"root-dir"`
+	rootDir := flags["root-dir"]
+	if rootDir == "" {
+		b, err := os.ReadFile(l.ConfigFile())
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var settings struct {
+			RootDir string `json:"root-dir"`
+		}
+		// A KubeletConfiguration has no root-dir: nothing to find.
+		if err := yaml.Unmarshal(b, &settings); err != nil || settings.RootDir == "" {
+			return err
+		}
+		rootDir = settings.RootDir
 	}
-	if err := yaml.Unmarshal(b, &settings); err != nil || settings.RootDir == "" {
-		return err
-	}
-	pairs, err := filepath.Glob(filepath.Join(settings.RootDir, "pki", servingPairPrefix+"-*.pem"))
+	pairs, err := filepath.Glob(filepath.Join(rootDir, "pki", servingPairPrefix+"-*.pem"))
 	if err != nil {
 		return err
 	}

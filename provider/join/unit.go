@@ -9,8 +9,10 @@ import (
 
 const unitName = "hostlet.service"
 
-// unitFile runs hostlet from its config file; containerd must run first and
-// stopping containerd stops hostlet (Requires), as for the kubelet.
+// unitFile runs hostlet from its KubeletConfiguration and its flags file
+// (as kubeadm's drop-in runs the kubelet from config.yaml and
+// kubeadm-flags.env); containerd must run first and stopping containerd
+// stops hostlet (Requires), as for the kubelet.
 func unitFile(l Layout, executable string) file {
 	unit := fmt.Sprintf(`# Written by hostlet join; hostlet leave removes it.
 [Unit]
@@ -21,13 +23,14 @@ After=network-online.target containerd.service
 Requires=containerd.service
 
 [Service]
-ExecStart=%s --config %s
+EnvironmentFile=-%s
+ExecStart=%s --config %s $%s
 Restart=always
 RestartSec=5
 
 [Install]
 WantedBy=multi-user.target
-`, executable, l.ConfigFile())
+`, l.FlagsFile(), executable, l.ConfigFile(), flagsVar)
 	return file{path: l.UnitFile(), mode: 0o644, data: []byte(unit)}
 }
 

@@ -33,14 +33,28 @@ type delegatedAuth struct {
 	authorizer.Authorizer
 }
 
-// newKubeletAuth builds the kubelet's delegated auth with its defaults
-// (cmd/kubelet/app/auth.go, KubeletConfiguration v1beta1): client
-// certificates from the client CA, reloaded when the file changes;
-// anonymous requests refused; TokenReview results cached 2m;
-// SubjectAccessReview results cached 5m when allowed, 30s when denied.
+// AuthCache is how long the kubelet API's webhook results are cached: the
+// KubeletConfiguration's authentication.webhook.cacheTTL (TokenReview) and
+// authorization.webhook cacheAuthorizedTTL and cacheUnauthorizedTTL
+// (SubjectAccessReview); zero ones are the kubelet's defaults.
+type AuthCache struct {
+	TokenTTL, AllowedTTL, DeniedTTL time.Duration
+}
+
+// newKubeletAuth builds the kubelet's delegated auth
+// (cmd/kubelet/app/auth.go): client certificates from the client CA,
+// reloaded when the file changes; anonymous requests refused; TokenReview
+// results cached 2m; SubjectAccessReview results cached 5m when allowed,
+// 30s when denied, unless cache says otherwise.
 // Built here, not with virtual-kubelet's nodeutil, whose import of the
 // apiserver's options package links the whole generic API server.
-func newKubeletAuth(ctx context.Context, client kubernetes.Interface, clientCAFile string) (kubeletAuth, error) {
+func newKubeletAuth(ctx context.Context, client kubernetes.Interface, clientCAFile string, cache AuthCache) (kubeletAuth, error) {
+	orDefault := func(d, def time.Duration) time.Duration {
+		if d == 0 {
+			return def
+		}
+		return d
+	}
 	ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", clientCAFile)
 	if err != nil {
 		return nil, fmt.Errorf("client CA: %w", err)
@@ -50,7 +64,7 @@ func newKubeletAuth(ctx context.Context, client kubernetes.Interface, clientCAFi
 	// options package).
 	backoff := utilwebhook.DefaultRetryBackoffWithInitialDelay(500 * time.Millisecond)
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		CacheTTL:                           2 * time.Minute,
+		CacheTTL:                           orDefault(cache.TokenTTL, 2*time.Minute),
 		ClientCertificateCAContentProvider: ca,
 		TokenAccessReviewClient:            client.AuthenticationV1(),
 		WebhookRetryBackoff:                &backoff,
@@ -61,7 +75,7 @@ func newKubeletAuth(ctx context.Context, client kubernetes.Interface, clientCAFi
 	// authorizerfactory.DelegatingAuthorizerConfig.New without its default
 	// CEL compiler: that is only for match conditions, which a delegated
 	// authorizer never has, and building it keeps ~170 KiB of heap.
-	authz, err := webhook.NewFromInterface(client.AuthorizationV1(), 5*time.Minute, 30*time.Second,
+	authz, err := webhook.NewFromInterface(client.AuthorizationV1(), orDefault(cache.AllowedTTL, 5*time.Minute), orDefault(cache.DeniedTTL, 30*time.Second),
 		backoff, authorizer.DecisionNoOpinion, authorizerfactory.NewDelegatingAuthorizerMetrics(), nil)
 	if err != nil {
 		return nil, err

@@ -38,6 +38,7 @@ type Config struct {
 	// Cert is the serving certificate, asked on each handshake (tls.go).
 	Cert               Certificate
 	ClientCAFile       string
+	AuthCache          AuthCache
 	StreamIdleTimeout  time.Duration
 	StreamCreationTime time.Duration
 	NodeName           string
@@ -61,8 +62,11 @@ type Config struct {
 	Metrics []prometheus.Collector
 	// ProbeMetrics are served on /metrics/probes.
 	ProbeMetrics []prometheus.Collector
-	// Profiling serves /debug/pprof/ (hidden flag --profiling).
+	// Profiling serves /debug/pprof/ (enableProfilingHandler).
 	Profiling bool
+	// Configz is the node's effective KubeletConfiguration (v1beta1),
+	// served on /configz as the kubelet's: {"kubeletconfig": ...}.
+	Configz any
 }
 
 // Pods finds the pods the node runs (provider.Provider).
@@ -100,7 +104,7 @@ type server struct {
 // bearer tokens (TokenReview), then a SubjectAccessReview per request.
 func Serve(ctx context.Context, cfg Config) error {
 	s := &server{cfg: cfg}
-	auth, err := newKubeletAuth(ctx, cfg.Client, cfg.ClientCAFile)
+	auth, err := newKubeletAuth(ctx, cfg.Client, cfg.ClientCAFile, cfg.AuthCache)
 	if err != nil {
 		return err
 	}
@@ -112,6 +116,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	mux.Handle("GET /metrics", ownMetrics)
 	mux.Handle("GET /metrics/cadvisor", s.cadvisorHandler())
 	mux.Handle("GET /metrics/probes", s.probeMetricsHandler())
+	if cfg.Configz != nil {
+		mux.Handle("GET /configz", configzHandler(cfg.Configz))
+	}
 	if cfg.Profiling {
 		attachProfiling(mux)
 	}

@@ -115,7 +115,7 @@ func TestJoinAndLeave(t *testing.T) {
 	t.Run("dry run", func(t *testing.T) {
 		out, err := join(joinedNode, server, token, caHash, "--dry-run")
 		if err != nil || !strings.Contains(out, "[dry-run] would request a client certificate for system:node:"+joinedNode) ||
-			!strings.Contains(out, "hostname-override: "+joinedNode) {
+			!strings.Contains(out, "kind: KubeletConfiguration") || !strings.Contains(out, "--hostname-override="+joinedNode) {
 			t.Fatalf("dry run: %v:\n%s", err, out)
 		}
 		stateEmpty(t)
@@ -132,6 +132,12 @@ func TestJoinAndLeave(t *testing.T) {
 		t.Errorf("join does not say where the cluster DNS came from:\n%s", out2)
 	}
 	pair := filepath.Join(state, "pki", "hostlet-client-current.pem")
+	// hostlet's flags besides the KubeletConfiguration, as the unit passes
+	// them: the node's identity and root dir, and --hostlet-arg's.
+	if flags, err := os.ReadFile(filepath.Join(state, "hostlet-flags.env")); err != nil ||
+		!strings.Contains(string(flags), "--hostname-override="+joinedNode+" ") || !strings.Contains(string(flags), "--v=4") {
+		t.Errorf("hostlet-flags.env: %v\n%s", err, flags)
+	}
 	for _, f := range []string{filepath.Join(state, "kubeconfig"), pair, filepath.Join(state, "pki", "hostlet.key"), filepath.Join(state, "config.yaml")} {
 		st, err := os.Stat(f)
 		if err != nil {
@@ -401,15 +407,17 @@ func wantDNS(t *testing.T, state, server, domain string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A KubeletConfiguration, as kubeadm's config.yaml.
 	var conf struct {
-		DNS    []string `json:"cluster-dns"`
-		Domain string   `json:"cluster-domain"`
+		Kind   string   `json:"kind"`
+		DNS    []string `json:"clusterDNS"`
+		Domain string   `json:"clusterDomain"`
 	}
 	if err := yaml.Unmarshal(b, &conf); err != nil {
 		t.Fatal(err)
 	}
-	if len(conf.DNS) != 1 || conf.DNS[0] != server || conf.Domain != domain {
-		t.Fatalf("join wrote cluster-dns %v, cluster-domain %q; want [%s] and %q:\n%s", conf.DNS, conf.Domain, server, domain, b)
+	if conf.Kind != "KubeletConfiguration" || len(conf.DNS) != 1 || conf.DNS[0] != server || conf.Domain != domain {
+		t.Fatalf("join wrote a %s with clusterDNS %v, clusterDomain %q; want a KubeletConfiguration with [%s] and %q:\n%s", conf.Kind, conf.DNS, conf.Domain, server, domain, b)
 	}
 }
 

@@ -43,6 +43,15 @@ type HostletOptions struct {
 	// Host, if set, runs hostlet on that host (Cluster.AddHost) instead of
 	// the cluster's node.
 	Host *Host
+	// KubeletConfig, if set, is written to <root-dir>.kubelet/config.yaml
+	// and given as --config: a KubeletConfiguration (or hostlet's older
+	// flag-keyed YAML). The harness's own flags (above) win over it, as
+	// command-line flags do.
+	KubeletConfig string
+	// KubeletConfigDropins, if set, are written to
+	// <root-dir>.kubelet/config.d/<name> (names with their .conf) and the
+	// directory given as --config-dir.
+	KubeletConfigDropins map[string]string
 }
 
 // Hostlet is one running hostlet process registered as a node.
@@ -137,6 +146,11 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		}
 		h.args = append(h.args, hostArgs...)
 	}
+	configArgs, err := h.writeKubeletConfig()
+	if err != nil {
+		return nil, err
+	}
+	h.args = append(h.args, configArgs...)
 	h.args = append(h.args, opts.ExtraArgs...)
 	// If the Node does not exist yet, any Ready status is this process's;
 	// otherwise (a name reused in this cluster) wait for a fresh heartbeat.
@@ -156,6 +170,36 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		}
 	}
 	return h, nil
+}
+
+// writeKubeletConfig writes opts.KubeletConfig and its drop-ins beside the
+// root dir and returns the flags that name them.
+func (h *Hostlet) writeKubeletConfig() ([]string, error) {
+	dir := h.RootDir() + ".kubelet"
+	var args []string
+	if h.opts.KubeletConfig != "" {
+		p := filepath.Join(dir, "config.yaml")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(p, []byte(h.opts.KubeletConfig), 0o644); err != nil {
+			return nil, err
+		}
+		args = append(args, "--config", p)
+	}
+	if len(h.opts.KubeletConfigDropins) > 0 {
+		d := filepath.Join(dir, "config.d")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+		for name, content := range h.opts.KubeletConfigDropins {
+			if err := os.WriteFile(filepath.Join(d, name), []byte(content), 0o644); err != nil {
+				return nil, err
+			}
+		}
+		args = append(args, "--config-dir", d)
+	}
+	return args, nil
 }
 
 func (h *Hostlet) start() error {
@@ -247,6 +291,9 @@ func (h *Hostlet) Args() []string { return append([]string(nil), h.args...) }
 
 // Pid of the current hostlet process.
 func (h *Hostlet) Pid() int { return h.process().pid() }
+
+// Done is closed when the current hostlet process has exited.
+func (h *Hostlet) Done() <-chan struct{} { return h.process().done }
 
 // Exited reports whether the hostlet process has exited.
 func (h *Hostlet) Exited() bool { return h.process().exited() }

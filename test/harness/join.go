@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"sort"
 	"time"
+
+	"github.com/hostlet/hostlet/provider/join"
 )
 
 // StartJoinedHostlet runs hostlet as a host would after `hostlet join`:
-// from the config file join wrote (its identity, CA, serving certificate,
-// runtime and CNI settings), with only a free kubelet API port on 127.0.0.1
-// and opts.ExtraArgs on top. Unlike StartHostlet, the harness mints nothing
+// from the config file join wrote (a KubeletConfiguration: CA, serving
+// certificate, runtime, DNS) and the flags of the flags file beside it (its
+// identity, root dir, CNI; as the unit passes them), with only a free
+// kubelet API port on 127.0.0.1 and opts.ExtraArgs on top. Unlike StartHostlet, the harness mints nothing
 // for it. Waits for the Node to be Ready unless opts.NoWaitReady.
 func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, configFile string) (*Hostlet, error) {
 	if opts.Binary == "" || opts.NodeName == "" {
@@ -27,12 +31,26 @@ func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, c
 	if err != nil {
 		return nil, err
 	}
+	flags, err := join.ReadFlagsFile(filepath.Join(filepath.Dir(configFile), filepath.Base(join.Layout{}.FlagsFile())))
+	if err != nil {
+		return nil, err
+	}
 	h := &Hostlet{c: c, opts: opts, port: ports[0]}
+	h.args = []string{"--config", configFile}
+	names := make([]string, 0, len(flags))
+	for name := range flags {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		h.args = append(h.args, "--"+name+"="+flags[name])
+	}
 	// The log dirs and cgroup root as StartHostlet's, on the command line
 	// (a config file may not hold a hidden flag).
-	h.args = append([]string{"--config", configFile, "--address", "127.0.0.1", "--port", fmt.Sprint(h.port),
+	h.args = append(h.args, "--address", "127.0.0.1", "--port", fmt.Sprint(h.port),
 		"--pod-logs-dir", h.PodLogsDir(), "--container-logs-dir", h.ContainerLogsDir(),
-		"--cgroup-root", h.CgroupRoot()}, opts.ExtraArgs...)
+		"--cgroup-root", h.CgroupRoot())
+	h.args = append(h.args, opts.ExtraArgs...)
 	if err := h.start(); err != nil {
 		return nil, err
 	}

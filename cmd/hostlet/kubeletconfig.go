@@ -1,0 +1,621 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hostlet/hostlet/kubeletconfig"
+	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/featuregate"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
+)
+
+// fieldUse is what hostlet does with one field of a KubeletConfiguration.
+type fieldUse int
+
+const (
+	// useFlag: the field is the setting of the flag of the same name as the
+	// kubelet's (a flag on the command line wins over it).
+	useFlag fieldUse = iota
+	// useLoad: taken into account while the file is loaded.
+	useLoad
+	// useRefuse: hostlet does not implement it; a value other than the
+	// kubelet's default stops hostlet at start, naming the field.
+	useRefuse
+	// useWarn: hostlet does not implement it, and ignoring it is harmless
+	// (it tunes the kubelet's own internals, or concerns what hostlet does
+	// not have at all); a value other than the default is logged as
+	// ignored at start.
+	useWarn
+	// useCheck: check decides from the value and the host.
+	useCheck
+)
+
+// kubeletField is one row of kubeletFields.
+type kubeletField struct {
+	path   string // JSON path in the KubeletConfiguration, dot-separated
+	use    fieldUse
+	flag   string // useFlag: hostlet's flag
+	reason string // useRefuse, useWarn: what hostlet does instead
+	// check (useCheck) returns a warning to log or a refusal; fromFile
+	// says whether a configuration file or drop-in was read.
+	check func(kc *kubeletv1beta1.KubeletConfiguration, fromFile bool) (warning, refusal string)
+}
+
+func flagged(path, flag string) kubeletField {
+	return kubeletField{path: path, use: useFlag, flag: flag}
+}
+func refuse(path, reason string) kubeletField {
+	return kubeletField{path: path, use: useRefuse, reason: reason}
+}
+func ignore(path, reason string) kubeletField {
+	return kubeletField{path: path, use: useWarn, reason: reason}
+}
+
+// kubeletFields is every field of the KubeletConfiguration (v1beta1, as of
+// the kubelet 1.35) and what hostlet does with it: never silently
+// ignored. TestKubeletFieldsCoverTheType keeps it complete.
+var kubeletFields = []kubeletField{
+	// Implemented: the flag of the same setting.
+	flagged("podLogsDir", "pod-logs-dir"),
+	flagged("address", "address"),
+	flagged("port", "port"),
+	flagged("tlsCertFile", "tls-cert-file"),
+	flagged("tlsPrivateKeyFile", "tls-private-key-file"),
+	flagged("rotateCertificates", "rotate-certificates"),
+	flagged("serverTLSBootstrap", "rotate-server-certificates"),
+	flagged("authentication.x509.clientCAFile", "client-ca-file"),
+	flagged("authentication.webhook.cacheTTL", "authentication-token-webhook-cache-ttl"),
+	flagged("authorization.webhook.cacheAuthorizedTTL", "authorization-webhook-cache-authorized-ttl"),
+	flagged("authorization.webhook.cacheUnauthorizedTTL", "authorization-webhook-cache-unauthorized-ttl"),
+	flagged("enableProfilingHandler", "profiling"),
+	flagged("clusterDomain", "cluster-domain"),
+	flagged("clusterDNS", "cluster-dns"),
+	flagged("resolvConf", "resolv-conf"),
+	flagged("streamingConnectionIdleTimeout", "streaming-connection-idle-timeout"),
+	flagged("nodeStatusUpdateFrequency", "node-status-update-frequency"),
+	flagged("nodeStatusReportFrequency", "node-status-report-frequency"),
+	flagged("imageMinimumGCAge", "image-minimum-gc-age"),
+	flagged("imageMaximumGCAge", "image-maximum-gc-age"),
+	flagged("imageGCHighThresholdPercent", "image-gc-high-threshold"),
+	flagged("imageGCLowThresholdPercent", "image-gc-low-threshold"),
+	flagged("volumeStatsAggPeriod", "volume-stats-agg-period"),
+	flagged("cgroupRoot", "cgroup-root"),
+	flagged("cgroupsPerQOS", "cgroups-per-qos"),
+	flagged("cgroupDriver", "cgroup-driver"),
+	flagged("maxPods", "max-pods"),
+	flagged("kubeAPIQPS", "kube-api-qps"),
+	flagged("kubeAPIBurst", "kube-api-burst"),
+	flagged("evictionHard", "eviction-hard"),
+	flagged("evictionSoft", "eviction-soft"),
+	flagged("evictionSoftGracePeriod", "eviction-soft-grace-period"),
+	flagged("evictionPressureTransitionPeriod", "eviction-pressure-transition-period"),
+	flagged("evictionMaxPodGracePeriod", "eviction-max-pod-grace-period"),
+	flagged("evictionMinimumReclaim", "eviction-minimum-reclaim"),
+	flagged("featureGates", "feature-gates"),
+	flagged("failSwapOn", "fail-swap-on"),
+	flagged("memorySwap.swapBehavior", "memory-swap-behavior"),
+	flagged("containerLogMaxSize", "container-log-max-size"),
+	flagged("containerLogMaxFiles", "container-log-max-files"),
+	flagged("containerLogMaxWorkers", "container-log-max-workers"),
+	flagged("containerLogMonitorInterval", "container-log-monitor-interval"),
+	flagged("systemReserved", "system-reserved"),
+	flagged("kubeReserved", "kube-reserved"),
+	flagged("logging.verbosity", "v"),
+	flagged("shutdownGracePeriod", "shutdown-grace-period"),
+	flagged("shutdownGracePeriodCriticalPods", "shutdown-grace-period-critical-pods"),
+	flagged("crashLoopBackOff.maxContainerRestartPeriod", "max-container-restart-period"),
+	flagged("registerWithTaints", "register-with-taints"),
+	flagged("containerRuntimeEndpoint", "container-runtime-endpoint"),
+	{path: "mergeDefaultEvictionSettings", use: useLoad},
+
+	// Not implemented, and not to be ignored: a node that does not do what
+	// its configuration says would surprise (security, placement, what the
+	// scheduler sees).
+	refuse("enableServer", "always serves the kubelet API"),
+	{path: "staticPodPath", use: useCheck, check: checkStaticPodPath},
+	refuse("staticPodURL", "runs no static pods"),
+	refuse("staticPodURLHeader", "runs no static pods"),
+	refuse("readOnlyPort", "serves no read-only port"),
+	refuse("tlsCipherSuites", "serves TLS 1.2 or later with Go's default cipher suites"),
+	refuse("tlsMinVersion", "serves TLS 1.2 or later"),
+	refuse("authentication.anonymous.enabled", "refuses anonymous requests"),
+	refuse("authentication.webhook.enabled", "always authenticates bearer tokens with TokenReview"),
+	refuse("authorization.mode", "always authorizes with SubjectAccessReview (Webhook)"),
+	refuse("imagePullCredentialsVerificationPolicy", "does not verify the pull credentials of images already on the node"),
+	refuse("preloadedImagesVerificationAllowlist", "does not verify the pull credentials of images already on the node"),
+	refuse("enableDebuggingHandlers", "always serves logs, exec, attach and port-forward"),
+	refuse("nodeLeaseDurationSeconds", "renews a Lease of 40s"),
+	refuse("kubeletCgroups", "leaves its own cgroup to its unit"),
+	refuse("systemCgroups", "does not move system processes"),
+	refuse("cpuManagerPolicy", "has no CPU manager: containers share the CPUs"),
+	refuse("cpuManagerPolicyOptions", "has no CPU manager"),
+	refuse("singleProcessOOMKill", "leaves the OOM killer's choice to the kernel"),
+	refuse("memoryManagerPolicy", "has no memory manager"),
+	refuse("topologyManagerPolicy", "has no topology manager"),
+	refuse("topologyManagerScope", "has no topology manager"),
+	refuse("topologyManagerPolicyOptions", "has no topology manager"),
+	refuse("qosReserved", "reserves no memory per QoS class (MemoryQoS)"),
+	refuse("podPidsLimit", "sets no pids limit on pods"),
+	refuse("runOnce", "has no run-once mode"),
+	refuse("cpuCFSQuota", "always enforces CPU limits with CFS quota"),
+	refuse("cpuCFSQuotaPeriod", "uses the kernel's 100ms CFS period"),
+	refuse("podsPerCore", "limits pods by maxPods only"),
+	refuse("enableControllerAttachDetach", "attaches no volumes: the attach/detach controller does"),
+	refuse("protectKernelDefaults", "does not check the kernel's tunables"),
+	refuse("reservedSystemCPUs", "has no CPU manager"),
+	refuse("systemReservedCgroup", "enforces node allocatable on pods only"),
+	refuse("kubeReservedCgroup", "enforces node allocatable on pods only"),
+	refuse("enforceNodeAllocatable", "enforces node allocatable on pods only"),
+	refuse("allowedUnsafeSysctls", "admits the safe sysctls only"),
+	refuse("providerID", "sets no providerID"),
+	refuse("enableSystemLogQuery", "has no node log query"),
+	refuse("shutdownGracePeriodByPodPriority", "shuts down by shutdownGracePeriod and shutdownGracePeriodCriticalPods"),
+	refuse("reservedMemory", "has no memory manager"),
+	refuse("seccompDefault", "runs containers Unconfined unless their seccompProfile says otherwise"),
+	refuse("registerNode", "always registers the Node"),
+	refuse("tracing", "has no tracing"),
+	refuse("localStorageCapacityIsolation", "always accounts and limits local ephemeral storage"),
+	refuse("imageServiceEndpoint", "pulls images through containerRuntimeEndpoint's containerd"),
+	refuse("userNamespaces", "gives each pod 65536 IDs"),
+	{path: "failCgroupV1", use: useCheck, check: checkFailCgroupV1},
+
+	// Not implemented, harmlessly ignored (logged).
+	ignore("syncFrequency", "syncs pods on events, and resyncs at its own period"),
+	ignore("fileCheckFrequency", "runs no static pods"),
+	ignore("httpCheckFrequency", "runs no static pods"),
+	ignore("registryPullQPS", "does not rate-limit image pulls"),
+	ignore("registryBurst", "does not rate-limit image pulls"),
+	ignore("eventRecordQPS", "records events within kubeAPIQPS"),
+	ignore("eventBurst", "records events within kubeAPIBurst"),
+	ignore("enableContentionProfiling", "profiles with profiling alone"),
+	ignore("healthzPort", "serves /healthz on the kubelet API only"),
+	ignore("healthzBindAddress", "serves /healthz on the kubelet API only"),
+	ignore("oomScoreAdj", "leaves its own OOM score to its unit (OOMScoreAdjust)"),
+	ignore("cpuManagerReconcilePeriod", "has no CPU manager"),
+	ignore("runtimeRequestTimeout", "bounds containerd calls itself"),
+	ignore("hairpinMode", "leaves hairpin to the CNI config"),
+	ignore("podCIDR", "takes pod CIDRs from the Node (podCIDR is for a kubelet without an API server)"),
+	ignore("nodeStatusMaxImages", "lists no images in the node status"),
+	ignore("maxOpenFiles", "leaves its file limit to its unit (LimitNOFILE)"),
+	ignore("contentType", "talks to the API server in its client's default content type"),
+	ignore("serializeImagePulls", "does not serialize image pulls"),
+	ignore("maxParallelImagePulls", "does not limit parallel image pulls"),
+	ignore("makeIPTablesUtilChains", "makes no iptables chains (kube-proxy's job)"),
+	ignore("iptablesMasqueradeBit", "makes no iptables chains (kube-proxy's job)"),
+	ignore("iptablesDropBit", "makes no iptables chains (kube-proxy's job)"),
+	ignore("configMapAndSecretChangeDetectionStrategy", "reads ConfigMaps and Secrets of volumes its own way"),
+	ignore("showHiddenMetricsForVersion", "has no hidden metrics"),
+	ignore("volumePluginDir", "has no FlexVolume plugins"),
+	ignore("kernelMemcgNotification", "measures memory each eviction round"),
+	ignore("logging.format", "logs text"),
+	ignore("logging.flushFrequency", "writes its log unbuffered"),
+	ignore("logging.vmodule", "has one verbosity (logging.verbosity)"),
+	ignore("logging.options", "logs text"),
+	ignore("enableSystemLogHandler", "serves no /logs/ endpoint"),
+	ignore("enableDebugFlagsHandler", "serves no /debug/flags/v"),
+	ignore("memoryThrottlingFactor", "has no MemoryQoS"),
+}
+
+// hostletGates are the kubelet's feature gates of behaviour hostlet has:
+// gated (hostlet follows the gate, as the kubelet's configuration checks
+// and defaults do) or always had, whatever the gate says. Any other gate
+// set away from its default is logged as having no effect on hostlet.
+var hostletGates = map[string]string{
+	"GracefulNodeShutdown":               "gated: shutdownGracePeriod needs it",
+	"KubeletCrashLoopBackOffMax":         "gated: crashLoopBackOff.maxContainerRestartPeriod needs it",
+	"RotateKubeletServerCertificate":     "gated: serverTLSBootstrap needs it",
+	"ImageMaximumGCAge":                  "gated: imageMaximumGCAge needs it",
+	"NodeSwap":                           "gated: memorySwap needs it",
+	"UserNamespacesSupport":              "always: pods with hostUsers: false",
+	"ProcMountType":                      "always: procMount Unmasked",
+	"PodReadyToStartContainersCondition": "always: the PodReadyToStartContainers condition",
+	"ContainerRestartRules":              "always: containers' restartPolicyRules",
+	"ContainerStopSignals":               "always: lifecycle.stopSignal",
+	"PodLevelResources":                  "always: pod-level resources",
+	"KubeletPodResourcesGet":             "always: the pod resources API's Get",
+	"KubeletFineGrainedAuthz":            "always: the kubelet API's fine-grained subresources before nodes/proxy",
+}
+
+// resolveKubeletConfig makes the configuration effective as the kubelet
+// does: base (the --config file and --config-dir drop-ins, already
+// merged; nil without either) sets every flag of the same setting that is
+// not on the command line; then the whole, flags included, is validated
+// with the kubelet's messages, the feature gates are set, and the fields
+// hostlet does not implement are refused or logged as ignored. The result
+// is what /configz serves.
+func (o *options) resolveKubeletConfig(fs *pflag.FlagSet, cmdline map[string]bool, base *kubeletv1beta1.KubeletConfiguration) error {
+	fromFile := base != nil
+	if fromFile {
+		if err := applyToFlags(fs, cmdline, base); err != nil {
+			return err
+		}
+	} else {
+		base = kubeletconfig.Defaulted()
+	}
+	kc, err := effectiveConfig(fs, cmdline, base)
+	if err != nil {
+		return err
+	}
+	gates := kubeletconfig.NewFeatureGate()
+	if err := gates.SetFromMap(kc.FeatureGates); err != nil {
+		return fmt.Errorf("failed to set feature gates from initial flags-based config: %w", err)
+	}
+	if err := kubeletconfig.Validate(kc, gates); err != nil {
+		return fmt.Errorf("failed to validate kubelet configuration, error: %w", err)
+	}
+	warnings, err := checkUnimplemented(kc, fromFile)
+	if err != nil {
+		return err
+	}
+	o.warnings = append(o.warnings, warnings...)
+	o.warnings = append(o.warnings, gateWarnings(kc.FeatureGates, gates)...)
+	o.kubeletConfig, o.gates = kc, gates
+	return nil
+}
+
+// applyToFlags sets each flag from its field, unless the command line gave
+// it: the kubelet's kubeletConfigFlagPrecedence. Feature gates merge: the
+// command line's win, the file's others stay.
+func applyToFlags(fs *pflag.FlagSet, cmdline map[string]bool, kc *kubeletv1beta1.KubeletConfiguration) error {
+	for _, f := range kubeletFields {
+		if f.use != useFlag {
+			continue
+		}
+		fl := fs.Lookup(f.flag)
+		if cmdline[f.flag] {
+			if gates, ok := fl.Value.(*cliflag.MapStringBool); ok {
+				for k, v := range kc.FeatureGates {
+					if _, given := (*gates.Map)[k]; !given {
+						(*gates.Map)[k] = v
+					}
+				}
+			}
+			continue
+		}
+		s, ok := flagString(fieldByPath(reflect.ValueOf(kc), f.path), fl)
+		if !ok {
+			continue
+		}
+		if err := fs.Set(f.flag, s); err != nil {
+			return fmt.Errorf("%s (--%s) %q: %w", f.path, f.flag, s, err)
+		}
+	}
+	return nil
+}
+
+// effectiveConfig is base with every implemented field set from its flag's
+// final value (the command line's, else the configuration's, else the
+// flag's default). A pointer field the configuration left nil stays nil
+// unless the command line set it: maxContainerRestartPeriod, which must
+// not be set while KubeletCrashLoopBackOffMax is off.
+func effectiveConfig(fs *pflag.FlagSet, cmdline map[string]bool, base *kubeletv1beta1.KubeletConfiguration) (*kubeletv1beta1.KubeletConfiguration, error) {
+	kc := base.DeepCopy()
+	kc.TypeMeta = metav1.TypeMeta{} // /configz serves it without, as the kubelet's
+	for _, f := range kubeletFields {
+		if f.use != useFlag {
+			continue
+		}
+		dst := fieldByPath(reflect.ValueOf(kc), f.path)
+		if dst.Kind() == reflect.Pointer && dst.IsNil() && !cmdline[f.flag] {
+			continue
+		}
+		if err := setFromFlag(fs, fs.Lookup(f.flag), dst); err != nil {
+			return nil, fmt.Errorf("--%s: %w", f.flag, err)
+		}
+	}
+	return kc, nil
+}
+
+// checkUnimplemented compares each field hostlet does not implement with
+// the kubelet's default: a refused one that differs is an error naming it
+// (all of them at once), an ignored one a warning.
+func checkUnimplemented(kc *kubeletv1beta1.KubeletConfiguration, fromFile bool) (warnings []string, err error) {
+	def := reflect.ValueOf(kubeletconfig.Defaulted())
+	var refused []string
+	for _, f := range kubeletFields {
+		switch f.use {
+		case useCheck:
+			w, r := f.check(kc, fromFile)
+			if w != "" {
+				warnings = append(warnings, w)
+			}
+			if r != "" {
+				refused = append(refused, r)
+			}
+		case useRefuse, useWarn:
+			got := fieldByPath(reflect.ValueOf(kc), f.path)
+			if sameValue(got, fieldByPath(def, f.path)) {
+				continue
+			}
+			msg := fmt.Sprintf("%s: %s (hostlet %s)", f.path, render(got), f.reason)
+			if f.use == useRefuse {
+				refused = append(refused, msg)
+			} else {
+				warnings = append(warnings, "ignored: "+msg)
+			}
+		}
+	}
+	if len(refused) > 0 {
+		return nil, fmt.Errorf("the kubelet configuration sets what hostlet does not implement:\n  %s", strings.Join(refused, "\n  "))
+	}
+	return warnings, nil
+}
+
+// gateWarnings name the gates set away from their default that hostlet
+// does not follow: an "always" gate turned off, or a gate of behaviour
+// hostlet does not have.
+func gateWarnings(set map[string]bool, gates featuregate.FeatureGate) []string {
+	defaults := kubeletconfig.NewFeatureGate()
+	var out []string
+	for name, v := range set {
+		if v == defaults.Enabled(featuregate.Feature(name)) {
+			continue
+		}
+		use, ok := hostletGates[name]
+		switch {
+		case ok && strings.HasPrefix(use, "gated"):
+		case ok && v:
+		case ok:
+			out = append(out, fmt.Sprintf("feature gate %s=false has no effect: hostlet has it %s", name, use))
+		default:
+			out = append(out, fmt.Sprintf("feature gate %s=%t has no effect: hostlet does not implement what it gates", name, v))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkStaticPodPath refuses a staticPodPath that holds manifests (pods the
+// node is expected to run and would not), and notes an empty one (as
+// kubeadm writes it on every node).
+func checkStaticPodPath(kc *kubeletv1beta1.KubeletConfiguration, _ bool) (warning, refusal string) {
+	p := kc.StaticPodPath
+	if p == "" {
+		return "", ""
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return fmt.Sprintf("ignored: staticPodPath %s: hostlet runs no static pods (%v)", p, err), ""
+	}
+	manifests := []string{p}
+	if st.IsDir() {
+		manifests = nil
+		entries, _ := os.ReadDir(p)
+		for _, e := range entries {
+			// The kubelet skips hidden files and directories.
+			if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+				manifests = append(manifests, e.Name())
+			}
+		}
+	}
+	if len(manifests) > 0 {
+		return "", fmt.Sprintf("staticPodPath: %s holds static pod manifests %v (hostlet runs no static pods)", p, manifests)
+	}
+	return fmt.Sprintf("ignored: staticPodPath %s: hostlet runs no static pods (it holds none)", p), ""
+}
+
+// checkFailCgroupV1 notes, when a configuration file says failCgroupV1
+// (true, its default), that hostlet runs on a cgroup v1 host where the
+// kubelet 1.35 would refuse to. Without a file it is hostlet's own
+// behaviour, said once in the README rather than at every start.
+func checkFailCgroupV1(kc *kubeletv1beta1.KubeletConfiguration, fromFile bool) (warning, refusal string) {
+	if fromFile && ptr.Deref(kc.FailCgroupV1, true) && cgroupV1() {
+		return "ignored: failCgroupV1: true: hostlet runs on this cgroup v1 host (the kubelet would not)", ""
+	}
+	return "", ""
+}
+
+// cgroupV1 says whether the host mounts cgroup v1 (no unified hierarchy).
+var cgroupV1 = func() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// fieldByPath is the field at path (JSON names, dot-separated) of the
+// struct v points to; the zero Value if a pointer on the way is nil.
+func fieldByPath(v reflect.Value, path string) reflect.Value {
+	for _, name := range strings.Split(path, ".") {
+		for v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return reflect.Value{}
+			}
+			v = v.Elem()
+		}
+		v = fieldByJSONName(v, name)
+		if !v.IsValid() {
+			panic("no KubeletConfiguration field " + path)
+		}
+	}
+	return v
+}
+
+func fieldByJSONName(v reflect.Value, name string) reflect.Value {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if tag == name {
+			return v.Field(i)
+		}
+	}
+	return reflect.Value{}
+}
+
+// flagString is a field's value as its flag takes it; false when the
+// field is unset (a nil pointer, list or map, an empty string), which
+// leaves the flag at its default. An empty map or list set explicitly is
+// given as "" (no eviction thresholds, no DNS servers).
+func flagString(v reflect.Value, fl *pflag.Flag) (string, bool) {
+	if !v.IsValid() {
+		return "", false
+	}
+	explicit := false
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return "", false
+		}
+		v, explicit = v.Elem(), true
+	}
+	switch x := v.Interface().(type) {
+	case metav1.Duration:
+		return x.Duration.String(), true
+	case []v1.Taint:
+		parts := make([]string, len(x))
+		for i, t := range x {
+			parts[i] = t.Key
+			if t.Value != "" {
+				parts[i] += "=" + t.Value
+			}
+			parts[i] += ":" + string(t.Effect)
+		}
+		return strings.Join(parts, ","), x != nil
+	case []string:
+		return strings.Join(x, ","), x != nil
+	case map[string]string:
+		if len(x) == 0 {
+			// Only the eviction threshold flags take an empty value.
+			_, ok := fl.Value.(*langleMap)
+			return "", x != nil && ok
+		}
+		return joinPairs(x), true
+	case map[string]bool:
+		m := make(map[string]string, len(x))
+		for k, b := range x {
+			m[k] = strconv.FormatBool(b)
+		}
+		return joinPairs(m), len(x) > 0
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return v.String(), v.String() != "" || explicit
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool()), true
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(v.Int(), 10), true
+	case reflect.Uint32:
+		return strconv.FormatUint(v.Uint(), 10), true
+	}
+	panic(fmt.Sprintf("no flag form for %s", v.Type()))
+}
+
+func joinPairs(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// setFromFlag sets dst, a field, to the flag's value.
+func setFromFlag(fs *pflag.FlagSet, fl *pflag.Flag, dst reflect.Value) error {
+	if dst.Kind() == reflect.Pointer {
+		dst.Set(reflect.New(dst.Type().Elem()))
+		dst = dst.Elem()
+	}
+	s := fl.Value.String()
+	switch p := dst.Addr().Interface().(type) {
+	case *metav1.Duration:
+		d, err := time.ParseDuration(s)
+		p.Duration = d
+		return err
+	case *[]v1.Taint:
+		taints, err := parseTaints(fl.Value.(pflag.SliceValue).GetSlice())
+		*p = taints
+		return err
+	case *[]string:
+		*p = fl.Value.(pflag.SliceValue).GetSlice()
+		return nil
+	case *map[string]string:
+		var m map[string]string
+		if l, ok := fl.Value.(*langleMap); ok {
+			m = *l.m
+		} else {
+			var err error
+			if m, err = fs.GetStringToString(fl.Name); err != nil {
+				return err
+			}
+		}
+		*p = nil
+		if m != nil {
+			*p = make(map[string]string, len(m))
+			for k, v := range m {
+				(*p)[k] = v
+			}
+		}
+		return nil
+	case *map[string]bool:
+		src := *fl.Value.(*cliflag.MapStringBool).Map
+		*p = nil
+		if len(src) > 0 {
+			*p = make(map[string]bool, len(src))
+			for k, v := range src {
+				(*p)[k] = v
+			}
+		}
+		return nil
+	}
+	switch dst.Kind() {
+	case reflect.String:
+		dst.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		dst.SetBool(b)
+		return err
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, dst.Type().Bits())
+		dst.SetInt(n)
+		return err
+	case reflect.Uint32:
+		n, err := strconv.ParseUint(s, 10, 32)
+		dst.SetUint(n)
+		return err
+	default:
+		return fmt.Errorf("no field form for %s", dst.Type())
+	}
+	return nil
+}
+
+// sameValue compares two fields, a nil pointer, list or map equal to an
+// empty one.
+func sameValue(a, b reflect.Value) bool {
+	empty := func(v reflect.Value) bool {
+		if !v.IsValid() {
+			return true
+		}
+		switch v.Kind() {
+		case reflect.Pointer, reflect.Interface:
+			return v.IsNil()
+		case reflect.Map, reflect.Slice:
+			return v.Len() == 0
+		}
+		return false
+	}
+	if empty(a) || empty(b) {
+		return empty(a) && empty(b)
+	}
+	return reflect.DeepEqual(a.Interface(), b.Interface())
+}
+
+// render is a field's value as the configuration file says it.
+func render(v reflect.Value) string {
+	if !v.IsValid() {
+		return "null"
+	}
+	b, err := json.Marshal(v.Interface())
+	if err != nil {
+		return fmt.Sprint(v.Interface())
+	}
+	return string(b)
+}

@@ -1,0 +1,470 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+const kcHeader = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// leafPaths are the JSON paths of every field of t that holds a value (a
+// struct's fields are walked into, TypeMeta skipped).
+func leafPaths(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			if f.Type != reflect.TypeOf(metav1.TypeMeta{}) {
+				out = append(out, leafPaths(f.Type, prefix)...) // inline
+			}
+			continue
+		}
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if _, marshals := reflect.New(ft).Interface().(json.Marshaler); ft.Kind() == reflect.Struct && !marshals {
+			out = append(out, leafPaths(ft, prefix+name+".")...)
+			continue
+		}
+		out = append(out, prefix+name)
+	}
+	return out
+}
+
+// Every field of the KubeletConfiguration has exactly one row (itself or a
+// struct above it): a new kubelet version's fields cannot be silently
+// ignored. Each flag of a row exists.
+func TestKubeletFieldsCoverTheType(t *testing.T) {
+	rows := map[string]kubeletField{}
+	for _, f := range kubeletFields {
+		if _, dup := rows[f.path]; dup {
+			t.Errorf("%s has two rows", f.path)
+		}
+		rows[f.path] = f
+		if f.use == useFlag && (&options{}).flags().Lookup(f.flag) == nil {
+			t.Errorf("%s: no flag --%s", f.path, f.flag)
+		}
+		if (f.use == useRefuse || f.use == useWarn) && f.reason == "" {
+			t.Errorf("%s: no reason", f.path)
+		}
+	}
+	used := map[string]bool{}
+	for _, leaf := range leafPaths(reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{}), "") {
+		var found []string
+		for p := range rows {
+			if leaf == p || strings.HasPrefix(leaf, p+".") {
+				found = append(found, p)
+			}
+		}
+		if len(found) != 1 {
+			t.Errorf("field %s: rows %v, want one", leaf, found)
+		}
+		for _, p := range found {
+			used[p] = true
+		}
+	}
+	for p := range rows {
+		if !used[p] {
+			t.Errorf("row %s names no field", p)
+		}
+	}
+}
+
+func parseArgs(t *testing.T, args ...string) *options {
+	t.Helper()
+	// The same warnings on a cgroup v1 or v2 machine.
+	old := cgroupV1
+	cgroupV1 = func() bool { return false }
+	defer func() { cgroupV1 = old }()
+	var o options
+	if err := o.parse(args); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	return &o
+}
+
+// A KubeletConfiguration's fields set the flags of the same settings; the
+// command line wins over it, feature gates merging gate by gate; /configz's
+// configuration says the result.
+func TestKubeletConfigSetsFlags(t *testing.T) {
+	dir := t.TempDir()
+	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+`
+address: 10.0.0.5
+port: 11250
+tlsCertFile: pki/serving.crt
+tlsPrivateKeyFile: /etc/pki/serving.key
+authentication:
+  x509:
+    clientCAFile: /etc/pki/ca.crt
+  webhook:
+    cacheTTL: 30s
+clusterDNS: [10.96.0.10, 10.96.0.11]
+clusterDomain: example.local
+resolvConf: /run/systemd/resolve/resolv.conf
+cgroupDriver: systemd
+cgroupRoot: /hostlet
+cgroupsPerQOS: true
+maxPods: 42
+kubeAPIQPS: 20
+kubeAPIBurst: 40
+evictionHard:
+  memory.available: 500Mi
+evictionSoft:
+  memory.available: 1Gi
+evictionSoftGracePeriod:
+  memory.available: 1m30s
+evictionMaxPodGracePeriod: 60
+evictionMinimumReclaim:
+  imagefs.available: 2Gi
+evictionPressureTransitionPeriod: 1m
+imageGCHighThresholdPercent: 90
+imageGCLowThresholdPercent: 70
+imageMinimumGCAge: 5m
+imageMaximumGCAge: 24h
+containerLogMaxSize: 20Mi
+containerLogMaxFiles: 3
+shutdownGracePeriod: 30s
+shutdownGracePeriodCriticalPods: 10s
+systemReserved:
+  cpu: 100m
+kubeReserved:
+  memory: 256Mi
+failSwapOn: false
+memorySwap:
+  swapBehavior: LimitedSwap
+rotateCertificates: true
+serverTLSBootstrap: true
+volumeStatsAggPeriod: 2m
+nodeStatusUpdateFrequency: 20s
+crashLoopBackOff:
+  maxContainerRestartPeriod: 1m
+registerWithTaints:
+- key: dedicated
+  value: infra
+  effect: NoSchedule
+featureGates:
+  NodeLogQuery: true
+  ContainerStopSignals: true
+logging:
+  verbosity: 4
+containerRuntimeEndpoint: unix:///run/k3s/containerd.sock
+podLogsDir: /srv/pods
+`)
+	o := parseArgs(t, "--config", conf, "--max-pods", "7", "--feature-gates", "NodeLogQuery=false")
+	check := func(name string, got, want any) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s = %#v, want %#v", name, got, want)
+		}
+	}
+	check("address", o.address, "10.0.0.5")
+	check("port", o.port, int32(11250))
+	check("tls-cert-file", o.tlsCert, filepath.Join(dir, "pki/serving.crt"))
+	check("tls-private-key-file", o.tlsKey, "/etc/pki/serving.key")
+	check("client-ca-file", o.clientCA, "/etc/pki/ca.crt")
+	check("authentication-token-webhook-cache-ttl", o.authnCacheTTL, 30*time.Second)
+	check("cluster-dns", o.clusterDNS, []string{"10.96.0.10", "10.96.0.11"})
+	check("cluster-domain", o.clusterDomain, "example.local")
+	check("resolv-conf", o.resolvConf, "/run/systemd/resolve/resolv.conf")
+	check("cgroup-driver", o.cgroupDriver, "systemd")
+	check("cgroup-root", o.cgroupRoot, "/hostlet")
+	check("max-pods (the command line's)", o.maxPods, 7)
+	check("kube-api-qps", o.kubeAPIQPS, int32(20))
+	check("kube-api-burst", o.kubeAPIBurst, 40)
+	check("eviction-hard", o.evictionHard, map[string]string{"memory.available": "500Mi"})
+	check("eviction-soft", o.evictionSoft, map[string]string{"memory.available": "1Gi"})
+	check("eviction-soft-grace-period", o.evictionSoftGrace, map[string]string{"memory.available": "1m30s"})
+	check("eviction-max-pod-grace-period", o.evictionMaxGrace, 60)
+	check("eviction-minimum-reclaim", o.minimumReclaim, map[string]string{"imagefs.available": "2Gi"})
+	check("eviction-pressure-transition-period", o.pressurePeriod, time.Minute)
+	check("image-gc-high-threshold", o.imageGCHigh, 90)
+	check("image-gc-low-threshold", o.imageGCLow, 70)
+	check("image-minimum-gc-age", o.imageMinAge, 5*time.Minute)
+	check("image-maximum-gc-age", o.imageMaxAge, 24*time.Hour)
+	check("container-log-max-size", o.logMaxSize, "20Mi")
+	check("container-log-max-files", o.logMaxFiles, 3)
+	check("shutdown-grace-period", o.shutdownGrace, 30*time.Second)
+	check("shutdown-grace-period-critical-pods", o.shutdownCritical, 10*time.Second)
+	check("system-reserved", o.systemReserved, map[string]string{"cpu": "100m"})
+	check("kube-reserved", o.kubeReserved, map[string]string{"memory": "256Mi"})
+	check("fail-swap-on", o.failSwapOn, false)
+	check("memory-swap-behavior", o.swapBehavior, "LimitedSwap")
+	check("rotate-certificates", o.rotateCerts, true)
+	check("rotate-server-certificates", o.rotateServerCerts, true)
+	check("volume-stats-agg-period", o.volumeStatsPeriod, 2*time.Minute)
+	check("node-status-update-frequency", o.statusUpdateFreq, 20*time.Second)
+	// An explicit update frequency is the report frequency too.
+	check("node-status-report-frequency", o.statusReportFreq, 20*time.Second)
+	check("max-container-restart-period", o.maxRestartPeriod, time.Minute)
+	check("register-with-taints", o.taints, []string{"dedicated=infra:NoSchedule"})
+	check("feature-gates (merged, the command line's win)", o.featureGates, map[string]bool{"NodeLogQuery": false, "ContainerStopSignals": true})
+	check("v", o.verbosity, 4)
+	check("container-runtime-endpoint", o.runtimeEndpoint, "unix:///run/k3s/containerd.sock")
+	check("pod-logs-dir", o.podLogsDir, "/srv/pods")
+	// Not in the file: the kubelet's defaults.
+	check("streaming-connection-idle-timeout", o.streamIdleTimeout, 4*time.Hour)
+	check("container-log-max-workers", o.logMaxWorkers, 1)
+	check("profiling (enableProfilingHandler's default)", o.profiling, true)
+
+	kc := o.kubeletConfig
+	check("configz maxPods", kc.MaxPods, int32(7))
+	check("configz featureGates", kc.FeatureGates, map[string]bool{"NodeLogQuery": false, "ContainerStopSignals": true})
+	check("configz tlsCertFile", kc.TLSCertFile, filepath.Join(dir, "pki/serving.crt"))
+	check("configz registerWithTaints", len(kc.RegisterWithTaints), 1)
+	check("configz kind", kc.Kind, "")
+	if b, err := json.Marshal(kc); err != nil || !strings.Contains(string(b), `"maxPods":7`) || !strings.Contains(string(b), `"evictionHard":{"memory.available":"500Mi"}`) {
+		t.Errorf("configz JSON: %s %v", b, err)
+	}
+	if len(o.warnings) != 0 {
+		t.Errorf("warnings: %q", o.warnings)
+	}
+}
+
+// Without --config, the configuration is the kubelet's defaults with the
+// flags over them; the flags' defaults are the kubelet's.
+func TestKubeletConfigWithoutFile(t *testing.T) {
+	o := parseArgs(t, "--max-pods", "12", "--eviction-hard", "memory.available<1Gi")
+	kc := o.kubeletConfig
+	if kc.MaxPods != 12 || !reflect.DeepEqual(kc.EvictionHard, map[string]string{"memory.available": "1Gi"}) {
+		t.Errorf("flags: %d %v", kc.MaxPods, kc.EvictionHard)
+	}
+	if kc.Port != 10250 || *kc.ImageGCHighThresholdPercent != 85 || kc.NodeStatusReportFrequency.Duration != 5*time.Minute ||
+		kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration != 300*time.Second || kc.ContainerRuntimeEndpoint != "unix:///run/containerd/containerd.sock" {
+		t.Errorf("defaults: %+v", kc)
+	}
+	o = parseArgs(t)
+	if len(o.evictionHard) != 5 || o.evictionHard["imagefs.inodesFree"] != "5%" {
+		t.Errorf("default eviction thresholds %v", o.evictionHard)
+	}
+}
+
+// --config-dir's drop-ins go over --config in lexical order; flags over
+// both.
+func TestKubeletConfigDropins(t *testing.T) {
+	dir := t.TempDir()
+	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"maxPods: 50\nclusterDomain: file.local\nsystemReserved:\n  cpu: 100m\n")
+	d := filepath.Join(dir, "kubelet.conf.d")
+	writeFile(t, d, "10-a.conf", kcHeader+"maxPods: 40\nsystemReserved:\n  memory: 100Mi\n")
+	writeFile(t, d, "20-b.conf", kcHeader+"maxPods: 30\nclusterDomain: dropin.local\n")
+	o := parseArgs(t, "--config", conf, "--config-dir", d, "--cluster-domain", "flag.local")
+	if o.maxPods != 30 || o.clusterDomain != "flag.local" || !reflect.DeepEqual(o.systemReserved, map[string]string{"cpu": "100m", "memory": "100Mi"}) {
+		t.Errorf("maxPods %d, clusterDomain %q, systemReserved %v", o.maxPods, o.clusterDomain, o.systemReserved)
+	}
+	if o.kubeletConfig.MaxPods != 30 || o.kubeletConfig.ClusterDomain != "flag.local" {
+		t.Errorf("configz: %d %q", o.kubeletConfig.MaxPods, o.kubeletConfig.ClusterDomain)
+	}
+	// Without --config: over the defaults.
+	o = parseArgs(t, "--config-dir", d)
+	if o.maxPods != 30 || o.clusterDomain != "dropin.local" {
+		t.Errorf("drop-ins alone: %d %q", o.maxPods, o.clusterDomain)
+	}
+	// Not with hostlet's flag-keyed file.
+	legacy := writeFile(t, dir, "legacy.yaml", "max-pods: 3\n")
+	var lo options
+	if err := lo.parse([]string{"--config", legacy, "--config-dir", d}); err == nil {
+		t.Error("drop-ins over a flag-keyed file")
+	}
+}
+
+// The fields hostlet does not implement: refused all at once by name when
+// they would change what the node does, logged as ignored when harmless;
+// at the kubelet's default, silent.
+func TestKubeletConfigUnimplemented(t *testing.T) {
+	dir := t.TempDir()
+	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"cpuManagerPolicy: static\nreadOnlyPort: 10255\nsyncFrequency: 30s\nmaxPods: 20\n")
+	var o options
+	err := o.parse([]string{"--config", conf})
+	if err == nil {
+		t.Fatal("refused fields accepted")
+	}
+	for _, want := range []string{`cpuManagerPolicy: "static"`, "readOnlyPort: 10255", "serves no read-only port"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "syncFrequency") {
+		t.Errorf("an ignored field refused: %v", err)
+	}
+
+	conf = writeFile(t, dir, "warn.yaml", kcHeader+"syncFrequency: 30s\nhealthzPort: 10249\ncpuManagerPolicy: none\nmaxPodz: 3\n")
+	o2 := parseArgs(t, "--config", conf)
+	joined := strings.Join(o2.warnings, "\n")
+	for _, want := range []string{"ignored: syncFrequency: \"30s\"", "ignored: healthzPort: 10249", `unknown field "maxPodz"`} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("warnings lack %q: %q", want, o2.warnings)
+		}
+	}
+	if strings.Contains(joined, "cpuManagerPolicy") {
+		t.Errorf("a field at its default warned about: %q", o2.warnings)
+	}
+
+	// staticPodPath: refused when it holds manifests, noted when empty.
+	manifests := filepath.Join(dir, "manifests")
+	if err := os.MkdirAll(manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf = writeFile(t, dir, "static.yaml", kcHeader+"staticPodPath: manifests\n")
+	o3 := parseArgs(t, "--config", conf)
+	if !strings.Contains(strings.Join(o3.warnings, "\n"), "staticPodPath "+manifests) {
+		t.Errorf("empty staticPodPath: %q", o3.warnings)
+	}
+	writeFile(t, manifests, "etcd.yaml", "kind: Pod\n")
+	var o4 options
+	if err := o4.parse([]string{"--config", conf}); err == nil || !strings.Contains(err.Error(), "etcd.yaml") {
+		t.Errorf("staticPodPath with a manifest: %v", err)
+	}
+}
+
+// A kubeadm node's config.yaml (as kubeadm 1.35 writes it) works
+// unchanged.
+func TestKubeadmKubeletConfig(t *testing.T) {
+	dir := t.TempDir()
+	conf := writeFile(t, dir, "config.yaml", `apiVersion: kubelet.config.k8s.io/v1beta1
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    cacheTTL: 0s
+    enabled: true
+  x509:
+    clientCAFile: /etc/kubernetes/pki/ca.crt
+authorization:
+  mode: Webhook
+  webhook:
+    cacheAuthorizedTTL: 0s
+    cacheUnauthorizedTTL: 0s
+cgroupDriver: systemd
+clusterDNS:
+- 10.96.0.10
+clusterDomain: cluster.local
+containerRuntimeEndpoint: ""
+cpuManagerReconcilePeriod: 0s
+crashLoopBackOff: {}
+evictionPressureTransitionPeriod: 0s
+fileCheckFrequency: 0s
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+httpCheckFrequency: 0s
+imageMaximumGCAge: 0s
+imageMinimumGCAge: 0s
+kind: KubeletConfiguration
+logging:
+  flushFrequency: 0
+  options:
+    json:
+      infoBufferSize: "0"
+    text:
+      infoBufferSize: "0"
+  verbosity: 0
+memorySwap: {}
+nodeStatusReportFrequency: 0s
+nodeStatusUpdateFrequency: 0s
+rotateCertificates: true
+runtimeRequestTimeout: 0s
+shutdownGracePeriod: 0s
+shutdownGracePeriodCriticalPods: 0s
+staticPodPath: `+filepath.Join(dir, "manifests")+`
+streamingConnectionIdleTimeout: 0s
+syncFrequency: 0s
+volumeStatsAggPeriod: 0s
+`)
+	o := parseArgs(t, "--config", conf)
+	if o.clientCA != "/etc/kubernetes/pki/ca.crt" || o.cgroupDriver != "systemd" || !o.rotateCerts || o.clusterDomain != "cluster.local" ||
+		o.runtimeEndpoint != "unix:///run/containerd/containerd.sock" || o.statusReportFreq != 5*time.Minute {
+		t.Errorf("settings: %+v", o)
+	}
+	// Only the (absent) static pod directory is noted.
+	if len(o.warnings) != 1 || !strings.Contains(o.warnings[0], "staticPodPath") {
+		t.Errorf("warnings %q", o.warnings)
+	}
+}
+
+// An unknown feature gate is refused as by the kubelet, from the command
+// line or the file; a known one hostlet does not act on is logged.
+func TestFeatureGatesFlag(t *testing.T) {
+	var o options
+	if err := o.parse([]string{"--feature-gates", "NoSuchGate=true"}); err == nil || !strings.Contains(err.Error(), "unrecognized feature gate: NoSuchGate") {
+		t.Errorf("unknown gate: %v", err)
+	}
+	conf := writeFile(t, t.TempDir(), "k.yaml", kcHeader+"featureGates:\n  Bogus: true\n")
+	o = options{}
+	if err := o.parse([]string{"--config", conf}); err == nil || !strings.Contains(err.Error(), "unrecognized feature gate: Bogus") {
+		t.Errorf("unknown gate in the file: %v", err)
+	}
+	p := parseArgs(t, "--feature-gates", "MemoryQoS=true,UserNamespacesSupport=false,ProcMountType=false,ContainerStopSignals=true,NodeLogQuery=false")
+	joined := strings.Join(p.warnings, "\n")
+	if !strings.Contains(joined, "MemoryQoS=true has no effect") || !strings.Contains(joined, "UserNamespacesSupport=false has no effect") ||
+		strings.Contains(joined, "ContainerStopSignals") || strings.Contains(joined, "NodeLogQuery") {
+		t.Errorf("gate warnings %q", p.warnings)
+	}
+	if !p.gates.Enabled("MemoryQoS") {
+		t.Error("gate not set")
+	}
+	// A gate the configuration's validation follows.
+	o = options{}
+	if err := o.parse([]string{"--shutdown-grace-period", "30s", "--feature-gates",
+		"GracefulNodeShutdown=false,GracefulNodeShutdownBasedOnPodPriority=false,WindowsGracefulNodeShutdown=false"}); err == nil ||
+		!strings.Contains(err.Error(), "requires feature gate GracefulNodeShutdown") {
+		t.Errorf("gated shutdown: %v", err)
+	}
+}
+
+// failCgroupV1 (true by default) is noted on a cgroup v1 host when a
+// configuration file says it; hostlet runs there.
+func TestFailCgroupV1(t *testing.T) {
+	old := cgroupV1
+	cgroupV1 = func() bool { return true }
+	defer func() { cgroupV1 = old }()
+	var o options
+	if err := o.parse(nil); err != nil || len(o.warnings) != 0 {
+		t.Errorf("without a file: %v %q", err, o.warnings)
+	}
+	conf := writeFile(t, t.TempDir(), "k.yaml", kcHeader)
+	o = options{}
+	if err := o.parse([]string{"--config", conf}); err != nil || len(o.warnings) != 1 || !strings.Contains(o.warnings[0], "failCgroupV1") {
+		t.Errorf("with a file: %v %q", err, o.warnings)
+	}
+	conf = writeFile(t, t.TempDir(), "k.yaml", kcHeader+"failCgroupV1: false\n")
+	o = options{}
+	if err := o.parse([]string{"--config", conf}); err != nil || len(o.warnings) != 0 {
+		t.Errorf("false: %v %q", err, o.warnings)
+	}
+}
+
+// hostlet's older flag-keyed file still works, with a deprecation note,
+// and keeps renewing the client certificate as it did.
+func TestFlagKeyedConfigDeprecated(t *testing.T) {
+	conf := writeFile(t, t.TempDir(), "config.yaml", "max-pods: 9\ncluster-dns: [10.0.0.1]\n")
+	o := parseArgs(t, "--config", conf)
+	if o.maxPods != 9 || !reflect.DeepEqual(o.clusterDNS, []string{"10.0.0.1"}) || !o.rotateCerts {
+		t.Errorf("settings: %d %v %v", o.maxPods, o.clusterDNS, o.rotateCerts)
+	}
+	if len(o.warnings) != 1 || !strings.Contains(o.warnings[0], "deprecated") || !strings.Contains(o.warnings[0], "KubeletConfiguration") {
+		t.Errorf("warnings %q", o.warnings)
+	}
+	if o.kubeletConfig.MaxPods != 9 {
+		t.Errorf("configz maxPods %d", o.kubeletConfig.MaxPods)
+	}
+}
