@@ -29,6 +29,20 @@ func AppArmorEnabled() bool {
 	return err == nil && len(b) > 1 && b[0] == 'Y'
 }
 
+// appArmorRuntimeEnabled is whether containers get AppArmor profiles, as
+// containerd's CRI decides it (apparmor.HostSupports): the kubelet's check
+// and also apparmor_parser installed and not running in a container. A
+// host whose kernel has AppArmor but not the parser (a Debian minbase: the
+// apparmor package is only recommended) runs containers unconfined, as
+// with CRI, instead of failing every one on loading the default profile.
+var appArmorRuntimeEnabled = sync.OnceValue(func() bool {
+	if !AppArmorEnabled() || os.Getenv("container") != "" {
+		return false
+	}
+	_, err := os.Stat("/sbin/apparmor_parser")
+	return err == nil
+})
+
 // appArmorOpt applies an AppArmor profile as CRI does: "" (not set) is
 // RuntimeDefault where the host has AppArmor, nothing where it has not;
 // a profile asked for on a host without AppArmor is an error.

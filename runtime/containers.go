@@ -177,7 +177,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 	labels[labelShimGroup] = group
 	cfg.Security.withoutHostDevices = handler.PrivilegedWithoutHostDevices
 	cfg.Security.allDevicesAllowed = handler.PrivilegedWithoutHostDevicesAllDevicesAllowed
-	specOpts := append(specFor(cfg, args, termLog), r.deviceOpts(cfg.Devices)...)
+	specOpts := append(specFor(cfg, args, termLog, r.cgroups.V2()), r.deviceOpts(cfg.Devices)...)
 	specOpts = append(specOpts, oci.WithAnnotations(map[string]string{shimGroupAnnotation: group}))
 	_, err = r.client.NewContainer(ctx, id,
 		containerd.WithImage(cfg.Image.image),

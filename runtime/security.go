@@ -112,7 +112,7 @@ func securityOpts(sec Security, inUserNS bool) []oci.SpecOpts {
 	if len(sec.Sysctls) > 0 {
 		opts = append(opts, withSysctls(sec.Sysctls))
 	}
-	opts = append(opts, appArmorOpt(sec.AppArmor, sec.Privileged, AppArmorEnabled()))
+	opts = append(opts, appArmorOpt(sec.AppArmor, sec.Privileged, appArmorRuntimeEnabled()))
 	// Last: the default seccomp profile depends on the capabilities.
 	switch sec.Seccomp {
 	case "", ProfileUnconfined:

@@ -2,14 +2,17 @@ package runtime
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // specFor builds the OCI spec options of a container: containerd's defaults
 // (the same as CRI's), the image config, then what the pod spec says.
-func specFor(cfg ContainerConfig, args []string, termLog string) []oci.SpecOpts {
+// cgroupV2 is the host's hierarchy, which decides the cgroup namespace.
+func specFor(cfg ContainerConfig, args []string, termLog string, cgroupV2 bool) []oci.SpecOpts {
 	s := cfg.Sandbox
 	opts := []oci.SpecOpts{
 		oci.WithImageConfig(cfg.Image.image),
@@ -28,6 +31,14 @@ func specFor(cfg ContainerConfig, args []string, termLog string) []oci.SpecOpts 
 		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.PIDNamespace, Path: cfg.PIDNamespace}))
 	}
 	opts = append(opts, securityOpts(cfg.Security, s.UserNSPath != "")...)
+	// A cgroup namespace hides the host's hierarchy on v2, so that the
+	// container's /sys/fs/cgroup is its own cgroup (memory.max at the top,
+	// what JVMs, Go and .NET size themselves by), as CRI gives every
+	// unprivileged container there; v1 and privileged ones share the host's.
+	cgroupNS := cgroupV2 && !cfg.Security.Privileged
+	if cgroupNS {
+		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.CgroupNamespace}))
+	}
 	opts = append(opts, resourceOpts(cfg.Resources)...)
 	opts = append(opts, withCgroupParent(s.CgroupParent))
 	// The cgroup filesystem, as CRI mounts it for every container:
@@ -36,8 +47,16 @@ func specFor(cfg ContainerConfig, args []string, termLog string) []oci.SpecOpts 
 	if cfg.Security.Privileged {
 		cgroupMode = "rw"
 	}
+	cgroupOpts := []string{"nosuid", "noexec", "nodev", "relatime", cgroupMode}
+	if cgroupV2 && !cgroupNS {
+		// In the host's cgroup namespace the mount is the host's one cgroup2
+		// superblock, whose options it would set: keep the host's
+		// nsdelegate and memory_recursiveprot, which systemd relies on, as
+		// CRI does.
+		cgroupOpts = append(cgroupOpts, hostCgroup2Opts()...)
+	}
 	mounts := []specs.Mount{
-		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", cgroupMode}},
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: cgroupOpts},
 		bind(s.HostsPath(), "/etc/hosts", false),
 		bind(s.ResolvConfPath(), "/etc/resolv.conf", false),
 		bind(s.HostnamePath(), "/etc/hostname", false),
@@ -104,4 +123,20 @@ func bind(src, dst string, ro bool) specs.Mount {
 		opts = append(opts, "rw")
 	}
 	return specs.Mount{Source: src, Destination: dst, Type: "bind", Options: opts}
+}
+
+// hostCgroup2Opts are the options of the host's cgroup2 mount that a
+// container sharing its superblock must repeat.
+func hostCgroup2Opts() []string {
+	mounts, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter("/sys/fs/cgroup"))
+	if err != nil || len(mounts) == 0 {
+		return nil
+	}
+	var out []string
+	for _, opt := range strings.Split(mounts[0].VFSOptions, ",") {
+		if opt == "nsdelegate" || opt == "memory_recursiveprot" {
+			out = append(out, opt)
+		}
+	}
+	return out
 }

@@ -48,7 +48,7 @@ func FuzzSpecFor(f *testing.F) {
 		// The first option is the image's config (needs containerd); the
 		// others are applied one by one, so an error in one does not hide
 		// the mounts of the next.
-		for _, opt := range specFor(cfg, []string{"sh"}, termLog)[1:] {
+		for _, opt := range specFor(cfg, []string{"sh"}, termLog, false)[1:] {
 			_ = opt(ctx, nil, c, spec)
 		}
 		allowed := []string{src, sb.Dir, sb.HostsPath(), sb.ResolvConfPath(), sb.HostnamePath(), sb.ShmPath(), termLog}
