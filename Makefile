@@ -16,9 +16,22 @@ ifeq ($(HOSTLET_TAGS),)
 $(error HostletTags not found in test/images/inputs.go)
 endif
 
+# hostlet's version (hostlet version prints it): git describe of the nearest
+# v* tag, else v0.0.0-<commits>-g<sha> while there is none; -dirty for a
+# changed work tree (hack/release/version.sh).
+VERSION ?= $(shell hack/release/version.sh)
+# Every file's time in the release artifacts: the commit's, so the same commit
+# gives the same bytes.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+# Where make release writes dist/<version>/, and the repository the release's
+# image is named in and the packaged chart pulls the approver from (the
+# project has no registry of its own yet: push the image where this says).
+DIST       ?= $(CURDIR)/dist
+IMAGE_REPO ?= ghcr.io/hostlet/hostlet
+
 APT_PACKAGES := libseccomp-dev busybox-static containernetworking-plugins iptables iproute2 dbus-daemon
 
-.PHONY: all build deps components images dev dev-down test unit e2e vet clean conformance conformance-compare bench compat e2e-prometheus
+.PHONY: all build deps components images dev dev-down test unit e2e vet clean conformance conformance-compare bench compat e2e-prometheus release release-test
 
 all: build
 
@@ -32,7 +45,29 @@ deps:
 
 ## build: the hostlet binary in ./bin.
 build:
-	go build -tags=$(HOSTLET_TAGS) -o $(BIN)/hostlet ./cmd/hostlet
+	go build -tags=$(HOSTLET_TAGS) -ldflags "-X main.version=$(VERSION)" -o $(BIN)/hostlet ./cmd/hostlet
+
+## release: this commit's release in $(DIST)/$(VERSION)/ (hack/release):
+## static, stripped hostlet for linux/amd64 and linux/arm64 (CGO_ENABLED=0:
+## hostlet has no cgo; libseccomp is runc's, the seccomp profile a spec), a
+## .deb per arch, the multi-platform image $(IMAGE_REPO):$(VERSION) as an
+## OCI archive, the chart packaged with that image and version, SHA256SUMS.
+## Reproducible (the same commit, Go and Helm give the same bytes); offline
+## once the modules and Helm are cached. Needs dpkg-deb; builds Helm on
+## first use (test/cluster/helm).
+release:
+	@[ "$(VERSION)" != dev ] || { echo "make release: not a git checkout: set VERSION=vX.Y.Z and SOURCE_DATE_EPOCH" >&2; exit 1; }
+	helm=$$(test/cluster/helm/build.sh) && \
+	go run ./hack/release -version $(VERSION) -source-date-epoch $(SOURCE_DATE_EPOCH) \
+		-image-repo $(IMAGE_REPO) -helm $$helm/helm -out $(DIST)
+
+## release-test: make release's test (hack/release): this commit's release
+## built twice and compared byte for byte, the binaries static, stripped and
+## versioned, each .deb's files and its unpack into a fresh dpkg root, the
+## image pushed to a loopback registry, the packaged chart rendered. Two
+## builds: minutes, so not in make test.
+release-test:
+	HOSTLET_RELEASE_TEST=1 go test -count=1 -timeout 60m -v -run 'TestRelease$$' ./hack/release
 
 ## components: etcd, the control plane, kubectl, containerd and runc (cached).
 components: deps

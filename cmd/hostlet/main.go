@@ -42,6 +42,10 @@ func main() {
 		runtime.RunPause() // PID 1 of a pod sharing its process namespace
 		return
 	}
+	if len(os.Args) == 2 && (os.Args[1] == "version" || os.Args[1] == "--version") {
+		printVersion(os.Stdout)
+		return
+	}
 	if len(os.Args) > 1 && (os.Args[1] == "join" || os.Args[1] == "leave") {
 		runSubcommand(os.Args[1], os.Args[2:])
 		return

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"archive/tar"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/hostlet/hostlet/test/harness"
 	"github.com/hostlet/hostlet/test/images"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +31,40 @@ import (
 	"k8s.io/client-go/util/certificate"
 	"k8s.io/client-go/util/certificate/csr"
 )
+
+// approverImage is the image the test runs the chart's approver from: the
+// test's own (busybox and a static hostlet), or with
+// HOSTLET_APPROVER_ARCHIVE a release's (make release's
+// hostlet-image-<version>.oci.tar), named as its index.json says.
+func approverImage() (images.Image, error) {
+	archive := os.Getenv("HOSTLET_APPROVER_ARCHIVE")
+	if archive == "" {
+		return images.BuildApprover(context.Background(), filepath.Join(imageCache(), "images"))
+	}
+	f, err := os.Open(archive)
+	if err != nil {
+		return images.Image{}, err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			return images.Image{}, fmt.Errorf("%s: no index.json: %w", archive, err)
+		}
+		if hdr.Name != "index.json" {
+			continue
+		}
+		var index ocispec.Index
+		if err := json.NewDecoder(tr).Decode(&index); err != nil {
+			return images.Image{}, fmt.Errorf("%s: index.json: %w", archive, err)
+		}
+		if len(index.Manifests) != 1 || index.Manifests[0].Annotations["io.containerd.image.name"] == "" {
+			return images.Image{}, fmt.Errorf("%s: want one named image in index.json, found %+v", archive, index.Manifests)
+		}
+		return images.Image{Ref: index.Manifests[0].Annotations["io.containerd.image.name"], Archive: archive}, nil
+	}
+}
 
 // servingNode is the node the serving certificate test joins.
 const servingNode = "hostlet-serving"
@@ -43,10 +80,11 @@ func TestServingCertificates(t *testing.T) {
 	skipIfNoCluster(t)
 	// A cold static build of hostlet for the image takes long on a busy
 	// machine: only go test's -timeout bounds it.
-	img, err := images.BuildApprover(context.Background(), filepath.Join(imageCache(), "images"))
+	img, err := approverImage()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("approver image %s", img.Ref)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	bin := hostletBinary(t)
@@ -73,7 +111,7 @@ servingCertApprover:
   - {name: KUBERNETES_SERVICE_HOST, value: %q}
   - {name: KUBERNETES_SERVICE_PORT, value: %q}
   nodeSelector: {kubernetes.io/hostname: %s}
-`, cluster.APIServerURL(), images.ApproverRepo, images.ApproverTag, api.Hostname(), api.Port(), nodeName)), 0o644); err != nil {
+`, cluster.APIServerURL(), img.Ref[:strings.LastIndex(img.Ref, ":")], img.Ref[strings.LastIndex(img.Ref, ":")+1:], api.Hostname(), api.Port(), nodeName)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	const release = "serving"
