@@ -26,8 +26,11 @@ fi
 
 # Debian's packages a user's host has: systemd as init, the kernel, ssh for
 # the test to drive it, what hostlet's preflight and CNI need (iproute2,
-# iptables, kmod for br_netfilter, the CNI plugins), udev for the disks.
-packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-amd64,openssh-server,iproute2,iptables,containernetworking-plugins,ca-certificates,libseccomp2,procps,e2fsprogs
+# iptables, kmod for br_netfilter, the CNI plugins), udev for the disks;
+# apparmor, which the kernel recommends and so a standard install has (on a
+# host with AppArmor on in the kernel but no apparmor_parser, hostlet fails
+# every container: test/hosttest/README.md).
+packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-amd64,apparmor,openssh-server,iproute2,iptables,containernetworking-plugins,ca-certificates,libseccomp2,procps,e2fsprogs
 mirror=http://deb.debian.org/debian
 
 mkdir -p "$cache/vm"
