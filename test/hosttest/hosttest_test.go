@@ -338,6 +338,7 @@ func (h *host) run(ctx context.Context) {
 	h.logsAndExec(ctx)
 	h.restartService(ctx)
 	h.poweroff(ctx)
+	h.deleteEnded(ctx)
 	h.leave(ctx)
 }
 
@@ -534,12 +535,37 @@ func (h *host) poweroff(ctx context.Context) {
 		t.Fatal(err)
 	}
 	h.tm.add("%s: a pod ran to completion %v after ssh was up again", h.driver, time.Since(t1).Round(100*time.Millisecond))
-	prev := h.vm.Run(ctx, "journalctl --list-boots --no-pager; journalctl -b -1 --no-pager -u hostlet -o short-precise | grep -iE 'shutdown|inhibit|killing|stopp' | tail -30 || true")
-	t.Logf("hostlet's log of the shutdown:\n%s", prev)
+	prev := h.vm.Run(ctx, `journalctl -b -1 --no-pager -o short-precise | grep -E 'hostlet\[[0-9]+\]: .*(shutdown|inhibit)|hostlet.service' | tail -25`)
+	t.Logf("hostlet's shutdown in the journal:\n%s", prev)
+}
+
+// deleteEnded deletes the pods that ended, as a user cleans up, and waits
+// for them to be gone from the API (the node removes them once it has
+// cleaned up after them).
+func (h *host) deleteEnded(ctx context.Context) {
+	t := h.t
+	names := []string{"stubborn", "limited", "after-restart", "after-boot"}
+	for _, name := range names {
+		if err := h.cluster.Client().CoreV1().Pods(h.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range names {
+		if err := poll(ctx, 3*time.Minute, func() error {
+			_, err := h.cluster.Client().CoreV1().Pods(h.ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("pod %s still there: %v", name, err)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // leave runs `hostlet leave` in the VM: the Node goes, and so do what
-// join wrote; what else stays on the host is logged.
+// join wrote; what else stays on the host (pods, containers, logs of pods
+// deleted before, the logind drop-in, kubepods cgroups) is a bug.
 func (h *host) leave(ctx context.Context) {
 	t := h.t
 	out := h.vm.Run(ctx, "hostlet leave 2>&1")
