@@ -70,10 +70,17 @@ func TestDebianHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t0 := time.Now()
-	image := buildImage(ctx, t, root, "bookworm")
-	b, _ := os.ReadFile(filepath.Join(image, "build-times"))
-	tm.add("image %s ready in %v (its build: %s)", filepath.Base(image), time.Since(t0).Round(time.Second), strings.TrimSpace(string(b)))
+	suites := []string{"bookworm", "trixie"}
+	if s := os.Getenv("HOSTTEST_SUITES"); s != "" {
+		suites = strings.Split(s, ",")
+	}
+	imageOf := map[string]string{}
+	for _, suite := range suites {
+		t0 := time.Now()
+		imageOf[suite] = buildImage(ctx, t, root, suite)
+		b, _ := os.ReadFile(filepath.Join(imageOf[suite], "build-times"))
+		tm.add("image %s ready in %v (its build: %s)", filepath.Base(imageOf[suite]), time.Since(t0).Round(time.Second), strings.TrimSpace(string(b)))
+	}
 
 	// What the host gets besides Debian's packages: containerd (Debian 12's
 	// 1.6 is refused by preflight), runc, hostlet and the images.
@@ -119,14 +126,17 @@ func TestDebianHost(t *testing.T) {
 	if s := os.Getenv("HOSTTEST_DRIVERS"); s != "" {
 		drivers = strings.Split(s, ",")
 	}
-	for _, driver := range drivers {
-		ok := t.Run(driver, func(t *testing.T) {
-			h := &host{t: t, tm: tm, cluster: cluster, net: n, image: image, payload: payload, driver: driver,
-				node: "hosttest-" + driver, server: server, token: token, caHash: caHash}
-			h.run(ctx)
-		})
-		if !ok {
-			break
+	for _, suite := range suites {
+		for _, driver := range drivers {
+			ok := t.Run(suite+"/"+driver, func(t *testing.T) {
+				h := &host{t: t, tm: tm, cluster: cluster, net: n, image: imageOf[suite], payload: payload,
+					name: suite + "/" + driver, driver: driver, node: "hosttest-" + suite + "-" + driver,
+					server: server, token: token, caHash: caHash}
+				h.run(ctx)
+			})
+			if !ok {
+				return
+			}
 		}
 	}
 }
@@ -182,17 +192,33 @@ func makePayload(t *testing.T, binDir, hostlet string, archives []string) string
 	return img
 }
 
-// setupScript installs, in the VM, what a Debian 12 user installs by hand
-// besides Debian's packages: containerd and runc (upstream's unit), a CNI
-// network (the bridge plugin of Debian's containernetworking-plugins),
-// hostlet, and the images. $1 is the cgroup driver containerd's CRI
-// config names (hostlet follows it).
+// setupScript installs, in the VM, what a user installs by hand besides
+// Debian's packages: on Debian 12 containerd and runc (upstream's unit), on
+// Debian 13 a config for Debian's containerd; a CNI network (the bridge
+// plugin of Debian's containernetworking-plugins), hostlet, and the images.
+// $1 is the cgroup driver containerd's CRI config names (hostlet follows
+// it).
 const setupScript = `#!/bin/sh
 set -eu
 driver=$1
 p=/mnt/payload
-install -m 755 $p/bin/* /usr/local/bin/
-cat > /etc/systemd/system/containerd.service <<'EOF'
+install -m 755 $p/bin/hostlet /usr/local/bin/
+systemd=false
+[ "$driver" = systemd ] && systemd=true
+mkdir -p /etc/containerd /etc/cni/net.d
+if [ -x /usr/bin/containerd ]; then
+	# Debian's containerd (Debian 13: 1.7, config version 2) and its runc.
+	cat > /etc/containerd/config.toml <<EOF
+version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+  SystemdCgroup = $systemd
+EOF
+	systemctl restart containerd
+else
+	install -m 755 $p/bin/containerd $p/bin/containerd-shim-runc-v2 $p/bin/ctr $p/bin/runc /usr/local/bin/
+	cat > /etc/systemd/system/containerd.service <<'EOF'
 [Unit]
 Description=containerd container runtime
 After=network.target local-fs.target dbus.service
@@ -213,14 +239,14 @@ OOMScoreAdjust=-999
 [Install]
 WantedBy=multi-user.target
 EOF
-mkdir -p /etc/containerd /etc/cni/net.d
-systemd=false
-[ "$driver" = systemd ] && systemd=true
-cat > /etc/containerd/config.toml <<EOF
+	cat > /etc/containerd/config.toml <<EOF
 version = 3
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
   SystemdCgroup = $systemd
 EOF
+	systemctl daemon-reload
+	systemctl enable --now containerd
+fi
 cat > /etc/cni/net.d/10-hosttest.conflist <<'EOF'
 {"cniVersion": "1.0.0", "name": "hosttest", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
@@ -228,10 +254,8 @@ cat > /etc/cni/net.d/10-hosttest.conflist <<'EOF'
   {"type": "portmap", "capabilities": {"portMappings": true}}
 ]}
 EOF
-systemctl daemon-reload
-systemctl enable --now containerd
 for i in $p/images/*.tar; do ctr -n hostlet images import "$i" >/dev/null; done
-ctr -n hostlet images ls -q
+echo "$(command -v containerd) $(containerd --version | cut -d' ' -f3) ($(runc --version | head -1)), $(ctr -n hostlet images ls -q | wc -l) images"
 `
 
 // installChart installs charts/hostlet as a user does, with the serving
@@ -297,7 +321,8 @@ type host struct {
 	cluster               *harness.Cluster
 	net                   *vmNet
 	image, payload        string
-	driver, node          string
+	name, driver, node    string
+	joinArgs              string // more `hostlet join` flags
 	server, token, caHash string
 	vm                    *vm
 	ns                    string
@@ -321,7 +346,7 @@ func (h *host) run(ctx context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.tm.add("%s: boot to ssh %v", h.driver, boot.Round(100*time.Millisecond))
+	h.tm.add("%s: boot to ssh %v", h.name, boot.Round(100*time.Millisecond))
 	facts := h.vm.Run(ctx, `stat -fc %T /sys/fs/cgroup; readlink /proc/1/exe; uname -r; . /etc/os-release; echo $PRETTY_NAME`)
 	t.Logf("VM: %s", strings.ReplaceAll(strings.TrimSpace(facts), "\n", ", "))
 	if !strings.HasPrefix(facts, "cgroup2fs\n") || !strings.Contains(facts, "systemd") {
@@ -330,7 +355,14 @@ func (h *host) run(ctx context.Context) {
 
 	t1 := time.Now()
 	out := h.vm.Run(ctx, "mkdir -p /mnt/payload && mount -o ro /dev/vdb /mnt/payload && /mnt/payload/setup.sh "+h.driver)
-	h.tm.add("%s: containerd, hostlet and %d images installed in %v", h.driver, strings.Count(out, "\n"), time.Since(t1).Round(100*time.Millisecond))
+	t.Logf("setup: %s", strings.TrimSpace(out))
+	if strings.HasPrefix(out, "/usr/bin/containerd ") {
+		// Debian's containerd 1.7 answers no CRI RuntimeConfig (2.0 does),
+		// so hostlet cannot read the driver from it and takes the host's
+		// (systemd): a user of the cgroupfs driver says so, as to a kubelet.
+		h.joinArgs = " --cgroup-driver " + h.driver
+	}
+	h.tm.add("%s: containerd, hostlet and the images installed in %v", h.name, time.Since(t1).Round(100*time.Millisecond))
 
 	h.join(ctx)
 	h.ns = h.cluster.NewNamespace(t)
@@ -348,14 +380,14 @@ func (h *host) join(ctx context.Context) {
 	t := h.t
 	t0 := time.Now()
 	out := h.vm.Run(ctx, fmt.Sprintf("hostlet join %s --token %s --discovery-token-ca-cert-hash %s --node-name %s "+
-		"--hostlet-arg rotate-server-certificates=true --hostlet-arg shutdown-grace-period=%s 2>&1",
-		h.server, h.token, h.caHash, h.node, shutdownGrace))
+		"--hostlet-arg rotate-server-certificates=true --hostlet-arg shutdown-grace-period=%s%s 2>&1",
+		h.server, h.token, h.caHash, h.node, shutdownGrace, h.joinArgs))
 	joined := time.Since(t0)
 	t.Logf("hostlet join:\n%s", out)
 	if _, err := h.cluster.WaitForNode(ctx, h.node, 5*time.Minute, harness.NodeReady); err != nil {
 		t.Fatal(err)
 	}
-	h.tm.add("%s: join returned after %v, node Ready %v after join began", h.driver,
+	h.tm.add("%s: join returned after %v, node Ready %v after join began", h.name,
 		joined.Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond))
 	node, err := h.cluster.Client().CoreV1().Nodes().Get(ctx, h.node, metav1.GetOptions{})
 	if err != nil {
@@ -394,7 +426,7 @@ func (h *host) limitedPod(ctx context.Context) {
 	if _, err := h.cluster.WaitForPod(ctx, h.ns, "limited", 5*time.Minute, harness.PodPhase(v1.PodRunning)); err != nil {
 		t.Fatal(err)
 	}
-	h.tm.add("%s: first pod Running %v after its creation", h.driver, time.Since(t0).Round(100*time.Millisecond))
+	h.tm.add("%s: first pod Running %v after its creation", h.name, time.Since(t0).Round(100*time.Millisecond))
 	out := h.vm.Run(ctx, `pid=$(pgrep -xf 'sleep 3601'); cg=$(sed -n 's/^0:://p' /proc/$pid/cgroup); echo $cg
 for d in /sys/fs/cgroup$cg /sys/fs/cgroup$(dirname $cg); do echo $(cat $d/cpu.max) $(cat $d/memory.max); done`)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -492,7 +524,7 @@ func (h *host) poweroff(ctx context.Context) {
 	}
 	took := time.Since(t0)
 	h.tm.add("%s: systemctl poweroff with a TERM-ignoring pod (grace 60s, node shutdown grace %v) took %v",
-		h.driver, shutdownGrace, took.Round(100*time.Millisecond))
+		h.name, shutdownGrace, took.Round(100*time.Millisecond))
 	// What the console showed from the poweroff on: systemd's stop jobs
 	// waiting on a unit, systemd-shutdown waiting on processes.
 	console := h.vm.console(h.vm.boots)[consoleBefore:]
@@ -523,7 +555,7 @@ func (h *host) poweroff(ctx context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.tm.add("%s: second boot to ssh %v", h.driver, boot.Round(100*time.Millisecond))
+	h.tm.add("%s: second boot to ssh %v", h.name, boot.Round(100*time.Millisecond))
 	t1 := time.Now()
 	// A node out of touch for long enough is tainted unreachable (NoExecute),
 	// which a pod bound to it must tolerate: wait for it to be gone.
@@ -534,9 +566,7 @@ func (h *host) poweroff(ctx context.Context) {
 	if _, err := h.cluster.WaitForPod(ctx, h.ns, "after-boot", 5*time.Minute, harness.PodPhase(v1.PodSucceeded)); err != nil {
 		t.Fatal(err)
 	}
-	h.tm.add("%s: a pod ran to completion %v after ssh was up again", h.driver, time.Since(t1).Round(100*time.Millisecond))
-	prev := h.vm.Run(ctx, `journalctl -b -1 --no-pager -o short-precise | grep -E 'hostlet\[[0-9]+\]: .*(shutdown|inhibit)|hostlet.service' | tail -25`)
-	t.Logf("hostlet's shutdown in the journal:\n%s", prev)
+	h.tm.add("%s: a pod ran to completion %v after ssh was up again", h.name, time.Since(t1).Round(100*time.Millisecond))
 }
 
 // deleteEnded deletes the pods that ended, as a user cleans up, and waits
@@ -568,6 +598,10 @@ func (h *host) deleteEnded(ctx context.Context) {
 // deleted before, the logind drop-in, kubepods cgroups) is a bug.
 func (h *host) leave(ctx context.Context) {
 	t := h.t
+	// Read now, not right after the boot: there the previous boot's journal
+	// came back empty (twice), here it does not.
+	prev := h.vm.Run(ctx, `journalctl -b -1 --no-pager -o short-precise | grep -E 'hostlet\[[0-9]+\]: .*(shutdown|inhibit)|hostlet.service' | tail -25`)
+	t.Logf("hostlet's shutdown in the journal of the boot before:\n%s", prev)
 	out := h.vm.Run(ctx, "hostlet leave 2>&1")
 	t.Logf("hostlet leave:\n%s", out)
 	if _, err := h.cluster.Client().CoreV1().Nodes().Get(ctx, h.node, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -638,7 +672,7 @@ func readyUntainted(n *v1.Node) (bool, error) {
 // it fails the test.
 func (h *host) bug(format string, args ...any) {
 	h.t.Helper()
-	msg := h.driver + ": " + fmt.Sprintf(format, args...)
+	msg := h.name + ": " + fmt.Sprintf(format, args...)
 	h.tm.bugs = append(h.tm.bugs, msg)
 	if os.Getenv("HOSTTEST_STRICT") == "1" {
 		h.t.Errorf("PRODUCT BUG: %s", msg)

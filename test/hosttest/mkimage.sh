@@ -2,16 +2,16 @@
 # Builds the Debian VM image of the host test (make hosttest) from Debian's
 # packages: a minbase with systemd as PID 1 (cgroup v2, Debian 12's default),
 # the stock kernel, openssh-server, iproute2, iptables and the CNI plugins.
-# What hostlet needs beyond Debian's packages (containerd >= 1.7, runc,
-# hostlet, images) is not baked in: the test hands it to each boot on a
-# second disk, so a rebuilt component never rebuilds the image.
+# What hostlet needs beyond Debian's packages (hostlet, images, and on
+# Debian 12 containerd >= 1.7 and runc) is not baked in: the test hands it to
+# each boot on a second disk, so a rebuilt component never rebuilds the image.
 #
 # The image is cached in $HOSTLET_CACHE/vm/<suite>-<key>, the key being the
 # hash of this script and the suite: a second run is a no-op. Prints that
 # directory on stdout: disk.img (raw ext4, the root file system, no
 # partition table), vmlinuz and initrd.img (booted directly by qemu),
 # id_ed25519 (root's ssh key; the public half is in the image).
-#   usage: mkimage.sh [suite]   (default bookworm)
+#   usage: mkimage.sh [suite]   (bookworm, the default, or trixie)
 set -euo pipefail
 
 suite=${1:-bookworm}
@@ -31,6 +31,12 @@ fi
 # host with AppArmor on in the kernel but no apparmor_parser, hostlet fails
 # every container: test/hosttest/README.md).
 packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-amd64,apparmor,openssh-server,iproute2,iptables,containernetworking-plugins,ca-certificates,libseccomp2,procps,e2fsprogs
+case $suite in
+# Debian 12's containerd is 1.6.20, which hostlet's preflight refuses: the
+# test brings its own. Debian 13's is 1.7: the host uses it (and its runc).
+bookworm) ;;
+*) packages=$packages,containerd ;;
+esac
 mirror=http://deb.debian.org/debian
 
 mkdir -p "$cache/vm"
