@@ -112,13 +112,14 @@ conformance-compare: deps components
 bench: deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/bench -out $(CACHE)/bench/latest.md $(BENCH_FLAGS)
 
-## hosttest: a Debian 12 VM (systemd as PID 1, cgroup v2, built from Debian's
-## packages with mmdebstrap and cached in $(CACHE)/vm) booted under qemu in a
-## network namespace of its own and joined to a local control plane as a
-## user joins a host, once per cgroup driver: pods with limits, logs and
-## exec, a service restart, a real poweroff with graceful node shutdown, a
-## reboot, leave. Not in make test: see test/hosttest/README.md for how long
-## it takes. HOSTTEST_DRIVERS=systemd runs one driver.
+## hosttest: Debian 12 and 13 VMs (systemd as PID 1, cgroup v2, built from
+## Debian's packages with mmdebstrap and cached in $(CACHE)/vm) booted under
+## qemu in a network namespace of their own and joined to a local control
+## plane as a user joins a host, once per cgroup driver: pods with limits,
+## logs and exec, a service restart, a real poweroff with graceful node
+## shutdown, a reboot, leave. Not in make test: about 16 minutes (see
+## test/hosttest/README.md). HOSTTEST_SUITES=bookworm HOSTTEST_DRIVERS=systemd
+## runs one of the four.
 hosttest-deps:
 	@missing=""; for p in $(HOSTTEST_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
