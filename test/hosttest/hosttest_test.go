@@ -41,9 +41,9 @@ func (tm *timings) add(format string, args ...any) {
 	tm.lines = append(tm.lines, s)
 }
 
-// TestDebianHost joins a Debian 12 VM (systemd as PID 1, cgroup v2) to a
-// harness control plane as a user joins a host (the chart, then `hostlet
-// join` with the token the notes print), once per cgroup driver
+// TestDebianHost joins Debian 12 and 13 VMs (systemd as PID 1, cgroup v2)
+// to a harness control plane as a user joins a host (the chart, then
+// `hostlet join` with the token the notes print), once per cgroup driver
 // (containerd's SystemdCgroup), and checks on the real host what no
 // harness node shows: the node Ready, a pod's cgroup v2 limits, logs and
 // exec through the API with a cluster-issued serving certificate, a
