@@ -30,8 +30,10 @@ DIST       ?= $(CURDIR)/dist
 IMAGE_REPO ?= ghcr.io/hostlet/hostlet
 
 APT_PACKAGES := libseccomp-dev busybox-static containernetworking-plugins iptables iproute2 dbus-daemon
+# Only make hosttest needs these: the VM image's build and qemu.
+HOSTTEST_APT_PACKAGES := mmdebstrap qemu-system-x86 qemu-utils openssh-client e2fsprogs
 
-.PHONY: all build deps components images dev dev-down test unit e2e vet clean conformance conformance-compare bench compat e2e-prometheus release release-test
+.PHONY: all build deps hosttest-deps components images dev dev-down test unit e2e vet clean conformance conformance-compare bench compat e2e-prometheus release release-test hosttest
 
 all: build
 
@@ -154,6 +156,24 @@ conformance-compare: deps components
 ## BENCH_FLAGS='-nodes hostlet -profile /tmp/prof' for hostlet's profiles.
 bench: deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/bench -out $(CACHE)/bench/latest.md $(BENCH_FLAGS)
+
+## hosttest: Debian 12 and 13 VMs (systemd as PID 1, cgroup v2, built from
+## Debian's packages with mmdebstrap and cached in $(CACHE)/vm) booted under
+## qemu in a network namespace of their own and joined to a local control
+## plane as a user joins a host, once per cgroup driver: pods with limits,
+## logs and exec, a service restart, a real poweroff with graceful node
+## shutdown, a reboot, leave. Not in make test: about 16 minutes (see
+## test/hosttest/README.md). HOSTTEST_SUITES=bookworm HOSTTEST_DRIVERS=systemd
+## runs one of the four.
+hosttest-deps:
+	@missing=""; for p in $(HOSTTEST_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+hosttest: deps hosttest-deps components images
+	HOSTLET_HOSTTEST=1 HOSTLET_CACHE=$(CACHE) go test -count=1 -timeout 120m ./test/hosttest -run TestDebianHost -v
 
 unit:
 	go test -count=1 -short ./lifecycle/... ./provider/... ./runtime/... ./cmd/...
