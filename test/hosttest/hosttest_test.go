@@ -62,7 +62,7 @@ func TestDebianHost(t *testing.T) {
 	defer func() {
 		t.Logf("timings:\n  %s", strings.Join(tm.lines, "\n  "))
 		if len(tm.bugs) > 0 {
-			t.Logf("product bugs found (they fail the test with HOSTTEST_STRICT=1):\n  %s", strings.Join(tm.bugs, "\n  "))
+			t.Logf("product bugs found:\n  %s", strings.Join(tm.bugs, "\n  "))
 		}
 	}()
 
@@ -666,17 +666,13 @@ func readyUntainted(n *v1.Node) (bool, error) {
 	return harness.NodeReady(n)
 }
 
-// bug reports a product bug the host test found, one of issue 26's not
-// fixed yet: logged, and collected for the run's summary, so the other
-// checks still run and the test tells what is new; with HOSTTEST_STRICT=1
-// it fails the test.
+// bug reports a product bug the host test checks for (those it found on
+// its first runs: leftovers after leave, no cgroup namespace on v2): it
+// fails the test, and is collected for the run's summary so that one run
+// names them all.
 func (h *host) bug(format string, args ...any) {
 	h.t.Helper()
 	msg := h.name + ": " + fmt.Sprintf(format, args...)
 	h.tm.bugs = append(h.tm.bugs, msg)
-	if os.Getenv("HOSTTEST_STRICT") == "1" {
-		h.t.Errorf("PRODUCT BUG: %s", msg)
-		return
-	}
-	h.t.Logf("PRODUCT BUG: %s", msg)
+	h.t.Errorf("PRODUCT BUG: %s", msg)
 }
