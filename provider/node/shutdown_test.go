@@ -159,7 +159,7 @@ func TestShutdownGroupTimesOut(t *testing.T) {
 
 func TestKillReserve(t *testing.T) {
 	for period, want := range map[time.Duration]time.Duration{
-		0: 0, 2 * time.Second: 500 * time.Millisecond, 12 * time.Second: 3 * time.Second, time.Minute: 3 * time.Second,
+		0: 0, 2 * time.Second: 500 * time.Millisecond, 12 * time.Second: 3 * time.Second, 20 * time.Second: 5 * time.Second, time.Minute: 5 * time.Second,
 	} {
 		if got := killReserve(period); got != want {
 			t.Errorf("killReserve(%v) = %v, want %v", period, got, want)
