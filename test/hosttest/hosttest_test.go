@@ -215,6 +215,17 @@ version = 2
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
   SystemdCgroup = $systemd
 EOF
+	# Debian 13's crun as a second handler (RuntimeClass crun): the runc
+	# shim running crun in place of runc, as a user configures it.
+	if [ -x /usr/bin/crun ]; then
+		cat >> /etc/containerd/config.toml <<EOF
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.crun]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.crun.options]
+  BinaryName = "/usr/bin/crun"
+  SystemdCgroup = $systemd
+EOF
+	fi
 	systemctl restart containerd
 else
 	install -m 755 $p/bin/containerd $p/bin/containerd-shim-runc-v2 $p/bin/ctr $p/bin/runc /usr/local/bin/
@@ -255,7 +266,8 @@ cat > /etc/cni/net.d/10-hosttest.conflist <<'EOF'
 ]}
 EOF
 for i in $p/images/*.tar; do ctr -n hostlet images import "$i" >/dev/null; done
-echo "$(command -v containerd) $(containerd --version | cut -d' ' -f3) ($(runc --version | head -1)), $(ctr -n hostlet images ls -q | wc -l) images"
+crun=$(command -v crun >/dev/null && echo ", $(crun --version | head -1)" || true)
+echo "$(command -v containerd) $(containerd --version | cut -d' ' -f3) ($(runc --version | head -1)$crun), $(ctr -n hostlet images ls -q | wc -l) images"
 `
 
 // installChart installs charts/hostlet as a user does, with the serving
@@ -368,6 +380,9 @@ func (h *host) run(ctx context.Context) {
 	h.ns = h.cluster.NewNamespace(t)
 	h.limitedPod(ctx)
 	h.logsAndExec(ctx)
+	if strings.Contains(out, "crun version") {
+		h.crun(ctx)
+	}
 	h.restartService(ctx)
 	h.poweroff(ctx)
 	h.deleteEnded(ctx)

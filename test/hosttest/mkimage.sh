@@ -33,9 +33,10 @@ fi
 packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-amd64,apparmor,openssh-server,iproute2,iptables,containernetworking-plugins,ca-certificates,libseccomp2,procps,e2fsprogs
 case $suite in
 # Debian 12's containerd is 1.6.20, which hostlet's preflight refuses: the
-# test brings its own. Debian 13's is 1.7: the host uses it (and its runc).
+# test brings its own. Debian 13's is 1.7: the host uses it (and its runc),
+# and crun, which the test configures as a second runtime handler.
 bookworm) ;;
-*) packages=$packages,containerd ;;
+*) packages=$packages,containerd,crun ;;
 esac
 mirror=http://deb.debian.org/debian
 
