@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hostlet/hostlet/crash"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/runtime"
@@ -207,6 +208,9 @@ func (p *Provider) RemovePod(ctx context.Context, pod *v1.Pod) (err error) {
 			p.cleanups.Add(1)
 			go func() {
 				defer p.cleanups.Done()
+				// A panic in the cleanup costs this pod's cleanup (the
+				// sweep retries it), not the node.
+				defer crash.Recover(lifecycle.PodLogger(pod), nil)
 				p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
 			}()
 		}
