@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,22 +95,8 @@ func TestServingCertificates(t *testing.T) {
 	// The approver runs on the harness's node, in its network namespace
 	// (the host's): this cluster has no kube-proxy for the kubernetes
 	// Service, so it reaches the API server at its own address.
-	api, err := url.Parse(cluster.APIServerURL())
+	values, err := cluster.ApproverValuesFile(t.TempDir(), img.Ref, "  nodeSelector: {kubernetes.io/hostname: "+nodeName+"}\n")
 	if err != nil {
-		t.Fatal(err)
-	}
-	values := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(values, []byte(fmt.Sprintf(`clusterInfo:
-  server: %s
-servingCertApprover:
-  enabled: true
-  image: {repository: %s, tag: %s, pullPolicy: Never}
-  hostNetwork: true
-  env:
-  - {name: KUBERNETES_SERVICE_HOST, value: %q}
-  - {name: KUBERNETES_SERVICE_PORT, value: %q}
-  nodeSelector: {kubernetes.io/hostname: %s}
-`, cluster.APIServerURL(), img.Ref[:strings.LastIndex(img.Ref, ":")], img.Ref[strings.LastIndex(img.Ref, ":")+1:], api.Hostname(), api.Port(), nodeName)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	const release = "serving"

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // BuildHelm builds Helm from its pinned module (test/cluster/helm, cached
@@ -37,4 +39,33 @@ func (c *Cluster) Helm(ctx context.Context, helm string, args ...string) (string
 		return stdout.String(), fmt.Errorf("helm %v: %w\n%s%s", args, err, stdout.String(), stderr.String())
 	}
 	return stdout.String(), nil
+}
+
+// ApproverValuesFile writes the chart's values for this cluster to a file
+// in dir and returns its path: cluster-info's server, and the
+// serving-certificate approver from the local image ref (repository:tag)
+// on the host's network, reaching the API server at its own address (the
+// harness runs no kube-proxy for the kubernetes Service). extra are more
+// lines under servingCertApprover, indented by two spaces.
+func (c *Cluster) ApproverValuesFile(dir, ref, extra string) (string, error) {
+	api, err := url.Parse(c.APIServerURL())
+	if err != nil {
+		return "", err
+	}
+	i := strings.LastIndex(ref, ":")
+	if i < 0 {
+		return "", fmt.Errorf("image %q has no tag", ref)
+	}
+	values := fmt.Sprintf(`clusterInfo:
+  server: %s
+servingCertApprover:
+  enabled: true
+  image: {repository: %s, tag: %s, pullPolicy: Never}
+  hostNetwork: true
+  env:
+  - {name: KUBERNETES_SERVICE_HOST, value: %q}
+  - {name: KUBERNETES_SERVICE_PORT, value: %q}
+%s`, c.APIServerURL(), ref[:i], ref[i+1:], api.Hostname(), api.Port(), extra)
+	path := filepath.Join(dir, "values.yaml")
+	return path, os.WriteFile(path, []byte(values), 0o644)
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,21 +283,8 @@ func installChart(ctx context.Context, t *testing.T, cluster *harness.Cluster) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := url.Parse(cluster.APIServerURL())
+	values, err := cluster.ApproverValuesFile(t.TempDir(), images.ApproverRepo+":"+images.ApproverTag, "")
 	if err != nil {
-		t.Fatal(err)
-	}
-	values := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(values, []byte(fmt.Sprintf(`clusterInfo:
-  server: %s
-servingCertApprover:
-  enabled: true
-  image: {repository: %s, tag: %s, pullPolicy: Never}
-  hostNetwork: true
-  env:
-  - {name: KUBERNETES_SERVICE_HOST, value: %q}
-  - {name: KUBERNETES_SERVICE_PORT, value: %q}
-`, cluster.APIServerURL(), images.ApproverRepo, images.ApproverTag, api.Hostname(), api.Port())), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	notes, err := cluster.Helm(ctx, helm, "install", "hostlet", filepath.Join(root, "charts", "hostlet"),
