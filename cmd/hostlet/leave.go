@@ -13,6 +13,7 @@ import (
 	"github.com/hostlet/hostlet/provider/join"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podspec"
+	"github.com/hostlet/hostlet/provider/volumes"
 	log "github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 )
@@ -116,7 +117,7 @@ func cleanHost(ctx context.Context, layout join.Layout, args map[string]string) 
 	if err := rt.Cgroups().RemoveKubepods(ctx); err != nil {
 		return fmt.Errorf("removing the kubepods cgroups: %w", err)
 	}
-	removeEmptyDirs(filepath.Join(o.rootDir, "pods"), filepath.Join(o.rootDir, "netns"), filepath.Join(o.rootDir, "fifo"),
+	removeEmptyDirs(volumes.NewLayout(o.rootDir).PodsDir(), filepath.Join(o.rootDir, "netns"), filepath.Join(o.rootDir, "fifo"),
 		o.podLogsDir, o.containerLogsDir)
 	return nil
 }
