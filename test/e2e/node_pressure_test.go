@@ -107,8 +107,16 @@ func TestHarnessNodeOnFullDisk(t *testing.T) {
 	pod.Spec.NodeName = name
 	cluster.CreatePod(t, pod)
 	waitPhase(t, ns, pod.Name, v1.PodSucceeded)
-	n, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), name, metav1.GetOptions{})
+	// The pod named its node, so it ran before the node lifecycle
+	// controller took the not-ready taint a new node registers with off
+	// (a node's first seconds); wait for that, then no taint may remain.
+	n, err := cluster.WaitForNode(ctxT(t), name, time.Minute, func(n *v1.Node) (bool, error) {
+		return len(n.Spec.Taints) == 0, nil
+	})
 	if err != nil {
+		n, _ = cluster.Client().CoreV1().Nodes().Get(ctxT(t), name, metav1.GetOptions{})
+	}
+	if n == nil {
 		t.Fatal(err)
 	}
 	if c := nodeCondition(n, v1.NodeDiskPressure); c == nil || c.Status != v1.ConditionFalse {
