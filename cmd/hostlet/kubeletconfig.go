@@ -409,7 +409,7 @@ func checkStaticPodPath(kc *kubeletv1beta1.KubeletConfiguration, _ bool) (warnin
 // checkFailCgroupV1 notes, when a configuration file says failCgroupV1
 // (true, its default), that hostlet runs on a cgroup v1 host where the
 // kubelet 1.35 would refuse to. Without a file it is hostlet's own
-// behaviour, said once in the README rather than at every start.
+// behaviour, said once in docs/node.md rather than at every start.
 func checkFailCgroupV1(kc *kubeletv1beta1.KubeletConfiguration, fromFile bool) (warning, refusal string) {
 	if fromFile && ptr.Deref(kc.FailCgroupV1, true) && cgroupV1() {
 		return "ignored: failCgroupV1: true: hostlet runs on this cgroup v1 host (the kubelet would not)", ""
