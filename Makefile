@@ -111,6 +111,11 @@ vet:
 test: deps components images vet
 	go test -count=1 -timeout 60m ./...
 
+## e2e: only the e2e suite (RUN='TestExec$$' for a selection), with the
+## components and images it needs.
+e2e: deps components images
+	go test -count=1 -timeout 60m ./test/e2e $(if $(RUN),-run '$(RUN)') -v
+
 ## compat: the same hostlet against a newer control plane (kube-apiserver,
 ## controller-manager, scheduler and kubectl v1.37 from test/cluster/kube137,
 ## built on first use and cached): the join test and a smoke subset of the e2e
