@@ -38,7 +38,7 @@ func runJoin(ctx context.Context, args []string) error {
 	fs.StringSliceVar(&cfg.ClusterDNS, "cluster-dns", nil, "clusterDNS of hostlet's KubeletConfiguration, the DNS server IPs of pods; empty: the cluster's, from kube-system/kubelet-config (kubeadm) or kube-system/"+join.ChartKubeletConfigMap+" (the hostlet chart)")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "", "clusterDomain of hostlet's KubeletConfiguration; empty: the cluster's, from the same ConfigMaps")
 	fs.StringToStringVar(&cfg.ExtraSettings, "hostlet-arg", nil, "more hostlet flags (name=value,...), e.g. node-ip=10.0.0.5: written to hostlet-flags.env beside its KubeletConfiguration (config.yaml), they win over it")
-	fs.StringSliceVar(&ignore, "ignore-preflight-errors", nil, "preflight checks whose errors become warnings (IsPrivilegedUser, ContainerRuntime, CNI, Cgroups, Swap, IPForward, BridgeNetfilter, all)")
+	fs.StringSliceVar(&ignore, "ignore-preflight-errors", nil, "preflight checks whose errors become warnings ("+strings.Join(append(join.CheckNames(), "all"), ", ")+")")
 	fs.BoolVar(&cfg.SkipSystemd, "skip-systemd", false, "write no systemd unit and start nothing (print how to start hostlet)")
 	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", 2*time.Minute, "how long to wait, once systemd started hostlet, for the node to be registered and Ready (0: do not wait)")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "check and discover, then print what would be written, writing nothing")

@@ -47,6 +47,16 @@ var checks = []check{
 	{"BridgeNetfilter", checkSysctl("/proc/sys/net/bridge/bridge-nf-call-iptables", "modprobe br_netfilter && sysctl -w net.bridge.bridge-nf-call-iptables=1")},
 }
 
+// CheckNames lists the checks --ignore-preflight-errors can name, in the
+// order they run, so the flag's help cannot drift from them.
+func CheckNames() []string {
+	names := make([]string, 0, len(checks))
+	for _, c := range checks {
+		names = append(names, c.name)
+	}
+	return names
+}
+
 // Preflight runs every check and returns all failures at once, so one run
 // shows everything to fix.
 func Preflight(ctx context.Context, cfg PreflightConfig) error {
