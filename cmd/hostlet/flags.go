@@ -40,33 +40,37 @@ type options struct {
 	cniCacheDir       string
 	cniDefaultBridge  string
 	registryConfigDir string
-	cdiSpecDirs       []string
-	address           string
-	port              int32
-	tlsCert, tlsKey   string
-	rotateServerCerts bool
-	rotateCerts       bool
-	clientCA          string
-	authnCacheTTL     time.Duration
-	authzAllowedTTL   time.Duration
-	authzDeniedTTL    time.Duration
-	streamIdleTimeout time.Duration
-	clusterDNS        []string
-	clusterDomain     string
-	resolvConf        string
-	systemReserved    map[string]string
-	kubeReserved      map[string]string
-	evictionHard      map[string]string
-	shutdownGrace     time.Duration
-	shutdownCritical  time.Duration
-	statusUpdateFreq  time.Duration
-	statusReportFreq  time.Duration
-	maxRestartPeriod  time.Duration
-	kubeAPIQPS        int32
-	kubeAPIBurst      int
-	verbosity         int
-	testPanicHooks    bool
-	profiling         bool
+	// credentialProviderConfig and credentialProviderBinDir are the
+	// kubelet's flags (no KubeletConfiguration field has them).
+	credentialProviderConfig string
+	credentialProviderBinDir string
+	cdiSpecDirs              []string
+	address                  string
+	port                     int32
+	tlsCert, tlsKey          string
+	rotateServerCerts        bool
+	rotateCerts              bool
+	clientCA                 string
+	authnCacheTTL            time.Duration
+	authzAllowedTTL          time.Duration
+	authzDeniedTTL           time.Duration
+	streamIdleTimeout        time.Duration
+	clusterDNS               []string
+	clusterDomain            string
+	resolvConf               string
+	systemReserved           map[string]string
+	kubeReserved             map[string]string
+	evictionHard             map[string]string
+	shutdownGrace            time.Duration
+	shutdownCritical         time.Duration
+	statusUpdateFreq         time.Duration
+	statusReportFreq         time.Duration
+	maxRestartPeriod         time.Duration
+	kubeAPIQPS               int32
+	kubeAPIBurst             int
+	verbosity                int
+	testPanicHooks           bool
+	profiling                bool
 	housekeeping
 	evictionFlags
 	cgroupFlags
@@ -100,6 +104,8 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.cniCacheDir, "cni-cache-dir", "/var/lib/cni", "CNI result cache")
 	fs.StringVar(&o.cniDefaultBridge, "cni-default-bridge", "", "bridge of a default pod network (host-local over the Node's spec.podCIDRs, as containerd's CNI conf template) used while --cni-conf-dir holds no config; empty: wait for a config (e.g. a CNI DaemonSet's)")
 	fs.StringVar(&o.registryConfigDir, "registry-config-dir", "", "containerd-style hosts.toml directory per registry")
+	fs.StringVar(&o.credentialProviderConfig, "image-credential-provider-config", "", "path to a credential provider plugin config file (JSON/YAML/YML) or a directory of such files (merged in lexicographical order; non-recursive search), as the kubelet's: its plugins are asked for the pull credentials of the images they match, after the pod's imagePullSecrets")
+	fs.StringVar(&o.credentialProviderBinDir, "image-credential-provider-bin-dir", "", "the path to the directory where credential provider plugin binaries are located")
 	fs.StringSliceVar(&o.cdiSpecDirs, "cdi-spec-dirs", runtime.DefaultCDISpecDirs, "directories of CDI specs that device names from device plugins resolve against (containerd's cdi_spec_dirs)")
 	fs.StringVar(&o.address, "address", "0.0.0.0", "IP to serve the kubelet API on")
 	fs.Int32Var(&o.port, "port", 10250, "port of the kubelet API")

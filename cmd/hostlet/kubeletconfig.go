@@ -213,19 +213,20 @@ var kubeletFields = []kubeletField{
 // and defaults do) or always had, whatever the gate says. Any other gate
 // set away from its default is logged as having no effect on hostlet.
 var hostletGates = map[string]string{
-	"GracefulNodeShutdown":               "gated: shutdownGracePeriod needs it",
-	"KubeletCrashLoopBackOffMax":         "gated: crashLoopBackOff.maxContainerRestartPeriod needs it",
-	"RotateKubeletServerCertificate":     "gated: serverTLSBootstrap needs it",
-	"ImageMaximumGCAge":                  "gated: imageMaximumGCAge needs it",
-	"NodeSwap":                           "gated: memorySwap needs it",
-	"UserNamespacesSupport":              "always: pods with hostUsers: false",
-	"ProcMountType":                      "always: procMount Unmasked",
-	"PodReadyToStartContainersCondition": "always: the PodReadyToStartContainers condition",
-	"ContainerRestartRules":              "always: containers' restartPolicyRules",
-	"ContainerStopSignals":               "always: lifecycle.stopSignal",
-	"PodLevelResources":                  "always: pod-level resources",
-	"KubeletPodResourcesGet":             "always: the pod resources API's Get",
-	"KubeletFineGrainedAuthz":            "always: the kubelet API's fine-grained subresources before nodes/proxy",
+	"GracefulNodeShutdown":                             "gated: shutdownGracePeriod needs it",
+	"KubeletCrashLoopBackOffMax":                       "gated: crashLoopBackOff.maxContainerRestartPeriod needs it",
+	"RotateKubeletServerCertificate":                   "gated: serverTLSBootstrap needs it",
+	"ImageMaximumGCAge":                                "gated: imageMaximumGCAge needs it",
+	"NodeSwap":                                         "gated: memorySwap needs it",
+	"UserNamespacesSupport":                            "always: pods with hostUsers: false",
+	"ProcMountType":                                    "always: procMount Unmasked",
+	"PodReadyToStartContainersCondition":               "always: the PodReadyToStartContainers condition",
+	"ContainerRestartRules":                            "always: containers' restartPolicyRules",
+	"ContainerStopSignals":                             "always: lifecycle.stopSignal",
+	"PodLevelResources":                                "always: pod-level resources",
+	"KubeletPodResourcesGet":                           "always: the pod resources API's Get",
+	"KubeletFineGrainedAuthz":                          "always: the kubelet API's fine-grained subresources before nodes/proxy",
+	"KubeletServiceAccountTokenForCredentialProviders": "gated: credential provider plugins' tokenAttributes need it",
 }
 
 // resolveKubeletConfig makes the configuration effective as the kubelet

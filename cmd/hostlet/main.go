@@ -145,6 +145,10 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	podEvents := provider.NewRecorder(events)
+	creds, err := credentialProviders(o, c.api)
+	if err != nil {
+		return fmt.Errorf("failed to register CRI auth plugins: %w", err)
+	}
 	// The translation reads a pod's newest object from the provider's
 	// registry, whose workers run pods through the translation.
 	var prov *provider.Provider
@@ -157,6 +161,7 @@ func run(ctx context.Context, o *options) error {
 		Devices: dm, Claims: claims, ActivePods: activeAllocated, Swap: swap,
 		PersistentVolumes: c.api.CoreV1(),
 		RuntimeClasses:    inf.runtimeClasses.Lister(), RuntimeClassesSynced: inf.runtimeClasses.Informer().HasSynced,
+		CredentialProviders: creds,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod

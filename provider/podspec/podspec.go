@@ -59,6 +59,9 @@ type Config struct {
 	// refused); RuntimeClassesSynced, if set, says when it has listed them.
 	RuntimeClasses       nodelisters.RuntimeClassLister
 	RuntimeClassesSynced func() bool
+	// CredentialProviders, if set, are the credential provider plugins
+	// asked for images' pull credentials after the pod's pull secrets.
+	CredentialProviders CredentialProviders
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+
+	"github.com/hostlet/hostlet/provider/credentialprovider"
+	"github.com/hostlet/hostlet/provider/podspec"
+	authv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+)
+
+// credentialProviders are the plugins of --image-credential-provider-config,
+// or nil without it. As the kubelet, either flag turns them on, and a
+// configuration that does not load stops the node.
+func credentialProviders(o *options, api kubernetes.Interface) (podspec.CredentialProviders, error) {
+	if o.credentialProviderConfig == "" && o.credentialProviderBinDir == "" {
+		return nil, nil
+	}
+	ps, err := credentialprovider.New(credentialprovider.Config{
+		ConfigPath: o.credentialProviderConfig, BinDir: o.credentialProviderBinDir,
+		ServiceAccountTokens: o.gates.Enabled("KubeletServiceAccountTokenForCredentialProviders"),
+		ServiceAccounts:      serviceAccounts{api}, Clock: clock.RealClock{},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// serviceAccounts reads pods' service accounts and requests their tokens
+// with the node's client (the node authorizer lets a node do both for the
+// service accounts of its pods).
+type serviceAccounts struct{ c kubernetes.Interface }
+
+func (s serviceAccounts) ServiceAccount(ctx context.Context, ns, name string) (*v1.ServiceAccount, error) {
+	return s.c.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (s serviceAccounts) CreateToken(ctx context.Context, ns, name string, req *authv1.TokenRequest) (*authv1.TokenRequest, error) {
+	return s.c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, req, metav1.CreateOptions{})
+}
