@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/kubeletconfig"
+	"github.com/hostlet/hostlet/provider/node"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -65,6 +66,7 @@ type options struct {
 	shutdownCritical         time.Duration
 	statusUpdateFreq         time.Duration
 	statusReportFreq         time.Duration
+	maxImages                int32
 	maxRestartPeriod         time.Duration
 	kubeAPIQPS               int32
 	kubeAPIBurst             int
@@ -132,6 +134,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&o.shutdownCritical, "shutdown-grace-period-critical-pods", 0, "part of --shutdown-grace-period kept for critical pods")
 	fs.DurationVar(&o.statusUpdateFreq, "node-status-update-frequency", 10*time.Second, "how often node status is computed")
 	fs.DurationVar(&o.statusReportFreq, "node-status-report-frequency", 5*time.Minute, "how often unchanged node status is written")
+	fs.Int32Var(&o.maxImages, "node-status-max-images", node.DefaultMaxImages, "the maximum number of images to report in node.status.images (the largest first); -1: no cap")
 	fs.DurationVar(&o.maxRestartPeriod, "max-container-restart-period", 300*time.Second, "longest crash-loop back-off")
 	fs.Int32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")

@@ -123,6 +123,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	nodeCfg.Events, nodeCfg.Lister, nodeCfg.Informer, nodeCfg.Client = events, inf.node.Lister(), inf.node.Informer(), c.heartbeat
 	nodeCfg.Devices = dm
+	nodeCfg.Images = rt
 	nd, err := node.New(ctx, nodeCfg, rt)
 	if err != nil {
 		return err
@@ -194,6 +195,8 @@ func run(ctx context.Context, o *options) error {
 	nd.SetPressure(evictions)
 	go evictions.Run(ctx, o.evictionInterval)
 	go nd.Run(ctx, o.statusUpdateFreq)
+	// A pulled or removed image shows in status.images at once.
+	go rt.WatchImages(ctx, nd.UpdateStatus)
 	go func() {
 		if err := rt.Network().Watch(ctx, nd.UpdateStatus); err != nil {
 			log.WithError(err).Error("CNI config dir no longer watched: changes show at the next status check only")
@@ -299,6 +302,7 @@ func (o *options) nodeConfig(name, nodeIP string) (node.Config, error) {
 		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
 		Labels: o.nodeLabels, Taints: taints, MaxPods: o.maxPods, Reserved: reserved,
 		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: node.KubeletVersion,
+		MaxImages: o.maxImages,
 	}, nil
 }
 
