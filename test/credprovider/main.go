@@ -4,6 +4,7 @@
 // image's registry.
 //
 //	credprovider --user U [--calls FILE] [--cache-key-type Registry] [--cache-duration 5m]
+//	credprovider --user-from-annotation KEY [--calls FILE] ...
 //	credprovider --fail MESSAGE
 //
 // The password is $CREDPROVIDER_PASSWORD (the configuration's env). Each
@@ -20,10 +21,11 @@ import (
 )
 
 type request struct {
-	APIVersion          string `json:"apiVersion"`
-	Kind                string `json:"kind"`
-	Image               string `json:"image"`
-	ServiceAccountToken string `json:"serviceAccountToken,omitempty"`
+	APIVersion                string            `json:"apiVersion"`
+	Kind                      string            `json:"kind"`
+	Image                     string            `json:"image"`
+	ServiceAccountToken       string            `json:"serviceAccountToken,omitempty"`
+	ServiceAccountAnnotations map[string]string `json:"serviceAccountAnnotations,omitempty"`
 }
 
 type authConfig struct {
@@ -45,6 +47,7 @@ func main() {
 	keyType := flag.String("cache-key-type", "Registry", "cacheKeyType to answer")
 	duration := flag.String("cache-duration", "", "cacheDuration to answer (empty: none, the configuration's default)")
 	fail := flag.String("fail", "", "fail with this message on stderr")
+	userAnnotation := flag.String("user-from-annotation", "", "answer the user name in this annotation of the pod's service account, which needs a token (service account token mode)")
 	flag.Parse()
 	var req request
 	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
@@ -65,6 +68,13 @@ func main() {
 	if *fail != "" {
 		fmt.Fprintln(os.Stderr, *fail)
 		os.Exit(1)
+	}
+	if *userAnnotation != "" {
+		if req.ServiceAccountToken == "" {
+			fmt.Fprintln(os.Stderr, "credprovider: no service account token")
+			os.Exit(1)
+		}
+		*user = req.ServiceAccountAnnotations[*userAnnotation]
 	}
 	registry, _, _ := strings.Cut(req.Image, "/")
 	resp := response{

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"github.com/hostlet/hostlet/test/harness"
 	"github.com/hostlet/hostlet/test/images"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // buildCredProvider builds the test credential provider plugin
@@ -64,14 +67,20 @@ func TestCredentialProviderPlugins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	saImage, err := reg.Push(ctx, img, "sa/cp:1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	dir := t.TempDir()
 	binDir := filepath.Join(dir, "bin")
 	if err := os.Mkdir(binDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	buildCredProvider(t, binDir, "good-provider", "broken-provider")
+	buildCredProvider(t, binDir, "good-provider", "broken-provider", "sa-provider")
 	calls := filepath.Join(dir, "calls")
+	saCalls := filepath.Join(dir, "sa-calls")
+	const audience = "hostlet-e2e-registry"
 	config := filepath.Join(dir, "credential-providers.yaml")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1
 kind: CredentialProviderConfig
@@ -89,7 +98,20 @@ providers:
   matchImages: ["%[1]s/broken"]
   defaultCacheDuration: 10m
   args: ["--fail", "token service unreachable (test)"]
-`, reg.Addr(), calls)), 0o644); err != nil {
+- name: sa-provider
+  apiVersion: credentialprovider.kubelet.k8s.io/v1
+  matchImages: ["%[1]s/sa"]
+  defaultCacheDuration: 10m
+  args: ["--user-from-annotation", "hostlet.test/registry-user", "--calls", %[3]q]
+  env:
+  - name: CREDPROVIDER_PASSWORD
+    value: cp-pw
+  tokenAttributes:
+    serviceAccountTokenAudience: %[4]s
+    requireServiceAccount: true
+    requiredServiceAccountAnnotationKeys: ["hostlet.test/registry-user"]
+    cacheType: ServiceAccount
+`, reg.Addr(), calls, saCalls, audience)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	const name = "hostlet-credprov"
@@ -143,6 +165,48 @@ providers:
 		}
 		if !strings.Contains(string(log), "token service unreachable (test)") {
 			t.Errorf("the plugin's stderr is not in the node's log %s", h.LogPath())
+		}
+	})
+	t.Run("service account token", func(t *testing.T) {
+		// A node requests tokens for an audience no pod volume names only
+		// when RBAC lets it (ServiceAccountNodeAudienceRestriction), as a
+		// cloud's provider setup grants it.
+		rbac := cluster.Client().RbacV1()
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "hostlet-e2e-credprov-audience"},
+			Rules: []rbacv1.PolicyRule{{Verbs: []string{"request-serviceaccounts-token-audience"}, APIGroups: []string{""}, Resources: []string{audience}}}}
+		if _, err := rbac.ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{}) })
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "system:node:" + name}}}
+		if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = rbac.ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		})
+		sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "puller", Namespace: ns,
+			Annotations: map[string]string{"hostlet.test/registry-user": "cp-user"}}}
+		if _, err := cluster.Client().CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pod := onNode(imagePod(ns, "sa-token", saImage, v1.PullAlways))
+		pod.Spec.ServiceAccountName = sa.Name
+		cluster.CreatePod(t, pod)
+		waitReady(t, ns, pod.Name)
+		b, _ := os.ReadFile(saCalls)
+		if got, want := strings.TrimSpace(string(b)), strings.TrimSuffix(saImage, ":1.0")+" token=true"; got != want {
+			t.Errorf("plugin runs %q, want %q", got, want)
+		}
+		// The default service account lacks the required annotation: the
+		// plugin is not run, the pull has no credentials.
+		pod = onNode(imagePod(ns, "sa-default", saImage, v1.PullAlways))
+		cluster.CreatePod(t, pod)
+		waitWaiting(t, ns, pod.Name, "ErrImagePull")
+		if b2, _ := os.ReadFile(saCalls); string(b2) != string(b) {
+			t.Errorf("plugin ran for a service account without the required annotation: %q", b2)
 		}
 	})
 	t.Run("status.images", func(t *testing.T) {
