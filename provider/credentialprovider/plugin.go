@@ -144,7 +144,7 @@ func newProvider(cfg Config, p configv1.CredentialProvider) (*provider, error) {
 		pr.sa = &saProvider{
 			audience: ta.ServiceAccountTokenAudience, require: *ta.RequireServiceAccount,
 			required: ta.RequiredServiceAccountAnnotationKeys, optional: ta.OptionalServiceAccountAnnotationKeys,
-			cacheType: string(ta.CacheType), api: cfg.ServiceAccounts,
+			cacheType: string(ta.CacheType), api: cfg.ServiceAccounts, clock: cfg.Clock,
 		}
 	}
 	return pr, nil
@@ -359,6 +359,10 @@ type saProvider struct {
 	required, optional []string
 	cacheType          string
 	api                ServiceAccounts
+	clock              clock.Clock
+
+	mu     sync.Mutex
+	tokens map[string]cachedToken // by pod and service account
 }
 
 type requiredAnnotationNotFound string
@@ -395,8 +399,24 @@ func (s *saProvider) data(ctx context.Context, ns, name string) (types.UID, map[
 }
 
 // token is a token of the pod's service account for the provider's
-// audience, bound to the pod, of the API server's default lifetime.
+// audience, bound to the pod, of the API server's default lifetime. As the
+// kubelet's token manager, a token is reused until 80% of its lifetime has
+// passed (or 24 hours), so that the pulls of a pod's containers ask the API
+// server once.
 func (s *saProvider) token(ctx context.Context, pod Pod, uid types.UID) (string, error) {
+	key := joinKey(pod.Namespace, pod.ServiceAccountName, string(uid), pod.Name, string(pod.UID))
+	now := s.clock.Now()
+	s.mu.Lock()
+	for k, t := range s.tokens {
+		if !now.Before(t.refreshAt) {
+			delete(s.tokens, k)
+		}
+	}
+	t, ok := s.tokens[key]
+	s.mu.Unlock()
+	if ok {
+		return t.token, nil
+	}
 	tr, err := s.api.CreateToken(ctx, pod.Namespace, pod.ServiceAccountName, &authv1.TokenRequest{
 		ObjectMeta: metav1.ObjectMeta{UID: uid},
 		Spec: authv1.TokenRequestSpec{
@@ -407,7 +427,26 @@ func (s *saProvider) token(ctx context.Context, pod Pod, uid types.UID) (string,
 	if err != nil {
 		return "", err
 	}
+	if tr.Spec.ExpirationSeconds != nil && !tr.Status.ExpirationTimestamp.IsZero() {
+		ttl := time.Duration(*tr.Spec.ExpirationSeconds) * time.Second
+		exp := tr.Status.ExpirationTimestamp.Time
+		refresh := exp.Add(-ttl / 5)
+		if maxAge := exp.Add(-ttl).Add(24 * time.Hour); maxAge.Before(refresh) {
+			refresh = maxAge
+		}
+		s.mu.Lock()
+		if s.tokens == nil {
+			s.tokens = map[string]cachedToken{}
+		}
+		s.tokens[key] = cachedToken{token: tr.Status.Token, refreshAt: refresh}
+		s.mu.Unlock()
+	}
 	return tr.Status.Token, nil
+}
+
+type cachedToken struct {
+	token     string
+	refreshAt time.Time
 }
 
 // execPlugin runs the plugin binary as the kubelet does:

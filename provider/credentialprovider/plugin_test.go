@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	credentialproviderapi "k8s.io/kubelet/pkg/apis/credentialprovider"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 type fakePlugin struct {
@@ -127,6 +128,7 @@ func TestProviderFailure(t *testing.T) {
 type fakeSAs struct {
 	sa     *v1.ServiceAccount
 	tokens int
+	clock  *clocktesting.FakeClock
 }
 
 func (f *fakeSAs) ServiceAccount(_ context.Context, ns, name string) (*v1.ServiceAccount, error) {
@@ -141,7 +143,10 @@ func (f *fakeSAs) CreateToken(_ context.Context, ns, name string, req *authv1.To
 	if len(req.Spec.Audiences) != 1 || req.Spec.Audiences[0] != "registry" || req.Spec.BoundObjectRef.Name != "p" || req.UID != f.sa.UID {
 		return nil, fmt.Errorf("unexpected request %+v", req)
 	}
-	return &authv1.TokenRequest{Status: authv1.TokenRequestStatus{Token: fmt.Sprintf("token-%d", f.tokens)}}, nil
+	out := req.DeepCopy()
+	out.Spec.ExpirationSeconds = ptr.To[int64](3600)
+	out.Status = authv1.TokenRequestStatus{Token: fmt.Sprintf("token-%d", f.tokens), ExpirationTimestamp: metav1.NewTime(f.clock.Now().Add(time.Hour))}
+	return out, nil
 }
 
 // Service account token mode: the plugin gets a token of the pod's
@@ -154,11 +159,11 @@ func TestProviderServiceAccountTokens(t *testing.T) {
 		t.Run(cacheType, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Now())
 			f := &fakePlugin{resp: answer(credentialproviderapi.ImagePluginCacheKeyType, nil)}
-			sas := &fakeSAs{sa: &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "puller", UID: "sa-uid",
+			sas := &fakeSAs{clock: clk, sa: &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "puller", UID: "sa-uid",
 				Annotations: map[string]string{"example.com/role": "r", "example.com/opt": "o", "other": "x"}}}}
 			ps := newTestProviders(f, clk, time.Hour)
 			ps.plugins[0].sa = &saProvider{audience: "registry", require: true, required: []string{"example.com/role"},
-				optional: []string{"example.com/opt", "example.com/absent"}, cacheType: cacheType, api: sas}
+				optional: []string{"example.com/opt", "example.com/absent"}, cacheType: cacheType, api: sas, clock: clk}
 			pod := Pod{Namespace: "ns", Name: "p", UID: "pod-uid", ServiceAccountName: "puller"}
 			if got := ps.Lookup(ctx, "a.example.com/x", pod); len(got) != 1 {
 				t.Fatalf("credentials %v", got)
@@ -169,12 +174,18 @@ func TestProviderServiceAccountTokens(t *testing.T) {
 				t.Errorf("request %+v", req)
 			}
 			ps.Lookup(ctx, "a.example.com/x", pod)
+			if f.count() != 1 || sas.tokens != 1 {
+				t.Errorf("%d calls, %d tokens: want the token and the answer reused", f.count(), sas.tokens)
+			}
+			// Past 80% of the token's hour: a new token.
+			clk.Step(49 * time.Minute)
+			ps.Lookup(ctx, "a.example.com/x", pod)
 			want := 1 // the same service account: cached
 			if cacheType == cacheTypeToken {
 				want = 2 // a new token: a new key
 			}
-			if f.count() != want {
-				t.Errorf("%d calls, want %d", f.count(), want)
+			if f.count() != want || sas.tokens != 2 {
+				t.Errorf("%d calls, %d tokens, want %d calls, 2 tokens", f.count(), sas.tokens, want)
 			}
 			// No service account while one is required; a missing one.
 			ps.Lookup(ctx, "a.example.com/x", Pod{Namespace: "ns", Name: "p"})
