@@ -5,6 +5,7 @@ import (
 
 	"github.com/hostlet/hostlet/provider/credentialprovider"
 	"github.com/hostlet/hostlet/provider/podspec"
+	"github.com/prometheus/client_golang/prometheus"
 	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,12 +13,13 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// credentialProviders are the plugins of --image-credential-provider-config,
-// or nil without it. As the kubelet, either flag turns them on, and a
-// configuration that does not load stops the node.
-func credentialProviders(o *options, api kubernetes.Interface) (podspec.CredentialProviders, error) {
+// credentialProviders are the plugins of --image-credential-provider-config
+// as podspec asks them, and their metrics; nil without the flags. As the
+// kubelet, either flag turns them on, and a configuration that does not
+// load stops the node.
+func credentialProviders(o *options, api kubernetes.Interface) (podspec.CredentialProviders, []prometheus.Collector, error) {
 	if o.credentialProviderConfig == "" && o.credentialProviderBinDir == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	ps, err := credentialprovider.New(credentialprovider.Config{
 		ConfigPath: o.credentialProviderConfig, BinDir: o.credentialProviderBinDir,
@@ -25,9 +27,9 @@ func credentialProviders(o *options, api kubernetes.Interface) (podspec.Credenti
 		ServiceAccounts:      serviceAccounts{api}, Clock: clock.RealClock{},
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ps, nil
+	return ps, ps.Metrics(), nil
 }
 
 // serviceAccounts reads pods' service accounts and requests their tokens

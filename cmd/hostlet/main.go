@@ -146,7 +146,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	podEvents := provider.NewRecorder(events)
-	creds, err := credentialProviders(o, c.api)
+	creds, credMetrics, err := credentialProviders(o, c.api)
 	if err != nil {
 		return fmt.Errorf("failed to register CRI auth plugins: %w", err)
 	}
@@ -224,7 +224,7 @@ func run(ctx context.Context, o *options) error {
 		AuthCache:         server.AuthCache{TokenTTL: o.authnCacheTTL, AllowedTTL: o.authzAllowedTTL, DeniedTTL: o.authzDeniedTTL},
 		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
-		Node: nd, Stats: rt, Usage: usage, Volumes: layout, Cgroups: rt, Metrics: append(prov.Metrics(), imageGC.Metrics()...),
+		Node: nd, Stats: rt, Usage: usage, Volumes: layout, Cgroups: rt, Metrics: append(append(prov.Metrics(), imageGC.Metrics()...), credMetrics...),
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
 		Configz:      o.kubeletConfig,

@@ -1,6 +1,8 @@
 package credentialprovider
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -33,18 +35,26 @@ const configGroup = "kubelet.config.k8s.io"
 // file is decoded strictly in its own version (kubelet.config.k8s.io v1,
 // v1beta1 or v1alpha1) and returned as v1, whose fields are theirs.
 func ReadConfig(path string) (*configv1.CredentialProviderConfig, error) {
+	cfg, _, err := readConfig(path)
+	return cfg, err
+}
+
+// readConfig is ReadConfig and the kubelet's hash of the files read
+// ("sha256:<hex>" over each length-prefixed content), which its
+// credential_provider_config_info metric shows.
+func readConfig(path string) (*configv1.CredentialProviderConfig, string, error) {
 	if path == "" {
-		return nil, fmt.Errorf("credential provider config path is empty")
+		return nil, "", fmt.Errorf("credential provider config path is empty")
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("unable to access path %q: %w", path, err)
+		return nil, "", fmt.Errorf("unable to access path %q: %w", path, err)
 	}
 	files := []string{path}
 	if fi.IsDir() {
 		entries, err := os.ReadDir(path)
 		if err != nil {
-			return nil, fmt.Errorf("unable to read directory %q: %w", path, err)
+			return nil, "", fmt.Errorf("unable to read directory %q: %w", path, err)
 		}
 		files = nil
 		for _, e := range entries {
@@ -54,30 +64,33 @@ func ReadConfig(path string) (*configv1.CredentialProviderConfig, error) {
 		}
 		sort.Strings(files)
 		if len(files) == 0 {
-			return nil, fmt.Errorf("no configuration files found in directory %q", path)
+			return nil, "", fmt.Errorf("no configuration files found in directory %q", path)
 		}
 	}
 	merged := &configv1.CredentialProviderConfig{}
 	merged.APIVersion, merged.Kind = configv1.SchemeGroupVersion.String(), "CredentialProviderConfig"
 	seen := sets.New[string]()
+	hash := sha256.New()
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("unable to read file %q: %w", f, err)
+			return nil, "", fmt.Errorf("unable to read file %q: %w", f, err)
 		}
+		_ = binary.Write(hash, binary.BigEndian, uint64(len(data)))
+		hash.Write(data)
 		cfg, err := decodeConfig(data)
 		if err != nil {
-			return nil, fmt.Errorf("error decoding config %q: %w", f, err)
+			return nil, "", fmt.Errorf("error decoding config %q: %w", f, err)
 		}
 		for _, p := range cfg.Providers {
 			if seen.Has(p.Name) {
-				return nil, fmt.Errorf("duplicate provider name %q found in configuration file(s)", p.Name)
+				return nil, "", fmt.Errorf("duplicate provider name %q found in configuration file(s)", p.Name)
 			}
 			seen.Insert(p.Name)
 			merged.Providers = append(merged.Providers, p)
 		}
 	}
-	return merged, nil
+	return merged, fmt.Sprintf("sha256:%x", hash.Sum(nil)), nil
 }
 
 func decodeConfig(data []byte) (*configv1.CredentialProviderConfig, error) {

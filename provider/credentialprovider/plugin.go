@@ -81,7 +81,8 @@ type Config struct {
 // Providers are the node's credential provider plugins, in the order of
 // their configuration.
 type Providers struct {
-	plugins []*provider
+	plugins    []*provider
+	configHash string
 }
 
 // New reads and validates the configuration and finds each provider's
@@ -94,7 +95,7 @@ func New(cfg Config) (*Providers, error) {
 		}
 		return nil, fmt.Errorf("error inspecting binary directory %s: %w", cfg.BinDir, err)
 	}
-	pc, err := ReadConfig(cfg.ConfigPath)
+	pc, hash, err := readConfig(cfg.ConfigPath)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +105,7 @@ func New(cfg Config) (*Providers, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	out := &Providers{}
+	out := &Providers{configHash: hash}
 	for _, p := range pc.Providers {
 		bin, err := exec.LookPath(filepath.Join(cfg.BinDir, p.Name))
 		if err != nil {
@@ -482,7 +483,12 @@ func (e *execPlugin) exec(ctx context.Context, req *credentialproviderapi.Creden
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = waitDelay
+	start := time.Now()
 	err = cmd.Run()
+	pluginDuration.WithLabelValues(e.name).Observe(time.Since(start).Seconds())
+	if err != nil || ctx.Err() != nil {
+		pluginErrors.WithLabelValues(e.name).Inc()
+	}
 	if ctx.Err() != nil {
 		err = fmt.Errorf("error execing credential provider plugin %s for image %s: %w", e.name, req.Image, ctx.Err())
 	} else if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -250,6 +251,15 @@ printf '{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialP
 		t.Errorf("error %v", err)
 	}
 
+	if n := testutil.ToFloat64(pluginErrors.WithLabelValues("fail")); n != 1 {
+		t.Errorf("errors of fail: %v, want 1", n)
+	}
+	if n := testutil.CollectAndCount(pluginDuration, "kubelet_credential_provider_plugin_duration"); n != 2 {
+		t.Errorf("duration series: %d, want 2 (echo, fail)", n)
+	}
+	if !strings.HasPrefix(ps.configHash, "sha256:") || len(ps.configHash) != len("sha256:")+64 {
+		t.Errorf("config hash %q", ps.configHash)
+	}
 	writeExec(t, dir, "hang", "sleep 600 &\nsleep 600\n")
 	e := &execPlugin{name: "hang", apiVersion: "credentialprovider.kubelet.k8s.io/v1", binDir: dir,
 		encoder: ps.plugins[0].plugin.(*execPlugin).encoder, timeout: 200 * time.Millisecond}
