@@ -107,8 +107,10 @@ func New(cfg Config) (*Providers, error) {
 	}
 	out := &Providers{configHash: hash}
 	for _, p := range pc.Providers {
-		bin, err := exec.LookPath(filepath.Join(cfg.BinDir, p.Name))
-		if err != nil {
+		// The kubelet's messages, with the path named (the kubelet's
+		// prints LookPath's empty answer).
+		bin := filepath.Join(cfg.BinDir, p.Name)
+		if _, err := exec.LookPath(bin); err != nil {
 			if errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
 				return nil, fmt.Errorf("plugin binary executable %s did not exist", bin)
 			}
