@@ -13,13 +13,15 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// credentialProviders are the plugins of --image-credential-provider-config
-// as podspec asks them, and their metrics; nil without the flags. As the
-// kubelet, either flag turns them on, and a configuration that does not
-// load stops the node.
+// credentialProviders are the node's own registry credentials as podspec
+// asks them: its docker config files (config.json in --root-dir, ...) and
+// the plugins of --image-credential-provider-config, with their metrics.
+// As the kubelet, either flag turns the plugins on, and a configuration
+// that does not load stops the node.
 func credentialProviders(o *options, api kubernetes.Interface) (podspec.CredentialProviders, []prometheus.Collector, error) {
+	files := credentialprovider.NewNodeFiles(o.rootDir, clock.RealClock{})
 	if o.credentialProviderConfig == "" && o.credentialProviderBinDir == "" {
-		return nil, nil, nil
+		return credentialprovider.NodeCredentials{Files: files}, nil, nil
 	}
 	ps, err := credentialprovider.New(credentialprovider.Config{
 		ConfigPath: o.credentialProviderConfig, BinDir: o.credentialProviderBinDir,
@@ -29,7 +31,7 @@ func credentialProviders(o *options, api kubernetes.Interface) (podspec.Credenti
 	if err != nil {
 		return nil, nil, err
 	}
-	return ps, ps.Metrics(), nil
+	return credentialprovider.NodeCredentials{Files: files, Plugins: ps}, ps.Metrics(), nil
 }
 
 // serviceAccounts reads pods' service accounts and requests their tokens

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hostlet/hostlet/provider/credentialprovider"
 )
 
 // The plugins are on with either flag, as the kubelet's, and what does not
@@ -19,7 +21,7 @@ func TestCredentialProviderFlags(t *testing.T) {
 		}
 		return &o
 	}
-	if ps, _, err := credentialProviders(parse(), nil); ps != nil || err != nil {
+	if ps, m, err := credentialProviders(parse(), nil); err != nil || ps.(credentialprovider.NodeCredentials).Plugins != nil || m != nil {
 		t.Errorf("without flags: %v, %v", ps, err)
 	}
 	dir := t.TempDir()
@@ -47,7 +49,7 @@ providers:
 		t.Fatal(err)
 	}
 	ps, metrics, err := credentialProviders(parse(args...), nil)
-	if err != nil || ps == nil || len(metrics) != 3 {
+	if err != nil || ps.(credentialprovider.NodeCredentials).Plugins == nil || len(metrics) != 3 {
 		t.Fatalf("loaded: %v, %d metrics, %v", ps, len(metrics), err)
 	}
 	_, _, err = credentialProviders(parse(append(args, "--feature-gates", "KubeletServiceAccountTokenForCredentialProviders=false")...), nil)

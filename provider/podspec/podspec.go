@@ -59,8 +59,9 @@ type Config struct {
 	// refused); RuntimeClassesSynced, if set, says when it has listed them.
 	RuntimeClasses       nodelisters.RuntimeClassLister
 	RuntimeClassesSynced func() bool
-	// CredentialProviders, if set, are the credential provider plugins
-	// asked for images' pull credentials after the pod's pull secrets.
+	// CredentialProviders, if set, are the node's credentials for images
+	// (docker config files, credential provider plugins), tried after the
+	// pod's pull secrets.
 	CredentialProviders CredentialProviders
 }
 

@@ -2,10 +2,7 @@ package podspec
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/distribution/reference"
@@ -15,22 +12,18 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 )
 
-// CredentialProviders are the node's credential provider plugins
-// (credentialprovider.Providers): their credentials for an image.
+// CredentialProviders are the node's own credentials
+// (credentialprovider.NodeCredentials: its docker config files, then the
+// credential provider plugins) for an image.
 type CredentialProviders interface {
 	Lookup(ctx context.Context, image string, pod credentialprovider.Pod) []credentialprovider.AuthConfig
 }
 
-type dockerAuth struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
-	Auth     string `json:"auth"`
-}
-
 // pullCredentials are the credentials to try for image, in the kubelet's
 // order: the pod's imagePullSecrets (.dockerconfigjson and the older
-// .dockercfg) that match it, then the credential provider plugins'; each
-// part the most specific registry location first.
+// .dockercfg) that match it, then the node's (its docker config files, the
+// credential provider plugins'); each part the most specific registry
+// location first.
 func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod, image string) []credentialprovider.AuthConfig {
 	named, err := reference.ParseNormalizedNamed(image)
 	if err != nil {
@@ -47,29 +40,16 @@ func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod, image string
 				fmt.Sprintf("Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", ref.Name))
 			continue
 		}
-		var entries map[string]dockerAuth
-		switch s.Type {
-		case v1.SecretTypeDockerConfigJson:
-			var cfg struct {
-				Auths map[string]dockerAuth `json:"auths"`
-			}
-			if err := json.Unmarshal(s.Data[v1.DockerConfigJsonKey], &cfg); err != nil {
-				continue
-			}
-			entries = cfg.Auths
-		case v1.SecretTypeDockercfg:
-			if err := json.Unmarshal(s.Data[v1.DockerConfigKey], &entries); err != nil {
-				continue
-			}
+		var cfg credentialprovider.DockerConfig
+		switch b := s.Data[v1.DockerConfigJsonKey]; {
+		case s.Type == v1.SecretTypeDockerConfigJson && len(b) > 0:
+			cfg, err = credentialprovider.ParseDockerConfigJSON(b)
+		case s.Type == v1.SecretTypeDockercfg && len(s.Data[v1.DockerConfigKey]) > 0:
+			cfg, err = credentialprovider.ParseDockercfg(s.Data[v1.DockerConfigKey])
 		}
-		cfg := credentialprovider.DockerConfig{}
-		for loc, a := range entries {
-			if a.Auth != "" && a.Username == "" {
-				if b, err := base64.StdEncoding.DecodeString(a.Auth); err == nil {
-					a.Username, a.Password, _ = strings.Cut(string(b), ":")
-				}
-			}
-			cfg[loc] = credentialprovider.AuthConfig{Username: a.Username, Password: a.Password}
+		if err != nil {
+			// The kubelet fails the pull on such a secret; it is skipped here.
+			continue
 		}
 		secrets.Add(cfg)
 	}
