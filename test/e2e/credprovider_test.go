@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,7 +46,8 @@ func buildCredProvider(t *testing.T, dir string, names ...string) {
 // second pod within the answer's cacheDuration does not run it again; a
 // failing plugin leaves the pull without credentials, which fails with the
 // registry's refusal (ErrImagePull, the Failed event), its stderr in the
-// node's log. The pulled image then shows in the node's status.images.
+// node's log. The node's own config.json in its --root-dir serves too. The
+// pulled image then shows in the node's status.images.
 func TestCredentialProviderPlugins(t *testing.T) {
 	skipIfNoCluster(t)
 	ctx := ctxT(t)
@@ -68,6 +70,10 @@ func TestCredentialProviderPlugins(t *testing.T) {
 		t.Fatal(err)
 	}
 	saImage, err := reg.Push(ctx, img, "sa/cp:1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeImage, err := reg.Push(ctx, img, "node/cp:1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +121,16 @@ providers:
 		t.Fatal(err)
 	}
 	const name = "hostlet-credprov"
+	// The node's own config.json in its --root-dir, for one repository
+	// path only (the other subtests want the registry's refusal).
+	rootDir := filepath.Join(cluster.Dir(), "hostlet", name)
+	if err := os.MkdirAll(rootDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rootDir, "config.json"), []byte(fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`,
+		reg.Addr()+"/node", base64.StdEncoding.EncodeToString([]byte("cp-user:cp-pw")))), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	h := extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: []string{
 		"--image-credential-provider-config", config,
 		"--image-credential-provider-bin-dir", binDir,
@@ -208,6 +224,11 @@ providers:
 		if b2, _ := os.ReadFile(saCalls); string(b2) != string(b) {
 			t.Errorf("plugin ran for a service account without the required annotation: %q", b2)
 		}
+	})
+	t.Run("node config.json", func(t *testing.T) {
+		pod := onNode(imagePod(ns, "node-file", nodeImage, v1.PullAlways))
+		cluster.CreatePod(t, pod)
+		waitReady(t, ns, pod.Name)
 	})
 	t.Run("status.images", func(t *testing.T) {
 		// The image the pod runs, by its repo digest (its imageID): the
