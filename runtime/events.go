@@ -127,3 +127,37 @@ func (r *Runtime) reconcileExits(ctx context.Context, onExit func(ContainerStatu
 		}(c.ID)
 	}
 }
+
+// WatchImages calls onChange whenever an image of the namespace is
+// created, updated or deleted (a pull, a tag, image GC), as containerd
+// reports it, so that the node's status lists the images without waiting
+// for its next round. It returns when ctx ends; a broken stream is
+// resubscribed, and onChange called then too (a change may be missed).
+func (r *Runtime) WatchImages(ctx context.Context, onChange func()) {
+	for ctx.Err() == nil {
+		func() {
+			defer crash.Recover(log.WithField("stream", "containerd image events"), nil)
+			events, errs := r.client.EventService().Subscribe(ctx,
+				`namespace==`+r.ns+`,topic~="^/images/"`)
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case err := <-errs:
+					if ctx.Err() == nil {
+						log.WithError(err).Debug("containerd image event stream broken; resubscribing")
+					}
+					return
+				case <-events:
+					onChange()
+				}
+			}
+		}()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		onChange()
+	}
+}

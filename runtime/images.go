@@ -104,7 +104,8 @@ func (r *Runtime) readImage(ctx context.Context, img containerd.Image) (*Image, 
 	return &Image{Ref: img.Name(), ID: id, Size: size, Config: spec.Config, image: img}, nil
 }
 
-// Credentials for one pull, from the pod's imagePullSecrets.
+// Credentials for one pull: what is offered to a registry host asking for
+// authentication (podspec tries the pod's and the node's in turn).
 type Credentials func(host string) (user, secret string, err error)
 
 // PullImage pulls and unpacks an image through the registry hosts config.

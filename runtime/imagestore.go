@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +53,7 @@ func (r *Runtime) ListImages(ctx context.Context) ([]StoredImage, error) {
 		id := img.Target.Digest.String()
 		s := byID[id]
 		if s == nil {
-			size, err := containerd.NewImage(r.client, img).Size(ctx)
+			size, err := r.imageSize(ctx, img)
 			if err != nil && !errdefs.IsNotFound(err) {
 				return nil, fmt.Errorf("size of image %s: %w", img.Name, err)
 			}
@@ -68,6 +71,67 @@ func (r *Runtime) ListImages(ctx context.Context) ([]StoredImage, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+// sizes caches image sizes by target digest: the size is the sum of what
+// the manifests declare, content-addressed, so it never goes stale, and the
+// node status lists the images every round. Bounded: cleared when full.
+var sizes struct {
+	sync.Mutex
+	m map[string]int64
+}
+
+const sizesMax = 1024
+
+func (r *Runtime) imageSize(ctx context.Context, img images.Image) (int64, error) {
+	key := img.Target.Digest.String()
+	sizes.Lock()
+	size, ok := sizes.m[key]
+	sizes.Unlock()
+	if ok {
+		return size, nil
+	}
+	size, err := containerd.NewImage(r.client, img).Size(ctx)
+	if err != nil {
+		return 0, err
+	}
+	sizes.Lock()
+	if sizes.m == nil || len(sizes.m) >= sizesMax {
+		sizes.m = map[string]int64{}
+	}
+	sizes.m[key] = size
+	sizes.Unlock()
+	return size, nil
+}
+
+// RepoDigestsAndTags are the image's names as CRI lists them: the
+// repository digests ("repo@sha256:...", each name's repository at the
+// digest its names point to) and the tags, each sorted.
+func (s StoredImage) RepoDigestsAndTags() (digests, tags []string) {
+	seen := map[string]bool{}
+	for _, n := range s.Names {
+		if _, err := digest.Parse(n); err == nil {
+			continue // an image ID as a name (CRI's own), no repository
+		}
+		named, err := reference.ParseNormalizedNamed(n)
+		if err != nil {
+			continue
+		}
+		if _, ok := named.(reference.Tagged); ok {
+			tags = append(tags, named.String())
+		}
+		d := reference.TrimNamed(named).String() + "@" + s.ID
+		if c, ok := named.(reference.Canonical); ok {
+			d = reference.TrimNamed(named).String() + "@" + c.Digest().String()
+		}
+		if !seen[d] {
+			seen[d] = true
+			digests = append(digests, d)
+		}
+	}
+	sort.Strings(digests)
+	sort.Strings(tags)
+	return digests, tags
 }
 
 // RemoveImage removes every name of the image with that ID, the last one

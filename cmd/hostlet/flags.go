@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/kubeletconfig"
+	"github.com/hostlet/hostlet/provider/node"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -40,33 +41,38 @@ type options struct {
 	cniCacheDir       string
 	cniDefaultBridge  string
 	registryConfigDir string
-	cdiSpecDirs       []string
-	address           string
-	port              int32
-	tlsCert, tlsKey   string
-	rotateServerCerts bool
-	rotateCerts       bool
-	clientCA          string
-	authnCacheTTL     time.Duration
-	authzAllowedTTL   time.Duration
-	authzDeniedTTL    time.Duration
-	streamIdleTimeout time.Duration
-	clusterDNS        []string
-	clusterDomain     string
-	resolvConf        string
-	systemReserved    map[string]string
-	kubeReserved      map[string]string
-	evictionHard      map[string]string
-	shutdownGrace     time.Duration
-	shutdownCritical  time.Duration
-	statusUpdateFreq  time.Duration
-	statusReportFreq  time.Duration
-	maxRestartPeriod  time.Duration
-	kubeAPIQPS        int32
-	kubeAPIBurst      int
-	verbosity         int
-	testPanicHooks    bool
-	profiling         bool
+	// credentialProviderConfig and credentialProviderBinDir are the
+	// kubelet's flags (no KubeletConfiguration field has them).
+	credentialProviderConfig string
+	credentialProviderBinDir string
+	cdiSpecDirs              []string
+	address                  string
+	port                     int32
+	tlsCert, tlsKey          string
+	rotateServerCerts        bool
+	rotateCerts              bool
+	clientCA                 string
+	authnCacheTTL            time.Duration
+	authzAllowedTTL          time.Duration
+	authzDeniedTTL           time.Duration
+	streamIdleTimeout        time.Duration
+	clusterDNS               []string
+	clusterDomain            string
+	resolvConf               string
+	systemReserved           map[string]string
+	kubeReserved             map[string]string
+	evictionHard             map[string]string
+	shutdownGrace            time.Duration
+	shutdownCritical         time.Duration
+	statusUpdateFreq         time.Duration
+	statusReportFreq         time.Duration
+	maxImages                int32
+	maxRestartPeriod         time.Duration
+	kubeAPIQPS               int32
+	kubeAPIBurst             int
+	verbosity                int
+	testPanicHooks           bool
+	profiling                bool
 	housekeeping
 	evictionFlags
 	cgroupFlags
@@ -100,6 +106,8 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.cniCacheDir, "cni-cache-dir", "/var/lib/cni", "CNI result cache")
 	fs.StringVar(&o.cniDefaultBridge, "cni-default-bridge", "", "bridge of a default pod network (host-local over the Node's spec.podCIDRs, as containerd's CNI conf template) used while --cni-conf-dir holds no config; empty: wait for a config (e.g. a CNI DaemonSet's)")
 	fs.StringVar(&o.registryConfigDir, "registry-config-dir", "", "containerd-style hosts.toml directory per registry")
+	fs.StringVar(&o.credentialProviderConfig, "image-credential-provider-config", "", "path to a credential provider plugin config file (JSON/YAML/YML) or a directory of such files (merged in lexicographical order; non-recursive search), as the kubelet's: its plugins are asked for the pull credentials of the images they match, after the pod's imagePullSecrets")
+	fs.StringVar(&o.credentialProviderBinDir, "image-credential-provider-bin-dir", "", "the path to the directory where credential provider plugin binaries are located")
 	fs.StringSliceVar(&o.cdiSpecDirs, "cdi-spec-dirs", runtime.DefaultCDISpecDirs, "directories of CDI specs that device names from device plugins resolve against (containerd's cdi_spec_dirs)")
 	fs.StringVar(&o.address, "address", "0.0.0.0", "IP to serve the kubelet API on")
 	fs.Int32Var(&o.port, "port", 10250, "port of the kubelet API")
@@ -126,6 +134,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&o.shutdownCritical, "shutdown-grace-period-critical-pods", 0, "part of --shutdown-grace-period kept for critical pods")
 	fs.DurationVar(&o.statusUpdateFreq, "node-status-update-frequency", 10*time.Second, "how often node status is computed")
 	fs.DurationVar(&o.statusReportFreq, "node-status-report-frequency", 5*time.Minute, "how often unchanged node status is written")
+	fs.Int32Var(&o.maxImages, "node-status-max-images", node.DefaultMaxImages, "the maximum number of images to report in node.status.images (the largest first); -1: no cap")
 	fs.DurationVar(&o.maxRestartPeriod, "max-container-restart-period", 300*time.Second, "longest crash-loop back-off")
 	fs.Int32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")

@@ -123,6 +123,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	nodeCfg.Events, nodeCfg.Lister, nodeCfg.Informer, nodeCfg.Client = events, inf.node.Lister(), inf.node.Informer(), c.heartbeat
 	nodeCfg.Devices = dm
+	nodeCfg.Images = rt
 	nd, err := node.New(ctx, nodeCfg, rt)
 	if err != nil {
 		return err
@@ -145,6 +146,10 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	podEvents := provider.NewRecorder(events)
+	creds, credMetrics, err := credentialProviders(o, c.api)
+	if err != nil {
+		return fmt.Errorf("failed to register CRI auth plugins: %w", err)
+	}
 	// The translation reads a pod's newest object from the provider's
 	// registry, whose workers run pods through the translation.
 	var prov *provider.Provider
@@ -157,6 +162,7 @@ func run(ctx context.Context, o *options) error {
 		Devices: dm, Claims: claims, ActivePods: activeAllocated, Swap: swap,
 		PersistentVolumes: c.api.CoreV1(),
 		RuntimeClasses:    inf.runtimeClasses.Lister(), RuntimeClassesSynced: inf.runtimeClasses.Informer().HasSynced,
+		CredentialProviders: creds,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
@@ -189,6 +195,8 @@ func run(ctx context.Context, o *options) error {
 	nd.SetPressure(evictions)
 	go evictions.Run(ctx, o.evictionInterval)
 	go nd.Run(ctx, o.statusUpdateFreq)
+	// A pulled or removed image shows in status.images at once.
+	go rt.WatchImages(ctx, nd.UpdateStatus)
 	go func() {
 		if err := rt.Network().Watch(ctx, nd.UpdateStatus); err != nil {
 			log.WithError(err).Error("CNI config dir no longer watched: changes show at the next status check only")
@@ -216,7 +224,7 @@ func run(ctx context.Context, o *options) error {
 		AuthCache:         server.AuthCache{TokenTTL: o.authnCacheTTL, AllowedTTL: o.authzAllowedTTL, DeniedTTL: o.authzDeniedTTL},
 		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
-		Node: nd, Stats: rt, Usage: usage, Volumes: layout, Cgroups: rt, Metrics: append(prov.Metrics(), imageGC.Metrics()...),
+		Node: nd, Stats: rt, Usage: usage, Volumes: layout, Cgroups: rt, Metrics: append(append(prov.Metrics(), imageGC.Metrics()...), credMetrics...),
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
 		Configz:      o.kubeletConfig,
@@ -294,6 +302,7 @@ func (o *options) nodeConfig(name, nodeIP string) (node.Config, error) {
 		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
 		Labels: o.nodeLabels, Taints: taints, MaxPods: o.maxPods, Reserved: reserved,
 		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: node.KubeletVersion,
+		MaxImages: o.maxImages,
 	}, nil
 }
 

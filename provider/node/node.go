@@ -55,6 +55,10 @@ type Config struct {
 	// Devices, if set, adds the device plugins' resources and assigns
 	// their devices at admission.
 	Devices Devices
+	// Images, if set, lists the images for status.images, the largest
+	// MaxImages of them (nodeStatusMaxImages: -1 all, 0 none).
+	Images    Images
+	MaxImages int32
 }
 
 // Node is hostlet's node: its object, its conditions from real host signals,
@@ -231,6 +235,7 @@ func (n *Node) refresh(ctx context.Context) {
 	health := n.rt.Healthy(ctx)
 	next.Status.NodeInfo = n.nodeInfo(ctx, health)
 	next.Status.RuntimeHandlers = n.runtimeHandlers(ctx, health)
+	next.Status.Images = n.images(ctx, health)
 	next.Status.Conditions = n.conditions(ctx, health, prev.Status.Conditions)
 	if equality.Semantic.DeepEqual(withoutHeartbeats(prev.Status), withoutHeartbeats(next.Status)) {
 		// Nothing changed here: the Node in the API may have, by someone

@@ -22,8 +22,8 @@ const reactSpacing = time.Second
 // built as the kubelet's status setters build theirs on the Node it got from
 // the API: hostlet's conditions (transition time kept from the API while the
 // status is the same), addresses, capacity and allocatable, node info and
-// daemon endpoints, runtime handlers; what others own is kept (their conditions, extended
-// resources advertised by hand, images, config).
+// daemon endpoints, runtime handlers, images; what others own is kept (their
+// conditions, extended resources advertised by hand, config).
 func desiredStatus(api, want v1.NodeStatus, now metav1.Time) v1.NodeStatus {
 	out := *api.DeepCopy()
 	for _, c := range want.Conditions {
@@ -60,6 +60,7 @@ func desiredStatus(api, want v1.NodeStatus, now metav1.Time) v1.NodeStatus {
 	out.NodeInfo = want.NodeInfo
 	out.DaemonEndpoints = want.DaemonEndpoints
 	out.RuntimeHandlers = want.RuntimeHandlers
+	out.Images = want.Images
 	return out
 }
 

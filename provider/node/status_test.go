@@ -68,7 +68,6 @@ func TestDesiredNodeStatus(t *testing.T) {
 		net := v1.NodeCondition{Type: v1.NodeNetworkUnavailable, Status: v1.ConditionFalse, Reason: "RouteCreated"}
 		api.Conditions = append(api.Conditions, net)
 		api.Capacity["example.com/dongle"] = resource.MustParse("4")
-		api.Images = []v1.ContainerImage{{Names: []string{"x"}}}
 		got := desiredStatus(api, want, now)
 		if _, c := nodeutil.GetNodeCondition(&got, v1.NodeNetworkUnavailable); c == nil {
 			t.Error("NetworkUnavailable dropped")
@@ -76,11 +75,22 @@ func TestDesiredNodeStatus(t *testing.T) {
 		if q := got.Allocatable["example.com/dongle"]; q.Value() != 4 {
 			t.Errorf("extended resource allocatable %v, want 4 (its capacity)", q.String())
 		}
-		if len(got.Images) != 1 {
-			t.Error("images dropped")
-		}
 		if d := statusDiff(api, got); len(d) != 1 || d[0] != "allocatable" {
 			t.Errorf("diff %v, want allocatable only", d)
+		}
+	})
+
+	t.Run("images are the node's", func(t *testing.T) {
+		api := *want.DeepCopy()
+		api.Images = []v1.ContainerImage{{Names: []string{"edited"}}}
+		w := *want.DeepCopy()
+		w.Images = []v1.ContainerImage{{Names: []string{"mine"}, SizeBytes: 1}}
+		got := desiredStatus(api, w, now)
+		if len(got.Images) != 1 || got.Images[0].Names[0] != "mine" {
+			t.Errorf("images %v", got.Images)
+		}
+		if d := statusDiff(api, got); len(d) != 1 || d[0] != "images" {
+			t.Errorf("diff %v, want images only", d)
 		}
 	})
 

@@ -59,6 +59,10 @@ type Config struct {
 	// refused); RuntimeClassesSynced, if set, says when it has listed them.
 	RuntimeClasses       nodelisters.RuntimeClassLister
 	RuntimeClassesSynced func() bool
+	// CredentialProviders, if set, are the node's credentials for images
+	// (docker config files, credential provider plugins), tried after the
+	// pod's pull secrets.
+	CredentialProviders CredentialProviders
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a

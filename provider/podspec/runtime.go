@@ -210,11 +210,7 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container)
 		}
 	}
 	r.event(pod, c.Name, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
-	creds, err := r.pullCredentials(ctx, pod)
-	if err != nil {
-		return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
-	}
-	img, took, err := r.rt.PullImage(ctx, c.Image, creds)
+	img, took, err := r.pull(ctx, c.Image, r.pullCredentials(ctx, pod, c.Image))
 	if err != nil {
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
 		return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
