@@ -48,18 +48,12 @@ func WatchdogInterval() (time.Duration, error) {
 func Watchdog(ctx context.Context, clk clock.WithTicker, n Notifier, interval time.Duration, healthy func() error) {
 	t := clk.NewTicker(interval)
 	defer t.Stop()
-	withheld := false
 	for {
 		if err := healthy(); err != nil {
-			if !withheld {
-				log.WithError(err).Error("not pinging systemd's watchdog: hostlet is not healthy")
-			}
-			withheld = true
+			// Each time, as the kubelet's: the log says when the pings
+			// stopped and why.
+			log.WithError(err).Error("not pinging systemd's watchdog this time: hostlet is not healthy")
 		} else {
-			if withheld {
-				log.Info("healthy again: pinging systemd's watchdog")
-			}
-			withheld = false
 			if ok, err := n.Notify(daemon.SdNotifyWatchdog); err != nil || !ok {
 				log.WithError(err).WithField("acknowledged", ok).Warn("failed to notify systemd's watchdog")
 			}

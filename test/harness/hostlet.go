@@ -60,6 +60,9 @@ type Hostlet struct {
 	opts HostletOptions
 	args []string
 	port int
+	// healthzPort is the --healthz-port, on 127.0.0.1 of hostlet's
+	// network namespace: each hostlet of the machine its own.
+	healthzPort int
 
 	mu   sync.Mutex
 	proc *process
@@ -93,7 +96,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(1)
+	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +104,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
-	h := &Hostlet{c: c, opts: opts, port: ports[0]}
+	h := &Hostlet{c: c, opts: opts, port: ports[0], healthzPort: ports[1]}
 	h.args = []string{
 		"--kubeconfig", kubeconfig,
 		"--hostname-override", name,
@@ -117,6 +120,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--registry-config-dir", c.ContainerdHostsDir(),
 		"--address", c.NodeIP(),
 		"--port", fmt.Sprint(h.port),
+		"--healthz-port", fmt.Sprint(h.healthzPort),
 		"--tls-cert-file", cert,
 		"--tls-private-key-file", key,
 		"--client-ca-file", c.pki.CACert,
@@ -270,6 +274,13 @@ func (h *Hostlet) LogPath() string { return h.c.logPath("hostlet-" + h.opts.Node
 
 // Port is the kubelet API port hostlet serves on the cluster's NodeIP.
 func (h *Hostlet) Port() int { return h.port }
+
+// HealthzURL is hostlet's unauthenticated /healthz (--healthz-port on
+// 127.0.0.1), reachable from the test when hostlet runs in the test's
+// network namespace (not with Options.NodeNetns).
+func (h *Hostlet) HealthzURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d/healthz", h.healthzPort)
+}
 
 // CgroupRoot is hostlet's --cgroup-root (cgroupfs form).
 func (h *Hostlet) CgroupRoot() string { return h.c.inst.cgroupRoot() + "/" + h.opts.NodeName }
