@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,8 +61,8 @@ type Hostlet struct {
 	opts HostletOptions
 	args []string
 	port int
-	// healthzPort is the --healthz-port, on 127.0.0.1 of hostlet's
-	// network namespace: each hostlet of the machine its own.
+	// healthzPort is the --healthz-port, on the node's IP (the test
+	// reaches it with Options.NodeNetns too): each hostlet its own.
 	healthzPort int
 
 	mu   sync.Mutex
@@ -120,7 +121,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--registry-config-dir", c.ContainerdHostsDir(),
 		"--address", c.NodeIP(),
 		"--port", fmt.Sprint(h.port),
-		"--healthz-port", fmt.Sprint(h.healthzPort),
+		"--healthz-port", fmt.Sprint(h.healthzPort), "--healthz-bind-address", c.NodeIP(),
 		"--tls-cert-file", cert,
 		"--tls-private-key-file", key,
 		"--client-ca-file", c.pki.CACert,
@@ -276,10 +277,9 @@ func (h *Hostlet) LogPath() string { return h.c.logPath("hostlet-" + h.opts.Node
 func (h *Hostlet) Port() int { return h.port }
 
 // HealthzURL is hostlet's unauthenticated /healthz (--healthz-port on
-// 127.0.0.1), reachable from the test when hostlet runs in the test's
-// network namespace (not with Options.NodeNetns).
+// the node's IP).
 func (h *Hostlet) HealthzURL() string {
-	return fmt.Sprintf("http://127.0.0.1:%d/healthz", h.healthzPort)
+	return "http://" + net.JoinHostPort(h.c.NodeIP(), fmt.Sprint(h.healthzPort)) + "/healthz"
 }
 
 // CgroupRoot is hostlet's --cgroup-root (cgroupfs form).

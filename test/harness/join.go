@@ -47,7 +47,8 @@ func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, c
 	}
 	// The log dirs and cgroup root as StartHostlet's, on the command line
 	// (a config file may not hold a hidden flag).
-	h.args = append(h.args, "--address", "127.0.0.1", "--port", fmt.Sprint(h.port), "--healthz-port", fmt.Sprint(h.healthzPort),
+	h.args = append(h.args, "--address", "127.0.0.1", "--port", fmt.Sprint(h.port),
+		"--healthz-port", fmt.Sprint(h.healthzPort), "--healthz-bind-address", c.NodeIP(),
 		"--pod-logs-dir", h.PodLogsDir(), "--container-logs-dir", h.ContainerLogsDir(),
 		"--cgroup-root", h.CgroupRoot())
 	h.args = append(h.args, opts.ExtraArgs...)
