@@ -277,9 +277,13 @@ func (h *Hostlet) LogPath() string { return h.c.logPath("hostlet-" + h.opts.Node
 func (h *Hostlet) Port() int { return h.port }
 
 // HealthzURL is hostlet's unauthenticated /healthz (--healthz-port on
-// the node's IP).
+// the node's IP, or its Host's).
 func (h *Hostlet) HealthzURL() string {
-	return "http://" + net.JoinHostPort(h.c.NodeIP(), fmt.Sprint(h.healthzPort)) + "/healthz"
+	ip := h.c.NodeIP()
+	if h.opts.Host != nil {
+		ip = h.opts.Host.IP()
+	}
+	return "http://" + net.JoinHostPort(ip, fmt.Sprint(h.healthzPort)) + "/healthz"
 }
 
 // CgroupRoot is hostlet's --cgroup-root (cgroupfs form).
