@@ -131,8 +131,9 @@ func countLines(t *testing.T, path, s string) int {
 // with Type=notify and WatchdogSec=4s: READY=1 once the node is up,
 // WATCHDOG=1 every 2 s while /healthz passes; containerd frozen (SIGSTOP:
 // its socket accepts, nothing answers) fails the runtime check, /healthz
-// says which, and the pings stop; thawed, both come back. The node log
-// query is asked of the same hostlet through the API server's node proxy.
+// says which, and the pings stop; thawed, both come back; stopped, it says
+// STOPPING=1. The node log query is asked of the same hostlet through the
+// API server's node proxy.
 func TestNodeHealth(t *testing.T) {
 	skipIfNoCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -226,6 +227,20 @@ func TestNodeHealth(t *testing.T) {
 	thaw()
 	waitHealthz(ctx, t, url, func(code int, body string) bool { return code == 200 && body == "ok" })
 	sock.await(ctx, t, "WATCHDOG=1")
+
+	// Stopped (SIGTERM, as systemd stops it): STOPPING=1.
+	h.Stop()
+	sock.mark(t, "MARK3")
+	stopping := false
+	for s := range sock.states {
+		if s == "MARK3" {
+			break
+		}
+		stopping = stopping || s == "STOPPING=1"
+	}
+	if !stopping {
+		t.Error("no STOPPING=1 when hostlet was stopped")
+	}
 }
 
 // testNodeLogQuery asks the kubelet's node log query of hostlet through
