@@ -61,3 +61,26 @@ func TestWatchdog(t *testing.T) {
 	cancel()
 	<-stopped
 }
+
+// WATCHDOG_USEC as systemd sets it for a unit with WatchdogSec: pinged at
+// half of it; one second or less refused, as by the kubelet.
+func TestWatchdogInterval(t *testing.T) {
+	for _, tc := range []struct {
+		usec    string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"", 0, false},
+		{"30000000", 15 * time.Second, false},
+		{"4000000", 2 * time.Second, false},
+		{"1000000", 0, true},
+		{"x", 0, true},
+	} {
+		t.Setenv("WATCHDOG_PID", "")
+		t.Setenv("WATCHDOG_USEC", tc.usec)
+		got, err := WatchdogInterval()
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("WATCHDOG_USEC=%q: %v %v", tc.usec, got, err)
+		}
+	}
+}
