@@ -49,7 +49,13 @@ func (r *Runtime) WatchExits(ctx context.Context, onExit func(ContainerStatus)) 
 func (r *Runtime) watchExits(ctx context.Context, onExit func(ContainerStatus)) {
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
-		r.reconcileExits(ctx, onExit)
+		// Up once containerd answered the list before the subscription:
+		// the subscription itself says nothing until it breaks.
+		if err := r.reconcileExits(ctx, onExit); err != nil {
+			r.eventStream(err)
+		} else {
+			r.eventStream(nil)
+		}
 		events, errs := r.client.EventService().Subscribe(ctx,
 			`namespace==`+r.ns+`,topic=="/tasks/exit"`,
 			`namespace==`+r.ns+`,topic=="/tasks/oom"`)
@@ -61,6 +67,7 @@ func (r *Runtime) watchExits(ctx context.Context, onExit func(ContainerStatus)) 
 			case err := <-errs:
 				if ctx.Err() == nil {
 					log.WithError(err).Warn("containerd event stream broken; resubscribing")
+					r.eventStream(err)
 				}
 				break loop
 			case env := <-events:
@@ -107,10 +114,10 @@ func (r *Runtime) watchExits(ctx context.Context, onExit func(ContainerStatus)) 
 
 // reconcileExits reports every exited container; the consumer ignores exits
 // it already knows, so repeating one (or reporting it late) is harmless.
-func (r *Runtime) reconcileExits(ctx context.Context, onExit func(ContainerStatus)) {
+func (r *Runtime) reconcileExits(ctx context.Context, onExit func(ContainerStatus)) error {
 	cs, err := r.ListContainers(ctx, "")
 	if err != nil {
-		return
+		return err
 	}
 	for _, c := range cs {
 		if c.State != StateExited {
@@ -126,6 +133,7 @@ func (r *Runtime) reconcileExits(ctx context.Context, onExit func(ContainerStatu
 			}
 		}(c.ID)
 	}
+	return nil
 }
 
 // WatchImages calls onChange whenever an image of the namespace is

@@ -47,6 +47,10 @@ type Config struct {
 	CDISpecDirs []string
 	// Cgroups says how pods are placed in cgroups.
 	Cgroups CgroupConfig
+	// EventStream, if set, hears of containerd's event stream (the exit
+	// watcher's): nil once it is subscribed after containerd answered, the
+	// error when it breaks. The node's health check reads it.
+	EventStream func(error)
 }
 
 // Runtime talks to one containerd.
@@ -77,6 +81,8 @@ type Runtime struct {
 	bootID string
 	// handlers are containerd's runtime handlers (handlers.go).
 	handlers handlerTable
+	// eventStream hears of the exit watcher's stream (Config.EventStream).
+	eventStream func(error)
 }
 
 func New(cfg Config) (*Runtime, error) {
@@ -114,23 +120,28 @@ func New(cfg Config) (*Runtime, error) {
 		client.Close()
 		return nil, err
 	}
-	return &Runtime{
-		gate:       newGate(),
-		shims:      newShimGroups("hostlet-" + newID()[:12]),
-		cgroups:    cg,
-		client:     client,
-		ns:         cfg.Namespace,
-		rootDir:    cfg.RootDir,
-		sinks:      map[string]*logSink{},
-		executable: cfg.Executable,
-		nodeIP:     cfg.NodeIP,
-		network:    net,
-		registries: cfg.RegistryConfigDir,
-		cdi:        &cdiCache{dirs: cdiDirs},
+	r := &Runtime{
+		gate:        newGate(),
+		shims:       newShimGroups("hostlet-" + newID()[:12]),
+		cgroups:     cg,
+		client:      client,
+		ns:          cfg.Namespace,
+		rootDir:     cfg.RootDir,
+		sinks:       map[string]*logSink{},
+		executable:  cfg.Executable,
+		nodeIP:      cfg.NodeIP,
+		network:     net,
+		registries:  cfg.RegistryConfigDir,
+		cdi:         &cdiCache{dirs: cdiDirs},
+		eventStream: func(error) {},
 
 		podLogsDir: podLogs, containerLogsDir: containerLogs,
 		bootID: readBootID(bootIDFile),
-	}, nil
+	}
+	if cfg.EventStream != nil {
+		r.eventStream = cfg.EventStream
+	}
+	return r, nil
 }
 
 func (r *Runtime) Close() error { return r.client.Close() }

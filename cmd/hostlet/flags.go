@@ -73,6 +73,10 @@ type options struct {
 	verbosity                int
 	testPanicHooks           bool
 	profiling                bool
+	healthzPort              int32
+	healthzAddress           string
+	systemLogHandler         bool
+	systemLogQuery           bool
 	housekeeping
 	evictionFlags
 	cgroupFlags
@@ -111,6 +115,10 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringSliceVar(&o.cdiSpecDirs, "cdi-spec-dirs", runtime.DefaultCDISpecDirs, "directories of CDI specs that device names from device plugins resolve against (containerd's cdi_spec_dirs)")
 	fs.StringVar(&o.address, "address", "0.0.0.0", "IP to serve the kubelet API on")
 	fs.Int32Var(&o.port, "port", 10250, "port of the kubelet API")
+	fs.Int32Var(&o.healthzPort, "healthz-port", 10248, "port of the unauthenticated /healthz (0 serves none; the kubelet API serves it too)")
+	fs.StringVar(&o.healthzAddress, "healthz-bind-address", "127.0.0.1", "IP to serve /healthz on")
+	fs.BoolVar(&o.systemLogHandler, "enable-system-log-handler", true, "serve the node's /var/log on the kubelet API's /logs/ (nodes/log), as the kubelet's enableSystemLogHandler")
+	fs.BoolVar(&o.systemLogQuery, "enable-system-log-query", false, "answer node log queries (/logs/?query=<service>, through journalctl), as the kubelet's enableSystemLogQuery; needs the NodeLogQuery feature gate and --enable-system-log-handler")
 	fs.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate of the kubelet API, reloaded when it changes (default: self-signed in <root-dir>/pki)")
 	fs.StringVar(&o.tlsKey, "tls-private-key-file", "", "key of the serving certificate")
 	fs.BoolVar(&o.rotateServerCerts, "rotate-server-certificates", false, "request the serving certificate from the cluster (kubernetes.io/kubelet-serving CSRs for the Node's addresses, approved by an approver such as the chart's) and renew it before it expires; --tls-cert-file is served until the first is issued")

@@ -80,6 +80,10 @@ var kubeletFields = []kubeletField{
 	flagged("authorization.webhook.cacheAuthorizedTTL", "authorization-webhook-cache-authorized-ttl"),
 	flagged("authorization.webhook.cacheUnauthorizedTTL", "authorization-webhook-cache-unauthorized-ttl"),
 	flagged("enableProfilingHandler", "profiling"),
+	flagged("healthzPort", "healthz-port"),
+	flagged("healthzBindAddress", "healthz-bind-address"),
+	flagged("enableSystemLogHandler", "enable-system-log-handler"),
+	flagged("enableSystemLogQuery", "enable-system-log-query"),
 	flagged("clusterDomain", "cluster-domain"),
 	flagged("clusterDNS", "cluster-dns"),
 	flagged("resolvConf", "resolv-conf"),
@@ -161,7 +165,6 @@ var kubeletFields = []kubeletField{
 	refuse("enforceNodeAllocatable", "enforces node allocatable on pods only"),
 	refuse("allowedUnsafeSysctls", "admits the safe sysctls only"),
 	refuse("providerID", "sets no providerID"),
-	refuse("enableSystemLogQuery", "has no node log query"),
 	refuse("shutdownGracePeriodByPodPriority", "shuts down by shutdownGracePeriod and shutdownGracePeriodCriticalPods"),
 	refuse("reservedMemory", "has no memory manager"),
 	refuse("seccompDefault", "runs containers Unconfined unless their seccompProfile says otherwise"),
@@ -181,8 +184,6 @@ var kubeletFields = []kubeletField{
 	ignore("eventRecordQPS", "records events within kubeAPIQPS"),
 	ignore("eventBurst", "records events within kubeAPIBurst"),
 	ignore("enableContentionProfiling", "profiles with profiling alone"),
-	ignore("healthzPort", "serves /healthz on the kubelet API only"),
-	ignore("healthzBindAddress", "serves /healthz on the kubelet API only"),
 	ignore("oomScoreAdj", "leaves its own OOM score to its unit (OOMScoreAdjust)"),
 	ignore("cpuManagerReconcilePeriod", "has no CPU manager"),
 	ignore("runtimeRequestTimeout", "bounds containerd calls itself"),
@@ -203,7 +204,6 @@ var kubeletFields = []kubeletField{
 	ignore("logging.flushFrequency", "writes its log unbuffered"),
 	ignore("logging.vmodule", "has one verbosity (logging.verbosity)"),
 	ignore("logging.options", "logs text"),
-	ignore("enableSystemLogHandler", "serves no /logs/ endpoint"),
 	ignore("enableDebugFlagsHandler", "serves no /debug/flags/v"),
 	ignore("memoryThrottlingFactor", "has no MemoryQoS"),
 }
@@ -227,6 +227,7 @@ var hostletGates = map[string]string{
 	"KubeletPodResourcesGet":                           "always: the pod resources API's Get",
 	"KubeletFineGrainedAuthz":                          "always: the kubelet API's fine-grained subresources before nodes/proxy",
 	"KubeletServiceAccountTokenForCredentialProviders": "gated: credential provider plugins' tokenAttributes need it",
+	"NodeLogQuery":                                     "gated: enableSystemLogQuery needs it",
 }
 
 // resolveKubeletConfig makes the configuration effective as the kubelet

@@ -227,6 +227,10 @@ podLogsDir: /srv/pods
 	check("streaming-connection-idle-timeout", o.streamIdleTimeout, 4*time.Hour)
 	check("container-log-max-workers", o.logMaxWorkers, 1)
 	check("profiling (enableProfilingHandler's default)", o.profiling, true)
+	check("healthz-port (healthzPort's default)", o.healthzPort, int32(10248))
+	check("healthz-bind-address", o.healthzAddress, "127.0.0.1")
+	check("enable-system-log-handler", o.systemLogHandler, true)
+	check("enable-system-log-query", o.systemLogQuery, false)
 
 	kc := o.kubeletConfig
 	check("configz maxPods", kc.MaxPods, int32(7))
@@ -308,10 +312,10 @@ func TestKubeletConfigUnimplemented(t *testing.T) {
 		t.Errorf("an ignored field refused: %v", err)
 	}
 
-	conf = writeFile(t, dir, "warn.yaml", kcHeader+"syncFrequency: 30s\nhealthzPort: 10249\ncpuManagerPolicy: none\nmaxPodz: 3\n")
+	conf = writeFile(t, dir, "warn.yaml", kcHeader+"syncFrequency: 30s\noomScoreAdj: -500\ncpuManagerPolicy: none\nmaxPodz: 3\n")
 	o2 := parseArgs(t, "--config", conf)
 	joined := strings.Join(o2.warnings, "\n")
-	for _, want := range []string{"ignored: syncFrequency: \"30s\"", "ignored: healthzPort: 10249", `unknown field "maxPodz"`} {
+	for _, want := range []string{"ignored: syncFrequency: \"30s\"", "ignored: oomScoreAdj: -500", `unknown field "maxPodz"`} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("warnings lack %q: %q", want, o2.warnings)
 		}
@@ -466,5 +470,26 @@ func TestFlagKeyedConfigDeprecated(t *testing.T) {
 	}
 	if o.kubeletConfig.MaxPods != 9 {
 		t.Errorf("configz maxPods %d", o.kubeletConfig.MaxPods)
+	}
+}
+
+// The healthz port and the node log query are the configuration's, the
+// query refused without its gate as by the kubelet.
+func TestKubeletConfigHealthzAndLogQuery(t *testing.T) {
+	dir := t.TempDir()
+	conf := writeFile(t, dir, "k.yaml", kcHeader+"healthzPort: 10249\nhealthzBindAddress: 0.0.0.0\nenableSystemLogQuery: true\nfeatureGates:\n  NodeLogQuery: true\n")
+	o := parseArgs(t, "--config", conf)
+	if o.healthzPort != 10249 || o.healthzAddress != "0.0.0.0" || !o.systemLogQuery || !o.systemLogHandler || !o.gates.Enabled("NodeLogQuery") {
+		t.Errorf("healthz %s:%d, log handler %v query %v gate %v", o.healthzAddress, o.healthzPort, o.systemLogHandler, o.systemLogQuery, o.gates.Enabled("NodeLogQuery"))
+	}
+	for _, w := range o.warnings {
+		if strings.Contains(w, "NodeLogQuery") || strings.Contains(w, "healthz") {
+			t.Errorf("warned: %s", w)
+		}
+	}
+	var p options
+	err := p.parse([]string{"--config", writeFile(t, dir, "nogate.yaml", kcHeader+"enableSystemLogQuery: true\n")})
+	if err == nil || !strings.Contains(err.Error(), "NodeLogQuery feature gate is required for enableSystemLogQuery") {
+		t.Errorf("query without its gate: %v", err)
 	}
 }

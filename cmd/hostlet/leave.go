@@ -97,7 +97,7 @@ func cleanHost(ctx context.Context, layout join.Layout, args map[string]string) 
 	if nodeIP == "" {
 		nodeIP = "127.0.0.1"
 	}
-	rt, err := newRuntime(o, nodeIP)
+	rt, err := newRuntime(o, nodeIP, nil)
 	if err != nil {
 		return err
 	}

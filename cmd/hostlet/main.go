@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/provider"
@@ -22,6 +23,7 @@ import (
 	"github.com/hostlet/hostlet/provider/dra"
 	"github.com/hostlet/hostlet/provider/eviction"
 	"github.com/hostlet/hostlet/provider/gc"
+	"github.com/hostlet/hostlet/provider/health"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/podsync"
@@ -98,6 +100,12 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	// A unit's watchdog hostlet cannot keep stops it at once, as the
+	// kubelet.
+	watchdog, err := health.WatchdogInterval()
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return err
 	}
@@ -105,11 +113,19 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	rt, err := newRuntime(o, nodeIP)
+	// The node's liveness (/healthz, the watchdog), in the kubelet's terms:
+	// pod events handed to the workers (its sync loop), containerd's
+	// event stream (its PLEG), containerd answering (its runtime check).
+	checks := health.New(clock.RealClock{})
+	syncLoop := checks.Progress("syncloop", "pod sync", health.SyncLoopThreshold)
+	pleg := checks.Stream("pleg", "containerd's event stream", health.PLEGThreshold)
+	runtimeUp := checks.Heartbeat("runtime", "containerd", health.RuntimeThreshold)
+	rt, err := newRuntime(o, nodeIP, pleg.Set)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
+	go runtimeUp.Probe(ctx, clock.RealClock{}, health.RuntimePeriod, health.RuntimePeriod, rt.Healthy)
 	// /configz says the driver in use, as the kubelet's says the one the
 	// CRI reported.
 	o.kubeletConfig.CgroupDriver = rt.Cgroups().Driver()
@@ -166,7 +182,7 @@ func run(ctx context.Context, o *options) error {
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
-	pods := podsync.New(podsync.Config{Client: c.api, Informer: inf.pods.Informer()})
+	pods := podsync.New(podsync.Config{Client: c.api, Informer: inf.pods.Informer(), InHand: syncLoop.Begin})
 	prov = provider.New(ctx, provider.Config{
 		NodeIPs: []string{nodeIP}, RootDir: o.rootDir, PodLogsDir: o.podLogsDir, Backoff: backoff,
 		Client: c.api, Statuses: pods.Statuses(), Pods: inf.pods.Lister(), PodsSynced: inf.pods.Informer().HasSynced,
@@ -228,8 +244,13 @@ func run(ctx context.Context, o *options) error {
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
 		Configz:      o.kubeletConfig,
+		Health:       checks,
+		SystemLogs:   o.systemLogHandler, SystemLogQuery: o.systemLogQuery && o.gates.Enabled("NodeLogQuery"),
 	}); err != nil {
 		return err
+	}
+	if o.healthzPort > 0 {
+		checks.Serve(ctx, net.JoinHostPort(o.healthzAddress, strconv.Itoa(int(o.healthzPort))))
 	}
 
 	errs := make(chan error, 2)
@@ -242,11 +263,29 @@ func run(ctx context.Context, o *options) error {
 	log.WithFields(log.Fields{"node": name, "ip": nodeIP, "root": filepath.Clean(o.rootDir)}).Info("node registered")
 	go node.NewLease(ctx, c.heartbeat, name).Run(ctx)
 	go func() { errs <- pods.Run(ctx, prov, podWorkers) }()
+	// Registered and serving: systemd may start what comes after the
+	// unit (Type=notify), and the watchdog is pinged while healthy.
+	sd := health.Systemd{}
+	notify(sd, daemon.SdNotifyReady)
+	if watchdog > 0 {
+		log.WithField("interval", watchdog).Info("pinging systemd's watchdog while healthy")
+		go health.Watchdog(ctx, clock.RealClock{}, sd, watchdog, checks.Healthy)
+	}
 	select {
 	case <-ctx.Done():
+		notify(sd, daemon.SdNotifyStopping)
 		return nil
 	case err := <-errs:
 		return err
+	}
+}
+
+// notify tells the service manager, if there is one, of a state.
+func notify(n health.Notifier, state string) {
+	if ok, err := n.Notify(state); err != nil {
+		log.WithError(err).WithField("state", state).Warn("failed to notify systemd")
+	} else if ok {
+		log.WithField("state", state).Debug("notified systemd")
 	}
 }
 
@@ -306,7 +345,7 @@ func (o *options) nodeConfig(name, nodeIP string) (node.Config, error) {
 	}, nil
 }
 
-func newRuntime(o *options, nodeIP string) (*runtime.Runtime, error) {
+func newRuntime(o *options, nodeIP string, eventStream func(error)) (*runtime.Runtime, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -325,6 +364,7 @@ func newRuntime(o *options, nodeIP string) (*runtime.Runtime, error) {
 		CDISpecDirs:       o.cdiSpecDirs,
 		PodLogsDir:        o.podLogsDir,
 		ContainerLogsDir:  o.containerLogsDir,
+		EventStream:       eventStream,
 	})
 }
 

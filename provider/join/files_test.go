@@ -171,6 +171,7 @@ func TestConfigAndFlagsFiles(t *testing.T) {
 func TestUnitRequiresContainerd(t *testing.T) {
 	u := string(unitFile(Layout{StateDir: "/s", UnitDir: "/u"}, "/usr/local/bin/hostlet").data)
 	for _, want := range []string{"Requires=containerd.service", "After=network-online.target containerd.service",
+		"Type=notify", "WatchdogSec=30s", "Restart=always",
 		"EnvironmentFile=-/s/hostlet-flags.env", "ExecStart=/usr/local/bin/hostlet --config /s/config.yaml $HOSTLET_ARGS", "WantedBy=multi-user.target"} {
 		if !strings.Contains(u, want) {
 			t.Errorf("unit lacks %q:\n%s", want, u)

@@ -140,7 +140,9 @@ func start(ctx context.Context, cfg Config, flags map[string]string) error {
 	}
 	// Only a status written after this is the restarted hostlet's.
 	restarted := time.Now()
-	for _, args := range [][]string{{"daemon-reload"}, {"enable", unitName}, {"restart", unitName}} {
+	// --no-block: a Type=notify unit's restart returns once hostlet says
+	// it is ready; join waits for the Node itself, and says why it is not.
+	for _, args := range [][]string{{"daemon-reload"}, {"enable", unitName}, {"restart", "--no-block", unitName}} {
 		if err := systemctl(args...); err != nil {
 			return err
 		}
@@ -173,7 +175,7 @@ func printPlan(cfg Config, files []file, ours bool) error {
 		fmt.Fprintf(w, ":\n%s\n", f.data)
 	}
 	if !cfg.SkipSystemd {
-		fmt.Fprintf(w, "[dry-run] would run: systemctl daemon-reload; systemctl enable %s; systemctl restart %s\n", unitName, unitName)
+		fmt.Fprintf(w, "[dry-run] would run: systemctl daemon-reload; systemctl enable %s; systemctl restart --no-block %s\n", unitName, unitName)
 	}
 	return nil
 }

@@ -12,7 +12,11 @@ const unitName = "hostlet.service"
 // unitFile runs hostlet from its KubeletConfiguration and its flags file
 // (as kubeadm's drop-in runs the kubelet from config.yaml and
 // kubeadm-flags.env); containerd must run first and stopping containerd
-// stops hostlet (Requires), as for the kubelet.
+// stops hostlet (Requires), as for the kubelet. hostlet tells systemd when
+// the node is registered and serving (Type=notify: READY=1) and pings its
+// watchdog at half WatchdogSec while its health checks pass, so a hung
+// hostlet is killed and restarted; 30s is the kubelet's documented
+// example (https://kubernetes.io/docs/reference/node/systemd-watchdog/).
 func unitFile(l Layout, executable string) file {
 	unit := fmt.Sprintf(`# Written by hostlet join; hostlet leave removes it.
 [Unit]
@@ -23,6 +27,8 @@ After=network-online.target containerd.service
 Requires=containerd.service
 
 [Service]
+Type=notify
+WatchdogSec=30s
 EnvironmentFile=-%s
 ExecStart=%s --config %s $%s
 Restart=always

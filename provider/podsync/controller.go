@@ -39,6 +39,10 @@ type Config struct {
 	Client kubernetes.Interface
 	// Informer is the node's pod informer (spec.nodeName is this node).
 	Informer cache.SharedIndexInformer
+	// InHand, if set, is told of each pod event handed to the node until
+	// the node returns: the node's syncloop health check, which fails when
+	// one hangs (the queue stalls behind it).
+	InHand func() (done func())
 }
 
 // Controller dispatches pod events to the node's workers and writes their
@@ -55,7 +59,7 @@ type Controller struct {
 func New(cfg Config) *Controller {
 	return &Controller{
 		informer: cfg.Informer,
-		events:   newEvents(),
+		events:   newEvents(cfg.InHand),
 		statuses: NewStatuses(cfg.Client, corelisters.NewPodLister(cfg.Informer.GetIndexer())),
 	}
 }

@@ -18,6 +18,7 @@ type events struct {
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
 	mu     sync.Mutex
 	latest map[types.UID]event
+	inHand func() (done func())
 }
 
 type event struct {
@@ -25,8 +26,11 @@ type event struct {
 	removed bool
 }
 
-func newEvents() *events {
-	return &events{queue: newQueue("pods"), latest: map[types.UID]event{}}
+func newEvents(inHand func() func()) *events {
+	if inHand == nil {
+		inHand = func() func() { return func() {} }
+	}
+	return &events{queue: newQueue("pods"), latest: map[types.UID]event{}, inHand: inHand}
 }
 
 func (e *events) changed(pod *v1.Pod) { e.put(event{pod: pod}) }
@@ -76,6 +80,8 @@ func (e *events) run(ctx context.Context, pods Pods) {
 }
 
 func (e *events) dispatch(ctx context.Context, pods Pods, ev event) error {
+	// Deferred: a handler's panic (recovered by process) is not in hand.
+	defer e.inHand()()
 	// The object stays the informer's: the node copies what it keeps and
 	// changes (provider.SyncPod).
 	if ev.removed {

@@ -52,7 +52,7 @@ func handleAll(t *testing.T, e *events, pods Pods) {
 // under its name is a pod of its own: the old one's removal and the new
 // one's creation are both handed over.
 func TestEventsByUID(t *testing.T) {
-	e := newEvents()
+	e := newEvents(nil)
 	defer e.queue.ShutDown()
 	e.changed(testPod("web-0", "old", "1"))
 	e.changed(testPod("web-0", "old", "2"))
@@ -71,7 +71,7 @@ func TestEventsByUID(t *testing.T) {
 
 // A failed event is kept for its retry unless a newer one came meanwhile.
 func TestEventsRetake(t *testing.T) {
-	e := newEvents()
+	e := newEvents(nil)
 	defer e.queue.ShutDown()
 	e.changed(testPod("p", "u", "1"))
 	ev, _ := e.take("u")
@@ -110,4 +110,33 @@ func TestProcessRecoversAPanic(t *testing.T) {
 	}
 	q.ShutDown()
 	<-done
+}
+
+type panicking struct{}
+
+func (panicking) SyncPod(context.Context, *v1.Pod) error   { panic("bug") }
+func (panicking) RemovePod(context.Context, *v1.Pod) error { return nil }
+
+// Each handoff is in hand (the syncloop health check) until the node
+// returns, or panics.
+func TestEventsInHand(t *testing.T) {
+	inHand := 0
+	e := newEvents(func() func() {
+		inHand++
+		return func() { inHand-- }
+	})
+	defer e.queue.ShutDown()
+	e.changed(testPod("p", "u", "1"))
+	var r recorded
+	handleAll(t, e, &r)
+	if inHand != 0 || len(r.synced) != 1 {
+		t.Fatalf("in hand %d after the handoff, synced %v", inHand, r.synced)
+	}
+	ev := event{pod: testPod("p", "u", "2")}
+	if err := handleRecovered("u", "testing", func(types.UID) error { return e.dispatch(context.Background(), panicking{}, ev) }); err == nil {
+		t.Fatal("the panic was not an error")
+	}
+	if inHand != 0 {
+		t.Fatalf("in hand %d after a panic", inHand)
+	}
 }

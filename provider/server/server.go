@@ -1,5 +1,5 @@
 // Package server is the kubelet HTTPS API (logs, exec, port-forward, pods,
-// healthz, stats, metrics) for the pods the node runs, authorized as the kubelet's is.
+// healthz, stats, metrics, the node's logs) for the pods the node runs, authorized as the kubelet's is.
 package server
 
 import (
@@ -27,6 +27,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	utilexec "k8s.io/utils/exec"
@@ -67,6 +68,19 @@ type Config struct {
 	// Configz is the node's effective KubeletConfiguration (v1beta1),
 	// served on /configz as the kubelet's: {"kubeletconfig": ...}.
 	Configz any
+	// Health are the node's health checks, served on /healthz (ping only
+	// when nil).
+	Health Health
+	// SystemLogs serves NodeLogDir (DefaultNodeLogDir when empty) on
+	// /logs/ (enableSystemLogHandler); SystemLogQuery answers node log
+	// queries there (enableSystemLogQuery with the NodeLogQuery gate).
+	SystemLogs, SystemLogQuery bool
+	NodeLogDir                 string
+}
+
+// Health are the node's named health checks (health.Checks).
+type Health interface {
+	Checkers() []healthz.HealthChecker
 }
 
 // Pods finds the pods the node runs (provider.Provider).
@@ -109,7 +123,12 @@ func Serve(ctx context.Context, cfg Config) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	checks := []healthz.HealthChecker{healthz.PingHealthz}
+	if cfg.Health != nil {
+		checks = cfg.Health.Checkers()
+	}
+	healthz.InstallHandler(mux, checks...)
+	mux.Handle("/logs/", nodeLogsHandler(cfg.NodeLogDir, cfg.SystemLogs, cfg.SystemLogQuery))
 	resourceMetrics, ownMetrics := s.metricsHandlers()
 	mux.HandleFunc("GET /stats/summary", s.serveSummary)
 	mux.Handle("GET /metrics/resource", resourceMetrics)

@@ -144,7 +144,7 @@ func TestKubeletAPIAuthorization(t *testing.T) {
 			forbidden("GET", "/metrics", "[metrics]"),
 		}},
 		{"log", []string{"get"}, []call{
-			{"GET", "/logs/", 404, ""}, // authorized; hostlet serves no host logs
+			{"GET", "/logs/", 200, ""}, // the node's /var/log, listed
 			forbidden("GET", "/pods", "[pods proxy]"),
 			forbidden("GET", "/healthz", "[healthz proxy]"),
 			forbidden("GET", logs, "[proxy]"),

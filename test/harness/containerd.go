@@ -323,6 +323,19 @@ func (c *Cluster) StopContainerd() {
 	p.stop(10 * time.Second)
 }
 
+// SignalContainerd sends sig to the cluster's containerd process alone
+// (not its shims): SIGSTOP freezes it, its socket still accepting while
+// nothing answers, as a hung containerd; SIGCONT thaws it.
+func (c *Cluster) SignalContainerd(sig syscall.Signal) error {
+	c.mu.Lock()
+	p := c.procs["containerd"]
+	c.mu.Unlock()
+	if p == nil || p.exited() {
+		return fmt.Errorf("containerd is not running")
+	}
+	return syscall.Kill(p.pid(), sig)
+}
+
 // StartContainerd starts containerd again with the same config after
 // StopContainerd and waits until it answers.
 func (c *Cluster) StartContainerd(ctx context.Context) error {

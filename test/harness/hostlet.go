@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,9 @@ type Hostlet struct {
 	opts HostletOptions
 	args []string
 	port int
+	// healthzPort is the --healthz-port, on the node's IP (the test
+	// reaches it with Options.NodeNetns too): each hostlet its own.
+	healthzPort int
 
 	mu   sync.Mutex
 	proc *process
@@ -93,7 +97,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(1)
+	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +105,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
-	h := &Hostlet{c: c, opts: opts, port: ports[0]}
+	h := &Hostlet{c: c, opts: opts, port: ports[0], healthzPort: ports[1]}
 	h.args = []string{
 		"--kubeconfig", kubeconfig,
 		"--hostname-override", name,
@@ -117,6 +121,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--registry-config-dir", c.ContainerdHostsDir(),
 		"--address", c.NodeIP(),
 		"--port", fmt.Sprint(h.port),
+		"--healthz-port", fmt.Sprint(h.healthzPort), "--healthz-bind-address", c.NodeIP(),
 		"--tls-cert-file", cert,
 		"--tls-private-key-file", key,
 		"--client-ca-file", c.pki.CACert,
@@ -270,6 +275,16 @@ func (h *Hostlet) LogPath() string { return h.c.logPath("hostlet-" + h.opts.Node
 
 // Port is the kubelet API port hostlet serves on the cluster's NodeIP.
 func (h *Hostlet) Port() int { return h.port }
+
+// HealthzURL is hostlet's unauthenticated /healthz (--healthz-port on
+// the node's IP, or its Host's).
+func (h *Hostlet) HealthzURL() string {
+	ip := h.c.NodeIP()
+	if h.opts.Host != nil {
+		ip = h.opts.Host.IP()
+	}
+	return "http://" + net.JoinHostPort(ip, fmt.Sprint(h.healthzPort)) + "/healthz"
+}
 
 // CgroupRoot is hostlet's --cgroup-root (cgroupfs form).
 func (h *Hostlet) CgroupRoot() string { return h.c.inst.cgroupRoot() + "/" + h.opts.NodeName }

@@ -189,7 +189,7 @@ func (h *Host) hostletArgs(nodeName string) ([]string, error) {
 	}
 	return []string{
 		"--container-runtime-endpoint", "unix://" + ContainerdSocketIn(h.containerdDir()),
-		"--node-ip", h.IP(), "--address", h.IP(),
+		"--node-ip", h.IP(), "--address", h.IP(), "--healthz-bind-address", h.IP(),
 		"--tls-cert-file", cert, "--tls-private-key-file", key,
 	}, nil
 }

@@ -27,7 +27,7 @@ func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, c
 		return nil, fmt.Errorf("hostlet %s already started", opts.NodeName)
 	}
 	c.mu.Unlock()
-	ports, err := freePorts(1)
+	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, c
 	if err != nil {
 		return nil, err
 	}
-	h := &Hostlet{c: c, opts: opts, port: ports[0]}
+	h := &Hostlet{c: c, opts: opts, port: ports[0], healthzPort: ports[1]}
 	h.args = []string{"--config", configFile}
 	names := make([]string, 0, len(flags))
 	for name := range flags {
@@ -48,6 +48,7 @@ func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, c
 	// The log dirs and cgroup root as StartHostlet's, on the command line
 	// (a config file may not hold a hidden flag).
 	h.args = append(h.args, "--address", "127.0.0.1", "--port", fmt.Sprint(h.port),
+		"--healthz-port", fmt.Sprint(h.healthzPort), "--healthz-bind-address", c.NodeIP(),
 		"--pod-logs-dir", h.PodLogsDir(), "--container-logs-dir", h.ContainerLogsDir(),
 		"--cgroup-root", h.CgroupRoot())
 	h.args = append(h.args, opts.ExtraArgs...)

@@ -401,6 +401,17 @@ func (h *host) join(ctx context.Context) {
 	}
 	unit := h.vm.Run(ctx, "systemctl is-active hostlet; systemctl is-enabled hostlet; journalctl -u hostlet -b --no-pager | grep -m1 -o 'msg=cgroups.*' || true")
 	t.Logf("hostlet.service: %s", strings.ReplaceAll(strings.TrimSpace(unit), "\n", ", "))
+	// Type=notify: active only once hostlet said READY=1; its watchdog
+	// armed, and hostlet pinging it (its journal says so).
+	show := h.vm.Run(ctx, "systemctl show hostlet -p Type -p WatchdogUSec -p ActiveState -p SubState; journalctl -u hostlet -b --no-pager | grep -q \"pinging systemd's watchdog while healthy\" && echo watchdog-pinged || true")
+	for _, want := range []string{"Type=notify", "WatchdogUSec=30s", "ActiveState=active", "SubState=running"} {
+		if !strings.Contains(show, want+"\n") {
+			t.Errorf("hostlet.service lacks %s:\n%s", want, show)
+		}
+	}
+	if !strings.Contains(show, "watchdog-pinged") {
+		t.Errorf("hostlet does not say it pings the watchdog:\n%s", show)
+	}
 }
 
 func (h *host) pod(name string, grace int64, limits v1.ResourceList, cmd ...string) *v1.Pod {
