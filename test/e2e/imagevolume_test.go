@@ -65,6 +65,11 @@ func TestImageVolume(t *testing.T) {
 		// it fails nothing.
 		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: "unused", VolumeSource: v1.VolumeSource{
 			Image: &v1.ImageVolumeSource{Reference: reg.Addr() + "/absent:1.0", PullPolicy: v1.PullNever}}})
+		// An image of one layer (its view is a bind of the layer itself),
+		// present on the node.
+		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: "one", VolumeSource: v1.VolumeSource{
+			Image: &v1.ImageVolumeSource{Reference: images.BusyboxRef, PullPolicy: v1.PullIfNotPresent}}})
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, v1.VolumeMount{Name: "one", MountPath: "/one"})
 		pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
 		created := cluster.CreatePod(t, pod)
 		start := time.Now()
@@ -78,12 +83,12 @@ func TestImageVolume(t *testing.T) {
 		})
 
 		// Both layers are seen: busybox's and the testapp's on top.
-		out := execIn(t, ns, pod.Name, "c", "sh", "-c", "test -x /vol/testapp && test -x /vol/bin/busybox && test -x /bin-only/busybox && echo ok")
+		out := execIn(t, ns, pod.Name, "c", "sh", "-c", "test -x /vol/testapp && test -x /vol/bin/busybox && test -x /bin-only/busybox && test -x /one/bin/busybox && test ! -e /one/testapp && echo ok")
 		if strings.TrimSpace(out) != "ok" {
 			t.Errorf("image files not seen: %q", out)
 		}
 		// Read-only, though the volumeMount did not ask for it.
-		for _, p := range []string{"/vol/new", "/vol/testapp", "/bin-only/new"} {
+		for _, p := range []string{"/vol/new", "/vol/testapp", "/bin-only/new", "/one/new", "/one/bin/busybox"} {
 			out := execIn(t, ns, pod.Name, "c", "sh", "-c", "touch "+p+" 2>&1; echo rc=$?")
 			if !strings.Contains(out, "Read-only file system") || strings.Contains(out, "rc=0") {
 				t.Errorf("writing %s: %q, want EROFS", p, out)
@@ -93,8 +98,8 @@ func TestImageVolume(t *testing.T) {
 		// On the host: one snapshot of the pod's, mounted under its
 		// volume's directory.
 		volDir := filepath.Join(node.RootDir(), "pods", string(created.UID), "volumes", "kubernetes.io~image", "img")
-		if snaps := imageVolumeSnapshots(t, string(created.UID)); len(snaps) != 1 {
-			t.Errorf("image volume snapshots %q, want one", snaps)
+		if snaps := imageVolumeSnapshots(t, string(created.UID)); len(snaps) != 2 {
+			t.Errorf("image volume snapshots %q, want two", snaps)
 		}
 		if ms := mountsUnder(t, volDir); len(ms) != 1 {
 			t.Errorf("mounts under %s: %q, want one", volDir, ms)
