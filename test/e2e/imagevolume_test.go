@@ -250,3 +250,63 @@ func mountsUnder(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// Image GC counts an image an image volume is mounted from as in use, as
+// the kubelet's does: on a node of its own containerd namespace, with
+// every image old enough, the GC round that removes the unused image keeps
+// the volume's.
+func TestImageGCKeepsImageVolumes(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-imagegc-vol"
+	const ctrdNS = "hostlet-imagegc-vol"
+	cl := cluster.ContainerdClient()
+	nctx := namespaces.WithNamespace(context.Background(), ctrdNS)
+	t.Cleanup(func() {
+		imgs, _ := cl.ImageService().List(nctx)
+		for _, img := range imgs {
+			_ = cl.ImageService().Delete(nctx, img.Name)
+		}
+	})
+	for _, ref := range []string{images.BusyboxRef, images.TestappRef, images.TestappStopSignalRef} {
+		if _, err := harness.ImportArchive(ctxT(t), cl, ctrdNS, localImage(t, ref).Archive); err != nil {
+			t.Fatal(err)
+		}
+	}
+	extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: []string{
+		"--containerd-namespace", ctrdNS,
+		"--image-gc-high-threshold", "1",
+		"--image-gc-low-threshold", "0",
+		"--image-minimum-gc-age", "15s",
+		"--image-gc-period", "2s",
+	}})
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "user", "sleep", "3600")
+	pod.Spec.NodeName = name
+	pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+	pod.Spec.Volumes = []v1.Volume{{Name: "img", VolumeSource: v1.VolumeSource{
+		Image: &v1.ImageVolumeSource{Reference: images.TestappRef, PullPolicy: v1.PullNever}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "img", MountPath: "/vol"}}
+	created := cluster.CreatePod(t, pod)
+	waitReady(t, ns, pod.Name)
+
+	present := func(ref string) bool {
+		_, err := cl.ImageService().Get(nctx, ref)
+		return err == nil
+	}
+	pollUntil(t, 2*time.Minute, "the unused image to be collected", func() bool { return !present(images.TestappStopSignalRef) })
+	if !present(images.TestappRef) || !present(images.BusyboxRef) {
+		t.Errorf("an image in use was collected: volume's %v, container's %v", present(images.TestappRef), present(images.BusyboxRef))
+	}
+	if out := execIn(t, ns, pod.Name, "c", "sh", "-c", "test -x /vol/testapp && echo ok"); strings.TrimSpace(out) != "ok" {
+		t.Errorf("image volume: %q", out)
+	}
+
+	deletePod(t, ns, pod.Name)
+	waitGone(t, ns, pod.Name)
+	pollUntil(t, time.Minute, "the pod's image volume to be released", func() bool {
+		var n int
+		_ = cl.SnapshotService("").Walk(nctx, func(context.Context, snapshots.Info) error { n++; return nil },
+			fmt.Sprintf(`labels."hostlet.io/image-volume.owner"==%q`, string(created.UID)))
+		return n == 0
+	})
+}
