@@ -41,6 +41,11 @@ type ImageVolume struct {
 	Image *Image
 	// Target is the host directory the image is mounted at.
 	Target string
+	// IDMap, for a pod with a user namespace, mounts the image's layers
+	// idmapped to the pod's IDs, as CRI does: the overlay itself cannot
+	// be idmapped again when it is bound into the container (the bind is
+	// then runtime.Mount.IDMapped).
+	IDMap *IDMap
 }
 
 // Digest is the hex of the image's manifest digest (empty for an image not
@@ -92,7 +97,8 @@ func (r *Runtime) MountImageVolume(ctx context.Context, v ImageVolume) error {
 		labelImageVolumeImage:  v.Image.Ref,
 		labelGCRoot:            time.Now().UTC().Format(time.RFC3339),
 	}
-	mounts, err := sn.View(ctx, key, identity.ChainID(diffIDs).String(), snapshots.WithLabels(labels))
+	opts := append([]snapshots.Opt{snapshots.WithLabels(labels)}, snapshotOpts(v.IDMap)...)
+	mounts, err := sn.View(ctx, key, identity.ChainID(diffIDs).String(), opts...)
 	if errdefs.IsAlreadyExists(err) {
 		mounts, err = sn.Mounts(ctx, key)
 	}

@@ -103,11 +103,14 @@ func (r *Runtime) imageVolumeTarget(pod *v1.Pod, name, digest string) string {
 
 // mountImageVolumes mounts the pulled images of the container's image
 // volumes (already mounted ones are reused).
-func (r *Runtime) mountImageVolumes(ctx context.Context, pod *v1.Pod, imgs map[string]*runtime.Image) (mountedImageVolumes, error) {
+// In a pod with a user namespace (idmap) the image's files are the pod's
+// root's, as its own image's are.
+func (r *Runtime) mountImageVolumes(ctx context.Context, pod *v1.Pod, imgs map[string]*runtime.Image, idmap *runtime.IDMap) (mountedImageVolumes, error) {
 	out := make(mountedImageVolumes, len(imgs))
 	for name, img := range imgs {
 		target := r.imageVolumeTarget(pod, name, img.Digest())
-		if err := r.rt.MountImageVolume(ctx, runtime.ImageVolume{Owner: string(pod.UID), Name: name, Image: img, Target: target}); err != nil {
+		v := runtime.ImageVolume{Owner: string(pod.UID), Name: name, Image: img, Target: target, IDMap: idmap}
+		if err := r.rt.MountImageVolume(ctx, v); err != nil {
 			return nil, &lifecycle.Failure{Reason: "CreateContainerError", Message: imageVolumeErr + err.Error()}
 		}
 		out[name] = target

@@ -87,8 +87,8 @@ func TestImageVolumeContainerMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []runtime.Mount{
-		{HostPath: mounted, ContainerPath: "/vol", ReadOnly: true},
-		{HostPath: filepath.Join(mounted, "etc"), ContainerPath: "/etc-only", ReadOnly: true},
+		{HostPath: mounted, ContainerPath: "/vol", ReadOnly: true, IDMapped: true},
+		{HostPath: filepath.Join(mounted, "etc"), ContainerPath: "/etc-only", ReadOnly: true, IDMapped: true},
 	}
 	if len(ms) != len(want) || ms[0] != want[0] || ms[1] != want[1] {
 		t.Errorf("mounts %+v, want %+v", ms, want)

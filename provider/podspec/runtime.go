@@ -121,7 +121,7 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	// Where CRI mounts image volumes: at container creation, after the
 	// container's image and configuration.
-	imageVols, err := r.mountImageVolumes(ctx, pod, volImages)
+	imageVols, err := r.mountImageVolumes(ctx, pod, volImages, sb.IDMap)
 	if err != nil {
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
 		return lifecycle.ContainerInfo{}, err

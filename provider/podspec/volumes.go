@@ -369,7 +369,7 @@ func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string, im
 					return nil, err
 				}
 			}
-			out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: true})
+			out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: true, IDMapped: true})
 			continue
 		}
 		if subPath != "" {

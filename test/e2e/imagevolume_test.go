@@ -177,6 +177,29 @@ func TestImageVolume(t *testing.T) {
 		})
 	})
 
+	// In a pod with its own user namespace the image's files are its
+	// root's, as with CRI, which idmaps the image volume's layers.
+	t.Run("user namespace", func(t *testing.T) {
+		pod := usernsPod(ns, "userns", "stat -c '%u %g' /vol/testapp /vol/bin; test -x /vol/testapp && echo ok")
+		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: "img", VolumeSource: v1.VolumeSource{
+			Image: &v1.ImageVolumeSource{Reference: ref, PullPolicy: v1.PullIfNotPresent}}})
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, v1.VolumeMount{Name: "img", MountPath: "/vol"})
+		pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
+		out := runUserns(t, pod)
+		if want := "0 0\n0 0\nok\n"; out != want {
+			t.Errorf("output %q, want %q", out, want)
+		}
+		// The pod ended: its image volume is released with its other
+		// volumes, before its deletion.
+		p, err := cluster.Client().CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pollUntil(t, time.Minute, "the ended pod's image volume to be released", func() bool {
+			return len(imageVolumeSnapshots(t, string(p.UID))) == 0
+		})
+	})
+
 	t.Run("Never and absent", func(t *testing.T) {
 		image := reg.Addr() + "/absent:1.0"
 		pod := volPod("never", image, v1.PullNever, v1.VolumeMount{Name: "img", MountPath: "/vol"})
