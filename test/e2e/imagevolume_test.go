@@ -87,6 +87,10 @@ func TestImageVolume(t *testing.T) {
 		if strings.TrimSpace(out) != "ok" {
 			t.Errorf("image files not seen: %q", out)
 		}
+		// Not noexec, as CRI binds it (rbind, rprivate, ro).
+		if out := execIn(t, ns, pod.Name, "c", "/vol/bin/busybox", "echo", "ran"); strings.TrimSpace(out) != "ran" {
+			t.Errorf("running a program of the image: %q", out)
+		}
 		// Read-only, though the volumeMount did not ask for it.
 		for _, p := range []string{"/vol/new", "/vol/testapp", "/bin-only/new", "/one/new", "/one/bin/busybox"} {
 			out := execIn(t, ns, pod.Name, "c", "sh", "-c", "touch "+p+" 2>&1; echo rc=$?")
