@@ -18,11 +18,11 @@ import (
 // longer refreshed and are unmounted and removed (emptyDir contents,
 // configMap, secret, projected and downward API files, service-account
 // tokens, subPath binds, local PVs' binds, image volumes' mounts and
-// snapshots; a ReadWriteOncePod volume is free for another pod then), its sandbox and its cgroup go and its user
-// namespace IDs are freed. Its containers stay, for `kubectl logs` and its
-// status, and so does the rest of its directory (their termination
-// messages): Cleanup removes them once the pod is deleted. Calling it again
-// does nothing more.
+// snapshots; a ReadWriteOncePod volume is free for another pod then), its
+// sandbox and its cgroup go and its user namespace IDs are freed. Its
+// containers stay, for `kubectl logs` and its status, and so does the rest
+// of its directory (their termination messages): Cleanup removes them once
+// the pod is deleted. Calling it again does nothing more.
 func (r *Runtime) ReleasePod(ctx context.Context, pod *v1.Pod) {
 	uid := string(pod.UID)
 	l := lifecycle.PodLogger(pod)
