@@ -73,7 +73,10 @@ var imageVolumeMu sync.Mutex
 
 // MountImageVolume mounts the image's root filesystem read-only at
 // v.Target through a containerd snapshot view of its layers (made once,
-// then reused), unless it is mounted there already.
+// then reused), unless it is mounted there already. A view, where CRI
+// prepares an active snapshot that it binds read-only: the overlay itself
+// has no upper directory, so nothing can be written to it on the host
+// either.
 func (r *Runtime) MountImageVolume(ctx context.Context, v ImageVolume) error {
 	imageVolumeMu.Lock()
 	defer imageVolumeMu.Unlock()
