@@ -299,11 +299,13 @@ func TestImageGCKeepsImageVolumes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Images are safe for their first 30 s (as in TestImageGC): time for
+	// the pod to mount one.
 	extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: []string{
 		"--containerd-namespace", ctrdNS,
 		"--image-gc-high-threshold", "1",
 		"--image-gc-low-threshold", "0",
-		"--image-minimum-gc-age", "15s",
+		"--image-minimum-gc-age", "30s",
 		"--image-gc-period", "2s",
 	}})
 	ns := cluster.NewNamespace(t)
