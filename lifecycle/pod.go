@@ -51,7 +51,10 @@ type container struct {
 	// waiting is why the container is not running (while cur is absent or
 	// it is being restarted).
 	waiting *v1.ContainerStateWaiting
-	bo      backoffState
+	// pullImage is the image a failed pull was for when it is not the
+	// container's own (an image volume's): the back-off names it.
+	pullImage string
+	bo        backoffState
 	// retryAt is when a restart or retried start may happen.
 	retryAt    time.Time
 	retryDelay time.Duration
@@ -611,8 +614,12 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 			}
 			rec.waiting = &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: msg}
 		} else if rec.waiting != nil && rec.waiting.Reason == "ErrImagePull" {
-			p.event(c.Name, v1.EventTypeNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", c.Image))
-			rec.waiting = &v1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: fmt.Sprintf("Back-off pulling image %q: %s", c.Image, rec.waiting.Message)}
+			img := c.Image
+			if rec.pullImage != "" {
+				img = rec.pullImage
+			}
+			p.event(c.Name, v1.EventTypeNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", img))
+			rec.waiting = &v1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: fmt.Sprintf("Back-off pulling image %q: %s", img, rec.waiting.Message)}
 		}
 		return rec.retryAt
 	}
@@ -635,6 +642,7 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		// start is retried (image pulls with their own back-off).
 		p.event(c.Name, v1.EventTypeWarning, "Failed", "Error: "+failure.eventText())
 		rec.waiting = &v1.ContainerStateWaiting{Reason: failure.Reason, Message: failure.Message}
+		rec.pullImage = failure.Image
 		rec.failures++
 		rec.retryDelay = p.cfg.Backoff.startRetry(failure.Reason).next(rec.retryDelay)
 		rec.retryAt = now.Add(rec.retryDelay)

@@ -194,6 +194,23 @@ func TestImagePullBackOffThroughWorker(t *testing.T) {
 	s.wantPhase(v1.PodRunning)
 }
 
+// A pull that failed for an image volume's image, not the container's,
+// backs off naming that image, as the kubelet's image puller does.
+func TestImageVolumePullBackOff(t *testing.T) {
+	s := newScenario(t, testPod("a"), func(s *scenario) {
+		s.rt.failStart["a"] = &Failure{Reason: "ErrImagePull", Message: "not found", Image: "vol:1"}
+	})
+	s.wantCalls("start a#0")
+	s.wantWaiting("a", "ErrImagePull")
+	s.w.Update(s.w.Object())
+	s.settle()
+	s.wantWaiting("a", "ImagePullBackOff")
+	s.wantEvent(`Normal BackOff: Back-off pulling image "vol:1"`)
+	if w := s.container("a").State.Waiting; w.Message != `Back-off pulling image "vol:1": not found` {
+		t.Errorf("waiting message %q", w.Message)
+	}
+}
+
 // Other start failures (a missing ConfigMap) retry after 2 s, doubling.
 func TestConfigErrorRetry(t *testing.T) {
 	s := newScenario(t, testPod("a"), func(s *scenario) {

@@ -37,6 +37,9 @@ type ContainerInfo struct {
 type Failure struct {
 	Reason, Message string
 	Info            *ContainerInfo
+	// Image is the image a pull failure was for when it is not the
+	// container's own: an image volume's, which the pull back-off names.
+	Image string
 }
 
 func (f *Failure) Error() string { return f.Reason + ": " + f.Message }

@@ -84,6 +84,10 @@ type ContainerStatus struct {
 type Mount struct {
 	HostPath, ContainerPath string
 	ReadOnly                bool
+	// IDMapped: the host path shows the pod's IDs already (an image
+	// volume mounted with the pod's mapping), so in a pod with a user
+	// namespace it is not idmapped again.
+	IDMapped bool
 }
 
 // ContainerConfig is a container ready to be created: everything resolved.

@@ -28,7 +28,8 @@ type StoredImage struct {
 	// Size is the content size, as CRI reports it.
 	Size   int64
 	Pinned bool
-	// InUse: a container (running or not) was created from it.
+	// InUse: a container (running or not) was created from it, or a pod's
+	// image volume is mounted from it.
 	InUse bool
 }
 
@@ -44,7 +45,11 @@ func (r *Runtime) ListImages(ctx context.Context) ([]StoredImage, error) {
 	if err != nil {
 		return nil, err
 	}
-	used := make(map[string]bool, len(cs))
+	// The kubelet's image GC counts image volumes as in use too.
+	used, err := r.imageVolumeImages(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, c := range cs {
 		used[c.Image] = true
 	}

@@ -69,11 +69,17 @@ func specFor(cfg ContainerConfig, args []string, termLog string, cgroupV2 bool) 
 	if termLog != "" {
 		mounts = append(mounts, bind(termLog, cfg.TerminationMessagePath, false))
 	}
+	base := len(mounts)
 	for _, m := range cfg.Mounts {
 		mounts = append(mounts, bind(m.HostPath, m.ContainerPath, m.ReadOnly))
 	}
 	if s.IDMap != nil {
 		idmapMounts(mounts, *s.IDMap)
+		for i, m := range cfg.Mounts {
+			if m.IDMapped {
+				mounts[base+i].UIDMappings, mounts[base+i].GIDMappings = nil, nil
+			}
+		}
 	}
 	opts = append(opts, oci.WithMounts(mounts))
 	return opts

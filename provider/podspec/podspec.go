@@ -93,6 +93,8 @@ type ContainerRuntime interface {
 	UserNamespacesSupported(ctx context.Context) error
 	GetImage(ctx context.Context, ref string) (*runtime.Image, error)
 	PullImage(ctx context.Context, ref string, creds runtime.Credentials) (*runtime.Image, time.Duration, error)
+	MountImageVolume(ctx context.Context, v runtime.ImageVolume) error
+	ReleaseImageVolumes(ctx context.Context, owner string) error
 	CreateContainer(ctx context.Context, cfg runtime.ContainerConfig) (string, error)
 	StartContainer(ctx context.Context, id string) error
 	StopContainer(ctx context.Context, id string, sig unix.Signal, grace time.Duration) error
@@ -181,7 +183,11 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 		l.WithError(err).Warn("removing sandbox")
 	}
 	r.removePodCgroup(uid, l)
-	if err := r.teardownVolumes(uid); err != nil {
+	// A pod's image volume snapshots are found by its UID: its directory
+	// stays, for the orphan sweep to retry, until they are released.
+	if err := r.rt.ReleaseImageVolumes(ctx, uid); err != nil {
+		l.WithError(err).Warn("releasing image volumes; the pod's directory stays for a retry")
+	} else if err := r.teardownVolumes(uid); err != nil {
 		l.WithError(err).Warn("removing pod dir")
 	}
 	r.forgetClaims(types.UID(uid))

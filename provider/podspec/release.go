@@ -17,12 +17,12 @@ import (
 // SyncTerminatedPod): its ResourceClaims are unprepared, its volumes are no
 // longer refreshed and are unmounted and removed (emptyDir contents,
 // configMap, secret, projected and downward API files, service-account
-// tokens, subPath binds, local PVs' binds; a ReadWriteOncePod volume is free
-// for another pod then), its sandbox and its cgroup go and its user
-// namespace IDs are freed. Its containers stay, for `kubectl logs` and its
-// status, and so does the rest of its directory (their termination
-// messages): Cleanup removes them once the pod is deleted. Calling it again
-// does nothing more.
+// tokens, subPath binds, local PVs' binds, image volumes' mounts and
+// snapshots; a ReadWriteOncePod volume is free for another pod then), its
+// sandbox and its cgroup go and its user namespace IDs are freed. Its
+// containers stay, for `kubectl logs` and its status, and so does the rest
+// of its directory (their termination messages): Cleanup removes them once
+// the pod is deleted. Calling it again does nothing more.
 func (r *Runtime) ReleasePod(ctx context.Context, pod *v1.Pod) {
 	uid := string(pod.UID)
 	l := lifecycle.PodLogger(pod)
@@ -45,6 +45,11 @@ func (r *Runtime) ReleasePod(ctx context.Context, pod *v1.Pod) {
 	}
 	if err := r.rt.RemoveSandbox(ctx, uid); err != nil {
 		l.WithError(err).Warn("removing sandbox")
+	}
+	// Image volumes before the volumes' directory: their snapshots are
+	// released while the pod's directory still tells the sweep to retry.
+	if err := r.rt.ReleaseImageVolumes(ctx, uid); err != nil {
+		l.WithError(err).Warn("releasing image volumes")
 	}
 	if torn, err := r.teardownPodVolumes(uid); err != nil {
 		l.WithError(err).Warn("tearing down pod volumes")

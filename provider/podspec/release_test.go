@@ -44,6 +44,11 @@ func (f *releaseRuntime) RemoveSandbox(context.Context, string) error {
 	return nil
 }
 
+func (f *releaseRuntime) ReleaseImageVolumes(context.Context, string) error {
+	f.calls = append(f.calls, "image volumes")
+	return nil
+}
+
 func (f *releaseRuntime) PodCgroupState(string, string) (runtime.PodCgroupState, bool, error) {
 	return runtime.PodCgroupState{}, !f.cgroups, nil
 }
@@ -85,7 +90,7 @@ func TestReleasePod(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(r.volumeDir(pod, "d"), "sub"), 0o755))
 	must(t, os.WriteFile(filepath.Join(r.volumeDir(pod, "d"), "sub", "f"), []byte("x"), 0o644))
 	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: "d", MountPath: "/m", SubPath: "sub"}}}
-	if _, err := r.containerMounts(pod, c, nil); err != nil {
+	if _, err := r.containerMounts(pod, c, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	termLog := filepath.Join(podDir, "containers", "app", "abc-termination-log")
@@ -104,7 +109,7 @@ func TestReleasePod(t *testing.T) {
 	if b, err := os.ReadFile(termLog); err != nil || string(b) != "bye" {
 		t.Errorf("termination message %q %v, want it kept", b, err)
 	}
-	if want := []string{"stop run", "sandbox", "cgroup"}; !slices.Equal(fake.calls, want) {
+	if want := []string{"stop run", "sandbox", "image volumes", "cgroup"}; !slices.Equal(fake.calls, want) {
 		t.Errorf("runtime calls %q, want %q", fake.calls, want)
 	}
 
@@ -125,7 +130,7 @@ func TestReleasePod(t *testing.T) {
 	// Released again (the sweep after a restart): nothing more to remove.
 	fake.calls = nil
 	r.ReleasePod(ctx, pod)
-	if want := []string{"stop run", "sandbox", "cgroup"}; !slices.Equal(fake.calls, want) {
+	if want := []string{"stop run", "sandbox", "image volumes", "cgroup"}; !slices.Equal(fake.calls, want) {
 		t.Errorf("second release: %q", fake.calls)
 	}
 	// The pod's deletion removes the rest.

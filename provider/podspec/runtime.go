@@ -100,6 +100,12 @@ func (r *Runtime) TeardownSandbox(ctx context.Context, pod *v1.Pod) error {
 }
 
 func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt int) (lifecycle.ContainerInfo, error) {
+	// The images of its image volumes first, as the kubelet pulls them
+	// before it starts the pod's containers.
+	volImages, err := r.pullImageVolumes(ctx, pod, c)
+	if err != nil {
+		return lifecycle.ContainerInfo{}, err
+	}
 	img, err := r.ensureImage(ctx, pod, c)
 	if err != nil {
 		return lifecycle.ContainerInfo{}, err
@@ -113,9 +119,19 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
 		return lifecycle.ContainerInfo{}, err
 	}
-	mounts, err := r.containerMounts(pod, c, env)
+	// Where CRI mounts image volumes: at container creation, after the
+	// container's image and configuration.
+	imageVols, err := r.mountImageVolumes(ctx, pod, volImages, sb.IDMap)
 	if err != nil {
-		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
+		return lifecycle.ContainerInfo{}, err
+	}
+	mounts, err := r.containerMounts(pod, c, env, imageVols)
+	if err != nil {
+		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
+		if f := (*lifecycle.Failure)(nil); errors.As(err, &f) {
+			return lifecycle.ContainerInfo{}, f
+		}
 		return lifecycle.ContainerInfo{}, configError(err)
 	}
 	devEnv, devMounts, devs, err := r.containerDevices(ctx, pod, c)
@@ -186,36 +202,42 @@ func failureMessage(err error) string {
 	return err.Error()
 }
 
-// ensureImage applies the pull policy, with the kubelet's events.
+// ensureImage applies the container's pull policy, with the kubelet's
+// events.
 func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (*runtime.Image, error) {
-	if _, err := runtime.NormalizeImage(c.Image); err != nil {
-		msg := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: invalid reference format", c.Image, c.Image)
-		r.event(pod, c.Name, v1.EventTypeWarning, "InspectFailed", msg)
+	return r.ensurePulled(ctx, pod, c.Name, c.Image, c.ImagePullPolicy)
+}
+
+// ensurePulled makes image present as policy says, with the kubelet's
+// events, about the container named (or the pod, for an image volume).
+func (r *Runtime) ensurePulled(ctx context.Context, pod *v1.Pod, container, image string, policy v1.PullPolicy) (*runtime.Image, error) {
+	if _, err := runtime.NormalizeImage(image); err != nil {
+		msg := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: invalid reference format", image, image)
+		r.event(pod, container, v1.EventTypeWarning, "InspectFailed", msg)
 		return nil, &lifecycle.Failure{Reason: "InvalidImageName", Message: msg}
 	}
-	policy := c.ImagePullPolicy
 	if policy != v1.PullAlways {
-		img, err := r.rt.GetImage(ctx, c.Image)
+		img, err := r.rt.GetImage(ctx, image)
 		if err == nil {
-			r.event(pod, c.Name, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
+			r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", image))
 			return img, nil
 		}
 		if !errdefs.IsNotFound(err) {
 			return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
 		}
 		if policy == v1.PullNever {
-			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
-			r.event(pod, c.Name, v1.EventTypeWarning, "ErrImageNeverPull", msg)
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
+			r.event(pod, container, v1.EventTypeWarning, "ErrImageNeverPull", msg)
 			return nil, &lifecycle.Failure{Reason: "ErrImageNeverPull", Message: msg}
 		}
 	}
-	r.event(pod, c.Name, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
-	img, took, err := r.pull(ctx, c.Image, r.pullCredentials(ctx, pod, c.Image))
+	r.event(pod, container, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", image))
+	img, took, err := r.pull(ctx, image, r.pullCredentials(ctx, pod, image))
 	if err != nil {
-		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
+		r.event(pod, container, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", image, err))
 		return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
 	}
-	r.event(pod, c.Name, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", c.Image, took.Round(time.Millisecond), took.Round(time.Millisecond), img.Size))
+	r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", image, took.Round(time.Millisecond), took.Round(time.Millisecond), img.Size))
 	return img, nil
 }
 

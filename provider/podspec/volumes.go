@@ -97,6 +97,11 @@ func (r *Runtime) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 		return applyFSGroup(dir, fsGroup, true)
 	case src.PersistentVolumeClaim != nil || src.Ephemeral != nil:
 		return r.setupClaim(pod, vol)
+	case src.Image != nil:
+		// Pulled and mounted when a container that mounts it starts (as
+		// the kubelet's image plugin sets nothing up): an absent image
+		// fails only those containers (imagevolume.go).
+		return nil
 	}
 	return fmt.Errorf("volume type not supported by hostlet")
 }
@@ -324,7 +329,8 @@ func (r *Runtime) tokenFiles(ctx context.Context, pod *v1.Pod, src *v1.ServiceAc
 // containerMounts maps the container's volumeMounts to host paths. A
 // subPath is bound safely (see subpath.go); content volumes are always
 // read-only, whatever the mount says, as the kubelet mounts them since 1.10.
-func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([]runtime.Mount, error) {
+// Image volumes are at the directories imageVols names, always read-only.
+func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string, imageVols mountedImageVolumes) ([]runtime.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -351,6 +357,20 @@ func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([
 		subPath, err := mountSubPath(m, env)
 		if err != nil {
 			return nil, err
+		}
+		if vol.Image != nil {
+			root, ok := imageVols[m.Name]
+			if !ok {
+				return nil, fmt.Errorf("image volume %q is not mounted", m.Name)
+			}
+			host = root
+			if subPath != "" {
+				if host, err = imageSubPath(root, subPath); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: true, IDMapped: true})
+			continue
 		}
 		if subPath != "" {
 			if host, err = r.prepareSubPath(pod, c, i, m, host, subPath); err != nil {

@@ -10,7 +10,8 @@ func IsLocalEphemeral(v v1.Volume) bool {
 }
 
 // HasStats: the kubelet reports the volumes it made on the node's disk or
-// memory in the stats summary, not host paths or remote ones.
+// memory in the stats summary, not host paths, remote ones or image
+// volumes (the image's layers are the image filesystem's).
 func HasStats(v v1.Volume) bool {
 	return v.EmptyDir != nil || v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
 }
@@ -36,6 +37,8 @@ func PluginName(src *v1.VolumeSource) string {
 		return "kubernetes.io/git-repo"
 	case src.CSI != nil:
 		return "kubernetes.io/csi"
+	case src.Image != nil:
+		return "kubernetes.io/image"
 	}
 	return ""
 }

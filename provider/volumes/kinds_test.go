@@ -22,6 +22,7 @@ func TestLocalEphemeralAndStats(t *testing.T) {
 		{"projected", v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}, false, true},
 		{"hostPath", v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/x"}}, false, false},
 		{"pvc", v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}, false, false},
+		{"image", v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "busybox"}}, false, false},
 	} {
 		v := v1.Volume{Name: "v", VolumeSource: c.src}
 		if got := IsLocalEphemeral(v); got != c.local {
@@ -46,6 +47,7 @@ func TestPluginName(t *testing.T) {
 		{v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{}}, "kubernetes.io/downward-api"},
 		{v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}, "kubernetes.io/projected"},
 		{v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{}}, "kubernetes.io/host-path"},
+		{v1.VolumeSource{Image: &v1.ImageVolumeSource{}}, "kubernetes.io/image"},
 		{v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{}}, ""},
 	} {
 		if got := PluginName(&c.src); got != c.want {
