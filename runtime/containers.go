@@ -84,7 +84,24 @@ type ContainerStatus struct {
 type Mount struct {
 	HostPath, ContainerPath string
 	ReadOnly                bool
+	Propagation             Propagation
 }
+
+// Propagation is a bind mount's mount propagation, CRI's MountPropagation:
+// whether mounts made later below the host path reach the container, and
+// the container's back to the host.
+type Propagation int
+
+const (
+	// PropagationPrivate (rprivate): neither way; the zero value.
+	PropagationPrivate Propagation = iota
+	// PropagationHostToContainer (rslave): the host's later mounts reach
+	// the container; the host path must be on a shared or slave mount.
+	PropagationHostToContainer
+	// PropagationBidirectional (rshared): both ways; the host path must be
+	// on a shared mount.
+	PropagationBidirectional
+)
 
 // ContainerConfig is a container ready to be created: everything resolved.
 type ContainerConfig struct {

@@ -1,9 +1,12 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -70,13 +73,70 @@ func specFor(cfg ContainerConfig, args []string, termLog string, cgroupV2 bool) 
 		mounts = append(mounts, bind(termLog, cfg.TerminationMessagePath, false))
 	}
 	for _, m := range cfg.Mounts {
-		mounts = append(mounts, bind(m.HostPath, m.ContainerPath, m.ReadOnly))
+		b := bind(m.HostPath, m.ContainerPath, m.ReadOnly)
+		b.Options[1] = m.Propagation.option() // in place of bind's rprivate
+		mounts = append(mounts, b)
 	}
 	if s.IDMap != nil {
 		idmapMounts(mounts, *s.IDMap)
 	}
-	opts = append(opts, oci.WithMounts(mounts))
+	opts = append(opts, oci.WithMounts(mounts), withPropagation(cfg.Mounts, mount.Lookup))
 	return opts
+}
+
+// option is the propagation as a bind mount's option in the OCI spec.
+func (p Propagation) option() string {
+	switch p {
+	case PropagationHostToContainer:
+		return "rslave"
+	case PropagationBidirectional:
+		return "rshared"
+	}
+	return "rprivate"
+}
+
+// withPropagation checks, as CRI does, that the host path of a mount that
+// propagates is on a mount that can propagate (shared for Bidirectional,
+// shared or slave for HostToContainer: a private one would silently give
+// the container nothing), and sets the container's root propagation as CRI
+// does: runc binds a mount rshared or rslave only inside a root that is
+// itself rshared or rslave (its default root, rslave, loses the
+// container's mounts on the way back; rprivate would cut both ways).
+func withPropagation(mounts []Mount, lookup func(string) (mount.Info, error)) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		for _, m := range mounts {
+			if m.Propagation == PropagationPrivate {
+				continue
+			}
+			info, err := lookup(m.HostPath)
+			if err != nil {
+				return err
+			}
+			shared, slave := false, false
+			for _, opt := range strings.Fields(info.Optional) {
+				shared = shared || strings.HasPrefix(opt, "shared:")
+				slave = slave || strings.HasPrefix(opt, "master:")
+			}
+			if s.Linux == nil {
+				s.Linux = &specs.Linux{}
+			}
+			switch m.Propagation {
+			case PropagationBidirectional:
+				if !shared {
+					return fmt.Errorf("path %q is mounted on %q but it is not a shared mount", m.HostPath, info.Mountpoint)
+				}
+				s.Linux.RootfsPropagation = "rshared"
+			case PropagationHostToContainer:
+				if !shared && !slave {
+					return fmt.Errorf("path %q is mounted on %q but it is not a shared or slave mount", m.HostPath, info.Mountpoint)
+				}
+				if s.Linux.RootfsPropagation != "rshared" {
+					s.Linux.RootfsPropagation = "rslave"
+				}
+			}
+		}
+		return nil
+	}
 }
 
 // namespaceOpts puts the container into its pod's namespaces: the pinned
