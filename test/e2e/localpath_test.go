@@ -73,23 +73,51 @@ func waitNewPod(t *testing.T, ns, name string, old types.UID) *v1.Pod {
 	return p
 }
 
+// podMounts are the mount points in the pod's directory.
+func podMounts(t *testing.T, uid types.UID) []string {
+	t.Helper()
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(filepath.Join(node.RootDir(), "pods", string(uid))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range mounts {
+		out = append(out, m.Mountpoint)
+	}
+	return out
+}
+
 // noMountsLeft: nothing is mounted in the pod's directory any more.
 func noMountsLeft(t *testing.T, uid types.UID) {
 	t.Helper()
-	pollUntil(t, time.Minute, "nothing mounted for pod "+string(uid), func() bool {
-		mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(filepath.Join(node.RootDir(), "pods", string(uid))))
-		return err == nil && len(mounts) == 0
-	})
+	pollUntil(t, time.Minute, "nothing mounted for pod "+string(uid), func() bool { return len(podMounts(t, uid)) == 0 })
+}
+
+// localMountedOnce: the local PV is mounted where the kubelet mounts it,
+// once (a hostlet restarted does not mount it again).
+func localMountedOnce(t *testing.T, uid types.UID, pv string) {
+	t.Helper()
+	target := filepath.Join(node.RootDir(), "pods", string(uid), "volumes", "kubernetes.io~local-volume", pv)
+	n := 0
+	for _, m := range podMounts(t, uid) {
+		if m == target {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("local PV mounted %d times at %s; the pod's mounts: %q", n, target, podMounts(t, uid))
+	}
 }
 
 // Rancher's local-path-provisioner, installed as its README installs it,
-// provisions a StatefulSet's volumeClaimTemplate on the node through its
-// helper pod (a hostPath PV with node affinity); what the pod writes is in
-// the PV's directory on the host and survives the pod deleted and made
-// again, hostlet restarted and hostlet killed with -9 while the volume is
-// in use. Once the StatefulSet and the claim are deleted, the
-// provisioner's teardown helper pod runs on the node and the directory and
-// the PV are gone.
+// provisions a StatefulSet's volumeClaimTemplates on the node through its
+// helper pod (a hostPath PV, its default, and a local one, both with node
+// affinity); what the pod writes is in the PVs' directories on the host
+// and survives the pod deleted and made again, hostlet restarted and
+// hostlet killed with -9 while the volumes are in use (the local PV still
+// mounted once); nothing is left mounted once a pod is gone. Once the
+// StatefulSet and the claims are deleted, the provisioner's teardown helper
+// pod runs on the node and the directories and the PVs are gone.
 func TestLocalPathProvisionerStatefulSet(t *testing.T) {
 	skipIfNoCluster(t)
 	base := t.TempDir()
@@ -102,15 +130,20 @@ func TestLocalPathProvisionerStatefulSet(t *testing.T) {
 	pod.RestartPolicy = v1.RestartPolicyAlways
 	pod.TerminationGracePeriodSeconds = ptr(int64(0))
 	pod.NodeSelector = map[string]string{v1.LabelHostname: nodeName}
-	pod.Containers[0].VolumeMounts = []v1.VolumeMount{mount("data", "/data")}
+	pod.Containers[0].VolumeMounts = []v1.VolumeMount{mount("data", "/data"), mount("local", "/local")}
+	template := func(name string, annotations map[string]string) v1.PersistentVolumeClaim {
+		return v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Spec: v1.PersistentVolumeClaimSpec{
+			StorageClassName: &class, AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("64Mi")}},
+		}}
+	}
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: appsv1.StatefulSetSpec{
 		Replicas: ptr(int32(1)), ServiceName: "web",
 		Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
-		VolumeClaimTemplates: []v1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: v1.PersistentVolumeClaimSpec{
-			StorageClassName: &class, AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
-			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("64Mi")}},
-		}}},
+		// The default hostPath PV, and a local one (its README's volumeType
+		// annotation), which hostlet bind-mounts in the pod's directory.
+		VolumeClaimTemplates: []v1.PersistentVolumeClaim{template("data", nil), template("local", map[string]string{"volumeType": "local"})},
 	}}
 	if _, err := apps.Create(ctxT(t), sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -126,29 +159,47 @@ func TestLocalPathProvisionerStatefulSet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("web-0 never Ready: %v\n%s", err, provisionerLogs(t))
 	}
-	pvc, err := cluster.Client().CoreV1().PersistentVolumeClaims(ns).Get(ctxT(t), "data-web-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	claims := []string{"data", "local"}
+	pvs := map[string]string{} // claim template: PV
+	dirs := map[string]string{}
+	for _, claim := range claims {
+		pvc, err := cluster.Client().CoreV1().PersistentVolumeClaims(ns).Get(ctxT(t), claim+"-web-0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pv, err := cluster.Client().CoreV1().PersistentVolumes().Get(ctxT(t), pvc.Spec.VolumeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch src := pv.Spec.PersistentVolumeSource; {
+		case claim == "data" && src.HostPath != nil:
+			dirs[claim] = src.HostPath.Path
+		case claim == "local" && src.Local != nil:
+			dirs[claim] = src.Local.Path
+		}
+		if filepath.Dir(dirs[claim]) != base {
+			t.Fatalf("PV %s of %s: %+v, want a %s volume under %s", pv.Name, claim, pv.Spec.PersistentVolumeSource, claim, base)
+		}
+		pvs[claim] = pv.Name
+		t.Logf("PV %s at %s", pv.Name, dirs[claim])
 	}
-	pv, err := cluster.Client().CoreV1().PersistentVolumes().Get(ctxT(t), pvc.Spec.VolumeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	write := func(line string) {
+		t.Helper()
+		execIn(t, ns, "web-0", "c", "sh", "-c", "echo "+line+" >> /data/f && echo "+line+" >> /local/f")
 	}
-	if pv.Spec.HostPath == nil || filepath.Dir(pv.Spec.HostPath.Path) != base {
-		t.Fatalf("PV %s: %+v, want a hostPath under %s", pv.Name, pv.Spec.PersistentVolumeSource, base)
-	}
-	dir := pv.Spec.HostPath.Path
-	t.Logf("PV %s at %s", pv.Name, dir)
-	execIn(t, ns, "web-0", "c", "sh", "-c", "echo one >> /data/f")
 	read := func(want string) {
 		t.Helper()
-		if out := execIn(t, ns, "web-0", "c", "cat", "/data/f"); out != want {
-			t.Errorf("web-0 reads %q, want %q", out, want)
-		}
-		if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != want {
-			t.Errorf("the host reads %q %v in %s, want %q", b, err, dir, want)
+		for _, claim := range claims {
+			if out := execIn(t, ns, "web-0", "c", "cat", "/"+claim+"/f"); out != want {
+				t.Errorf("web-0 reads %q in /%s, want %q", out, claim, want)
+			}
+			if b, err := os.ReadFile(filepath.Join(dirs[claim], "f")); err != nil || string(b) != want {
+				t.Errorf("the host reads %q %v in %s, want %q", b, err, dirs[claim], want)
+			}
 		}
 	}
+	localMountedOnce(t, first.UID, pvs["local"])
+	write("one")
 	read("one\n")
 
 	// The pod deleted: the StatefulSet makes it again, with its data.
@@ -158,7 +209,7 @@ func TestLocalPathProvisionerStatefulSet(t *testing.T) {
 	second := waitNewPod(t, ns, "web-0", first.UID)
 	noMountsLeft(t, first.UID)
 	read("one\n")
-	execIn(t, ns, "web-0", "c", "sh", "-c", "echo two >> /data/f")
+	write("two")
 
 	// hostlet restarted, then killed, with the volume in use: the same
 	// container runs on with its data.
@@ -166,12 +217,13 @@ func TestLocalPathProvisionerStatefulSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	read("one\ntwo\n")
-	execIn(t, ns, "web-0", "c", "sh", "-c", "echo three >> /data/f")
+	write("three")
 	node.Kill()
 	if err := node.Restart(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	read("one\ntwo\nthree\n")
+	localMountedOnce(t, second.UID, pvs["local"])
 	if p, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), "web-0", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	} else if p.UID != second.UID || p.Status.ContainerStatuses[0].RestartCount != 0 {
@@ -185,20 +237,24 @@ func TestLocalPathProvisionerStatefulSet(t *testing.T) {
 	}
 	waitGone(t, ns, "web-0")
 	noMountsLeft(t, second.UID)
-	if _, err := os.Stat(filepath.Join(dir, "f")); err != nil {
-		t.Errorf("the data went with the StatefulSet: %v", err)
+	for _, claim := range claims {
+		if _, err := os.Stat(filepath.Join(dirs[claim], "f")); err != nil {
+			t.Errorf("the data of %s went with the StatefulSet: %v", claim, err)
+		}
+		if err := cluster.Client().CoreV1().PersistentVolumeClaims(ns).Delete(ctxT(t), claim+"-web-0", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := cluster.Client().CoreV1().PersistentVolumeClaims(ns).Delete(ctxT(t), "data-web-0", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pollUntil(t, 3*time.Minute, "the PV deleted by the provisioner", func() bool {
-		_, err := cluster.Client().CoreV1().PersistentVolumes().Get(ctxT(t), pv.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	})
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("%s after the PV's deletion: %v, want it gone", dir, err)
-	}
-	if logs := provisionerLogs(t); !strings.Contains(logs, "Volume "+pv.Name+" has been deleted on "+nodeName+":"+dir) {
-		t.Errorf("the provisioner's log does not say its helper pod deleted the volume:\n%s", logs)
+	for _, claim := range claims {
+		pollUntil(t, 3*time.Minute, "the PV of "+claim+" deleted by the provisioner", func() bool {
+			_, err := cluster.Client().CoreV1().PersistentVolumes().Get(ctxT(t), pvs[claim], metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+		if _, err := os.Stat(dirs[claim]); !os.IsNotExist(err) {
+			t.Errorf("%s after the PV's deletion: %v, want it gone", dirs[claim], err)
+		}
+		if logs := provisionerLogs(t); !strings.Contains(logs, "Volume "+pvs[claim]+" has been deleted on "+nodeName+":"+dirs[claim]) {
+			t.Errorf("the provisioner's log does not say its helper pod deleted the volume of %s:\n%s", claim, logs)
+		}
 	}
 }
