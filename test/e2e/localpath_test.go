@@ -48,8 +48,10 @@ func deployLocalPathProvisioner(t *testing.T, base string) {
 	}
 }
 
+// provisionerLogs is the provisioner's whole log (its --debug one is a few
+// lines per volume).
 func provisionerLogs(t *testing.T) string {
-	out, _ := cluster.Kubectl(ctxT(t), "logs", "-n", "local-path-storage", "deployment/local-path-provisioner", "--tail", "60")
+	out, _ := cluster.Kubectl(ctxT(t), "logs", "-n", "local-path-storage", "deployment/local-path-provisioner")
 	return out
 }
 
