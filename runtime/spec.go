@@ -99,9 +99,11 @@ func (p Propagation) option() string {
 // propagates is on a mount that can propagate (shared for Bidirectional,
 // shared or slave for HostToContainer: a private one would silently give
 // the container nothing), and sets the container's root propagation as CRI
-// does: runc binds a mount rshared or rslave only inside a root that is
-// itself rshared or rslave (its default root, rslave, loses the
-// container's mounts on the way back; rprivate would cut both ways).
+// does: a bind in the container joins the host's peer group only through
+// copies of the host's mounts that are still its peers, which runc's
+// default root propagation (rslave) makes slaves: the container's mounts
+// would never reach the host. rshared for a Bidirectional mount, rslave
+// (runc's default, said explicitly as CRI does) for HostToContainer.
 func withPropagation(mounts []Mount, lookup func(string) (mount.Info, error)) oci.SpecOpts {
 	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
 		for _, m := range mounts {
