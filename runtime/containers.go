@@ -84,11 +84,28 @@ type ContainerStatus struct {
 type Mount struct {
 	HostPath, ContainerPath string
 	ReadOnly                bool
+	Propagation             Propagation
 	// IDMapped: the host path shows the pod's IDs already (an image
 	// volume mounted with the pod's mapping), so in a pod with a user
 	// namespace it is not idmapped again.
 	IDMapped bool
 }
+
+// Propagation is a bind mount's mount propagation, CRI's MountPropagation:
+// whether mounts made later below the host path reach the container, and
+// the container's back to the host.
+type Propagation int
+
+const (
+	// PropagationPrivate (rprivate): neither way; the zero value.
+	PropagationPrivate Propagation = iota
+	// PropagationHostToContainer (rslave): the host's later mounts reach
+	// the container; the host path must be on a shared or slave mount.
+	PropagationHostToContainer
+	// PropagationBidirectional (rshared): both ways; the host path must be
+	// on a shared mount.
+	PropagationBidirectional
+)
 
 // ContainerConfig is a container ready to be created: everything resolved.
 type ContainerConfig struct {

@@ -1,9 +1,12 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -71,7 +74,9 @@ func specFor(cfg ContainerConfig, args []string, termLog string, cgroupV2 bool) 
 	}
 	base := len(mounts)
 	for _, m := range cfg.Mounts {
-		mounts = append(mounts, bind(m.HostPath, m.ContainerPath, m.ReadOnly))
+		b := bind(m.HostPath, m.ContainerPath, m.ReadOnly)
+		b.Options[1] = m.Propagation.option() // in place of bind's rprivate
+		mounts = append(mounts, b)
 	}
 	if s.IDMap != nil {
 		idmapMounts(mounts, *s.IDMap)
@@ -81,8 +86,65 @@ func specFor(cfg ContainerConfig, args []string, termLog string, cgroupV2 bool) 
 			}
 		}
 	}
-	opts = append(opts, oci.WithMounts(mounts))
+	opts = append(opts, oci.WithMounts(mounts), withPropagation(cfg.Mounts, mount.Lookup))
 	return opts
+}
+
+// option is the propagation as a bind mount's option in the OCI spec.
+func (p Propagation) option() string {
+	switch p {
+	case PropagationHostToContainer:
+		return "rslave"
+	case PropagationBidirectional:
+		return "rshared"
+	}
+	return "rprivate"
+}
+
+// withPropagation checks, as CRI does, that the host path of a mount that
+// propagates is on a mount that can propagate (shared for Bidirectional,
+// shared or slave for HostToContainer: a private one would silently give
+// the container nothing), and sets the container's root propagation as CRI
+// does: a bind in the container joins the host's peer group only through
+// copies of the host's mounts that are still its peers, which runc's
+// default root propagation (rslave) makes slaves: the container's mounts
+// would never reach the host. rshared for a Bidirectional mount, rslave
+// (runc's default, said explicitly as CRI does) for HostToContainer.
+func withPropagation(mounts []Mount, lookup func(string) (mount.Info, error)) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		for _, m := range mounts {
+			if m.Propagation == PropagationPrivate {
+				continue
+			}
+			info, err := lookup(m.HostPath)
+			if err != nil {
+				return err
+			}
+			shared, slave := false, false
+			for _, opt := range strings.Fields(info.Optional) {
+				shared = shared || strings.HasPrefix(opt, "shared:")
+				slave = slave || strings.HasPrefix(opt, "master:")
+			}
+			if s.Linux == nil {
+				s.Linux = &specs.Linux{}
+			}
+			switch m.Propagation {
+			case PropagationBidirectional:
+				if !shared {
+					return fmt.Errorf("path %q is mounted on %q but it is not a shared mount", m.HostPath, info.Mountpoint)
+				}
+				s.Linux.RootfsPropagation = "rshared"
+			case PropagationHostToContainer:
+				if !shared && !slave {
+					return fmt.Errorf("path %q is mounted on %q but it is not a shared or slave mount", m.HostPath, info.Mountpoint)
+				}
+				if s.Linux.RootfsPropagation != "rshared" {
+					s.Linux.RootfsPropagation = "rslave"
+				}
+			}
+		}
+		return nil
+	}
 }
 
 // namespaceOpts puts the container into its pod's namespaces: the pinned

@@ -109,6 +109,9 @@ func run(ctx context.Context, o *options) error {
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return err
 	}
+	if err := volumes.NewLayout(o.rootDir).MakeShared(); err != nil {
+		return fmt.Errorf("error configuring root directory: %w", err)
+	}
 	c, err := newClients(ctx, o)
 	if err != nil {
 		return err

@@ -377,9 +377,37 @@ func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string, im
 				return nil, err
 			}
 		}
-		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: ro})
+		prop, err := mountPropagation(c, i, m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: ro, Propagation: prop})
 	}
 	return out, nil
+}
+
+// mountPropagation is the volumeMount's propagation as the kubelet's
+// translateMountPropagation hands it to CRI (none given: private).
+// Bidirectional in a container that is not privileged is refused with API
+// validation's message: the API server refuses such a pod, and a container
+// that could mount onto the host is one that may (and a Bidirectional
+// mount's propagation back to the host needs CAP_SYS_ADMIN anyway).
+func mountPropagation(c *v1.Container, i int, m v1.VolumeMount) (runtime.Propagation, error) {
+	if m.MountPropagation == nil {
+		return runtime.PropagationPrivate, nil
+	}
+	switch *m.MountPropagation {
+	case v1.MountPropagationNone:
+		return runtime.PropagationPrivate, nil
+	case v1.MountPropagationHostToContainer:
+		return runtime.PropagationHostToContainer, nil
+	case v1.MountPropagationBidirectional:
+		if sc := c.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
+			return 0, fmt.Errorf("volumeMounts[%d].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers", i)
+		}
+		return runtime.PropagationBidirectional, nil
+	}
+	return 0, fmt.Errorf("invalid MountPropagation mode: %q", *m.MountPropagation)
 }
 
 // isContentVolume: the volume's files are written by hostlet from API

@@ -162,9 +162,19 @@ func BuildHostlet(ctx context.Context) (string, error) {
 // BuildComponent builds an on-request component of test/cluster/build.sh
 // ("kube-proxy", "coredns": only the tests that run it pay for its build)
 // and returns the path of its binary, named like the component. Under
-// $HOSTLET_CONTROL_PLANE, kube-proxy is that version's.
+// $HOSTLET_CONTROL_PLANE, kube-proxy is that version's. A component with a
+// build script of its own, test/cluster/<name>/build.sh (whose pin then
+// never changes the key of build.sh's components), is built by that.
 func BuildComponent(ctx context.Context, logf func(string, ...any), name string) (string, error) {
 	script := "test/cluster/build.sh"
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	own := filepath.Join("test/cluster", name, "build.sh")
+	if _, err := os.Stat(filepath.Join(root, own)); err == nil && !strings.ContainsAny(name, "/.") {
+		script = own
+	}
 	// A cluster of another version runs that version's kube-proxy, as its
 	// users' clusters do (kube-proxy is the control plane's DaemonSet).
 	if v := os.Getenv("HOSTLET_CONTROL_PLANE"); v != "" && name == "kube-proxy" {
