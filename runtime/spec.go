@@ -70,7 +70,12 @@ func specFor(cfg ContainerConfig, args []string, termLog string, cgroupV2 bool) 
 		mounts = append(mounts, bind(termLog, cfg.TerminationMessagePath, false))
 	}
 	for _, m := range cfg.Mounts {
-		mounts = append(mounts, bind(m.HostPath, m.ContainerPath, m.ReadOnly))
+		b := bind(m.HostPath, m.ContainerPath, m.ReadOnly)
+		if m.RecursiveReadOnly && m.ReadOnly {
+			// runc's recursive read-only in place of "ro", as CRI passes it.
+			b.Options[len(b.Options)-1] = "rro"
+		}
+		mounts = append(mounts, b)
 	}
 	if s.IDMap != nil {
 		idmapMounts(mounts, *s.IDMap)

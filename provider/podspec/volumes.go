@@ -324,7 +324,8 @@ func (r *Runtime) tokenFiles(ctx context.Context, pod *v1.Pod, src *v1.ServiceAc
 // containerMounts maps the container's volumeMounts to host paths. A
 // subPath is bound safely (see subpath.go); content volumes are always
 // read-only, whatever the mount says, as the kubelet mounts them since 1.10.
-func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([]runtime.Mount, error) {
+func (r *Runtime) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, env []string) ([]runtime.Mount, error) {
+	supportsRRO, checkedRRO := false, false
 	vols := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -357,7 +358,14 @@ func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string) ([
 				return nil, err
 			}
 		}
-		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: ro})
+		if m.RecursiveReadOnly != nil && !checkedRRO {
+			supportsRRO, checkedRRO = r.supportsRecursiveReadOnly(ctx, pod), true
+		}
+		rro, err := resolveRecursiveReadOnly(m, supportsRRO)
+		if err != nil {
+			return nil, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
+		}
+		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: ro, RecursiveReadOnly: rro})
 	}
 	return out, nil
 }
