@@ -226,6 +226,8 @@ var hostletGates = map[string]string{
 	"PodLevelResources":                  "always: pod-level resources",
 	"KubeletPodResourcesGet":             "always: the pod resources API's Get",
 	"KubeletFineGrainedAuthz":            "always: the kubelet API's fine-grained subresources before nodes/proxy",
+	"ClusterTrustBundleProjection":       "gated: projected clusterTrustBundle sources",
+	"ClusterTrustBundle":                 "gated: through ClusterTrustBundleProjection, which needs it",
 	"RecursiveReadOnlyMounts":            "always: volumeMounts' recursiveReadOnly",
 	"SupplementalGroupsPolicy":           "always: supplementalGroupsPolicy, status.features, containers' status.user",
 }

@@ -149,6 +149,12 @@ func run(ctx context.Context, o *options) error {
 	// registry, whose workers run pods through the translation.
 	var prov *provider.Provider
 	activeAllocated := func() ([]*v1.Pod, bool) { return allocatedPods(inf.activePods, prov.ActivePods, prov.Pod) }
+	// The kubelet's trust bundle manager exists only with its gate on;
+	// without, projected clusterTrustBundle sources fail as with it off.
+	var trustBundles podspec.TrustBundles
+	if o.gates.Enabled("ClusterTrustBundleProjection") {
+		trustBundles = podspec.NewLazyTrustBundles(ctx, c.api, 2*o.maxPods)
+	}
 	spec := podspec.New(podspec.Config{
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
@@ -157,6 +163,7 @@ func run(ctx context.Context, o *options) error {
 		Devices: dm, Claims: claims, ActivePods: activeAllocated, Swap: swap,
 		PersistentVolumes: c.api.CoreV1(),
 		RuntimeClasses:    inf.runtimeClasses.Lister(), RuntimeClassesSynced: inf.runtimeClasses.Informer().HasSynced,
+		TrustBundles: trustBundles,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod

@@ -59,6 +59,10 @@ type Config struct {
 	// refused); RuntimeClassesSynced, if set, says when it has listed them.
 	RuntimeClasses       nodelisters.RuntimeClassLister
 	RuntimeClassesSynced func() bool
+	// TrustBundles, if set, answers projected clusterTrustBundle sources
+	// (the ClusterTrustBundleProjection gate on); nil, they fail as with
+	// the kubelet's gate off.
+	TrustBundles TrustBundles
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a

@@ -242,6 +242,8 @@ func (r *Runtime) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 			files, err = r.downwardFiles(pod, s.DownwardAPI.Items, pr.DefaultMode, podIPs)
 		case s.ServiceAccountToken != nil:
 			files, err = r.tokenFiles(ctx, pod, s.ServiceAccountToken, pr.DefaultMode)
+		case s.ClusterTrustBundle != nil:
+			files, err = r.trustBundleFiles(pod, s.ClusterTrustBundle, pr.DefaultMode)
 		default:
 			err = fmt.Errorf("projected source not supported by hostlet")
 		}

@@ -69,7 +69,10 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	node, err = cluster.StartHostlet(ctx, harness.HostletOptions{Binary: bin, NodeName: nodeName})
+	// The kubelet's beta gate for projected clusterTrustBundle sources (and
+	// the one it depends on), off by default (TestPodFieldsClusterTrustBundle).
+	node, err = cluster.StartHostlet(ctx, harness.HostletOptions{Binary: bin, NodeName: nodeName,
+		ExtraArgs: []string{"--feature-gates", "ClusterTrustBundle=true,ClusterTrustBundleProjection=true"}})
 	if err != nil {
 		logf("starting hostlet: %v", err)
 		return 1

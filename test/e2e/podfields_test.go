@@ -1,6 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"maps"
+	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +20,7 @@ import (
 
 	"github.com/hostlet/hostlet/test/images"
 	"golang.org/x/sys/unix"
+	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -179,5 +189,96 @@ func TestPodFieldsSupplementalGroupsPolicy(t *testing.T) {
 		if got := strings.TrimSpace(out); got != strings.Join(want, " ") {
 			t.Errorf("%s: id -G = %q, want %q", c.name, got, strings.Join(want, " "))
 		}
+	}
+}
+
+// selfSignedPEM is a throwaway CA certificate, PEM-encoded.
+func selfSignedPEM(t *testing.T, cn string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Unix(0, 0), NotAfter: time.Unix(0, 0).Add(100 * 365 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// pemSet is the set of certificates (DER) in a PEM text.
+func pemSet(text string) map[string]bool {
+	out := map[string]bool{}
+	rest := []byte(text)
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return out
+		}
+		out[string(b.Bytes)] = true
+	}
+}
+
+// Projected clusterTrustBundle sources, as the kubelet writes them: by
+// name, by signer and label selector (each certificate once, whichever
+// bundles hold it), and an optional one that matches nothing as an empty
+// file.
+func TestPodFieldsClusterTrustBundle(t *testing.T) {
+	skipIfNoCluster(t)
+	ctx := ctxT(t)
+	c := cluster.Client()
+	if _, err := c.Discovery().ServerResourcesForGroupVersion("certificates.k8s.io/v1beta1"); err != nil {
+		t.Skipf("the API server serves no certificates.k8s.io/v1beta1 ClusterTrustBundles (%v): the harness enables them only on its own control plane", err)
+	}
+	ns := cluster.NewNamespace(t)
+	suffix := ns[len(ns)-8:]
+	ca1, ca2 := selfSignedPEM(t, "e2e-ca-1"), selfSignedPEM(t, "e2e-ca-2")
+	signer := "e2e.hostlet.local/" + suffix
+	bundles := []*certificatesv1beta1.ClusterTrustBundle{
+		{ObjectMeta: metav1.ObjectMeta{Name: "e2e-byname-" + suffix},
+			Spec: certificatesv1beta1.ClusterTrustBundleSpec{TrustBundle: string(ca1)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "e2e.hostlet.local:" + suffix + ":a", Labels: map[string]string{"pick": "yes"}},
+			Spec: certificatesv1beta1.ClusterTrustBundleSpec{SignerName: signer, TrustBundle: string(ca1) + string(ca2)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "e2e.hostlet.local:" + suffix + ":b", Labels: map[string]string{"pick": "yes"}},
+			Spec: certificatesv1beta1.ClusterTrustBundleSpec{SignerName: signer, TrustBundle: string(ca2)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "e2e.hostlet.local:" + suffix + ":c", Labels: map[string]string{"pick": "no"}},
+			Spec: certificatesv1beta1.ClusterTrustBundleSpec{SignerName: signer, TrustBundle: string(selfSignedPEM(t, "e2e-ca-3"))}},
+	}
+	for _, b := range bundles {
+		if _, err := c.CertificatesV1beta1().ClusterTrustBundles().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		name := b.Name
+		t.Cleanup(func() {
+			_ = c.CertificatesV1beta1().ClusterTrustBundles().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	pod := busybox(ns, "ctb", "sh", "-c", "cat /ctb/byname.pem; echo ====; cat /ctb/bysigner.pem; echo ====; wc -c < /ctb/missing.pem")
+	pod.Spec.Volumes = []v1.Volume{{Name: "ctb", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
+		Sources: []v1.VolumeProjection{
+			{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Name: ptrTo("e2e-byname-" + suffix), Path: "byname.pem"}},
+			{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{SignerName: ptrTo(signer),
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pick": "yes"}}, Path: "bysigner.pem"}},
+			{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Name: ptrTo("e2e-missing-" + suffix), Optional: ptrTo(true), Path: "missing.pem"}},
+		}}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "ctb", MountPath: "/ctb"}}
+	out := runOutput(t, pod)
+	parts := strings.Split(out, "====\n")
+	if len(parts) != 3 {
+		t.Fatalf("output %q", out)
+	}
+	if parts[0] != string(ca1) {
+		t.Errorf("byname.pem = %q, want the bundle's certificate", parts[0])
+	}
+	got, want := pemSet(parts[1]), pemSet(string(ca1)+string(ca2))
+	if len(got) != 2 || !maps.Equal(got, want) || strings.Count(parts[1], "BEGIN CERTIFICATE") != 2 {
+		t.Errorf("bysigner.pem = %q, want ca1 and ca2 once each", parts[1])
+	}
+	if strings.TrimSpace(parts[2]) != "0" {
+		t.Errorf("missing.pem size %q, want empty", parts[2])
 	}
 }
