@@ -228,6 +228,7 @@ var hostletGates = map[string]string{
 	"KubeletFineGrainedAuthz":            "always: the kubelet API's fine-grained subresources before nodes/proxy",
 	"ClusterTrustBundleProjection":       "gated: projected clusterTrustBundle sources",
 	"ClusterTrustBundle":                 "gated: through ClusterTrustBundleProjection, which needs it",
+	"EnvFiles":                           "gated: env fileKeyRef",
 	"RecursiveReadOnlyMounts":            "always: volumeMounts' recursiveReadOnly",
 	"SupplementalGroupsPolicy":           "always: supplementalGroupsPolicy, status.features, containers' status.user",
 }

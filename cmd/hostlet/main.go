@@ -163,7 +163,7 @@ func run(ctx context.Context, o *options) error {
 		Devices: dm, Claims: claims, ActivePods: activeAllocated, Swap: swap,
 		PersistentVolumes: c.api.CoreV1(),
 		RuntimeClasses:    inf.runtimeClasses.Lister(), RuntimeClassesSynced: inf.runtimeClasses.Informer().HasSynced,
-		TrustBundles: trustBundles,
+		TrustBundles: trustBundles, Gates: o.gates,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
+	"github.com/hostlet/hostlet/kubeletconfig"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	nodelisters "k8s.io/client-go/listers/node/v1"
+	"k8s.io/component-base/featuregate"
 )
 
 // Config is what the translation reads of the node and the cluster.
@@ -63,6 +65,9 @@ type Config struct {
 	// (the ClusterTrustBundleProjection gate on); nil, they fail as with
 	// the kubelet's gate off.
 	TrustBundles TrustBundles
+	// Gates are the kubelet's feature gates hostlet runs with (EnvFiles,
+	// HostnameOverride); nil: their defaults.
+	Gates featuregate.FeatureGate
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a
@@ -114,6 +119,17 @@ type ContainerRuntime interface {
 	RemovePodCgroup(uid string) error
 	UpdateQOSCgroups(burstableMilliCPU int64) error
 }
+
+// gate says whether the kubelet's feature gate name is on.
+func (r *Runtime) gate(name string) bool {
+	g := r.cfg.Gates
+	if g == nil {
+		g = defaultGates
+	}
+	return g.Enabled(featuregate.Feature(name))
+}
+
+var defaultGates = kubeletconfig.NewFeatureGate()
 
 // Runtime runs pods as their specs say: it implements lifecycle.Runtime.
 type Runtime struct {

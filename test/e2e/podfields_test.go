@@ -282,3 +282,35 @@ func TestPodFieldsClusterTrustBundle(t *testing.T) {
 		t.Errorf("missing.pem size %q, want empty", parts[2])
 	}
 }
+
+// fileKeyRef (EnvFiles, beta and on in 1.35): an env var from a key of an
+// env file an init container wrote on an emptyDir; an optional key the
+// file lacks leaves the variable out, a required one is the kubelet's
+// CreateContainerConfigError.
+func TestPodFieldsFileKeyRef(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	mk := func(name, key string, optional bool) *v1.Pod {
+		pod := busybox(ns, name, "sh", "-c", `echo "GREETING=[$GREETING] OTHER=${OTHER-unset}"`)
+		pod.Spec.Volumes = []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+		pod.Spec.InitContainers = []v1.Container{{Name: "write", Image: pod.Spec.Containers[0].Image,
+			Command:      []string{"sh", "-c", "printf \"# written by init\\nGREETING='hello from init'\\n\" > /cfg/app.env"},
+			VolumeMounts: []v1.VolumeMount{{Name: "cfg", MountPath: "/cfg"}}}}
+		pod.Spec.Containers[0].Env = []v1.EnvVar{
+			{Name: "GREETING", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "cfg", Path: "app.env", Key: "GREETING"}}},
+			{Name: "OTHER", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "cfg", Path: "app.env", Key: key, Optional: ptrTo(optional)}}},
+		}
+		return pod
+	}
+	if out := runOutput(t, mk("optional", "MISSING", true)); strings.TrimSpace(out) != "GREETING=[hello from init] OTHER=unset" {
+		t.Errorf("output %q", out)
+	}
+	cluster.CreatePod(t, mk("required", "MISSING", false))
+	p := waitFor(t, ns, "required", 2*time.Minute, "config error", func(p *v1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
+			p.Status.ContainerStatuses[0].State.Waiting.Reason == "CreateContainerConfigError"
+	})
+	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; !strings.HasPrefix(msg, `environment variable key "MISSING" not found in file "`) {
+		t.Errorf("message %q", msg)
+	}
+}
