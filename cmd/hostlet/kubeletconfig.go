@@ -229,6 +229,7 @@ var hostletGates = map[string]string{
 	"ClusterTrustBundleProjection":       "gated: projected clusterTrustBundle sources",
 	"ClusterTrustBundle":                 "gated: through ClusterTrustBundleProjection, which needs it",
 	"EnvFiles":                           "gated: env fileKeyRef",
+	"HostnameOverride":                   "gated: hostnameOverride",
 	"RecursiveReadOnlyMounts":            "always: volumeMounts' recursiveReadOnly",
 	"SupplementalGroupsPolicy":           "always: supplementalGroupsPolicy, status.features, containers' status.user",
 }

@@ -56,6 +56,9 @@ func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, er
 		if err := r.setupVolumes(ctx, pod, nil); err != nil {
 			return nil, err
 		}
+		if err := r.checkHostname(pod); err != nil {
+			return nil, err
+		}
 		hostname, fqdn := r.podHostname(pod)
 		if pod.Spec.SetHostnameAsFQDN != nil && *pod.Spec.SetHostnameAsFQDN && fqdn != "" {
 			hostname = fqdn

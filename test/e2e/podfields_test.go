@@ -314,3 +314,19 @@ func TestPodFieldsFileKeyRef(t *testing.T) {
 		t.Errorf("message %q", msg)
 	}
 }
+
+// hostnameOverride (HostnameOverride, beta and on in 1.35): the pod's
+// hostname is the override, dots and all, with no FQDN from its
+// subdomain; /etc/hosts names the pod IP with it alone.
+func TestPodFieldsHostnameOverride(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "override", "sh", "-c", "hostname; cat /etc/hostname; grep -v '^#' /etc/hosts | grep my.custom")
+	pod.Spec.Hostname, pod.Spec.Subdomain = "ignored", "sub"
+	pod.Spec.HostnameOverride = ptrTo("my.custom-host")
+	out := runOutput(t, pod)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || lines[0] != "my.custom-host" || lines[1] != "my.custom-host" || len(strings.Fields(lines[2])) != 2 || strings.Fields(lines[2])[1] != "my.custom-host" {
+		t.Fatalf("hostname, /etc/hostname, /etc/hosts: %q", out)
+	}
+}
