@@ -33,10 +33,8 @@ func (r *Runtime) fileKeyRefValue(pod *v1.Pod, ref *v1.FileKeySelector) (string,
 	if vol == nil {
 		return "", false, fmt.Errorf("cannot find the volume %q referenced by FileKeyRef", ref.VolumeName)
 	}
+	// The API allows emptyDir volumes only: the volume's own directory.
 	root := r.volumeDir(pod, vol.Name)
-	if vol.HostPath != nil {
-		root = vol.HostPath.Path
-	}
 	value, err := readEnvFile(root, ref.Path, ref.Key)
 	if err != nil {
 		log.WithError(err).WithField("pod", key(pod.Namespace, pod.Name)).Error("Failed to parse env file")
