@@ -230,6 +230,7 @@ var hostletGates = map[string]string{
 	"ClusterTrustBundle":                 "gated: through ClusterTrustBundleProjection, which needs it",
 	"EnvFiles":                           "gated: env fileKeyRef",
 	"HostnameOverride":                   "gated: hostnameOverride",
+	"PodCertificateRequest":              "gated: projected podCertificate sources",
 	"RecursiveReadOnlyMounts":            "always: volumeMounts' recursiveReadOnly",
 	"SupplementalGroupsPolicy":           "always: supplementalGroupsPolicy, status.features, containers' status.user",
 }

@@ -65,6 +65,10 @@ type Config struct {
 	// (the ClusterTrustBundleProjection gate on); nil, they fail as with
 	// the kubelet's gate off.
 	TrustBundles TrustBundles
+	// PodCertificates, if set, holds projected podCertificate sources'
+	// keys and certificates (the PodCertificateRequest gate on); nil, they
+	// fail as with the kubelet's gate off.
+	PodCertificates PodCertificates
 	// Gates are the kubelet's feature gates hostlet runs with (EnvFiles,
 	// HostnameOverride); nil: their defaults.
 	Gates featuregate.FeatureGate
@@ -178,6 +182,9 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 	// worker): a panic costs this cleanup, which the orphan sweep retries.
 	defer crash.Recover(l, nil)
 	r.tokens.forget(types.UID(uid))
+	if r.cfg.PodCertificates != nil {
+		r.cfg.PodCertificates.ForgetPod(types.UID(uid))
+	}
 	if r.cfg.Claims != nil {
 		r.cfg.Claims.Unprepare(ctx, types.UID(uid))
 	}

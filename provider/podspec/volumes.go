@@ -230,7 +230,7 @@ func (r *Runtime) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 	}
 	out := map[string]volumeFile{}
 	pr := src.Projected
-	for _, s := range pr.Sources {
+	for i, s := range pr.Sources {
 		var files map[string]volumeFile
 		var err error
 		switch {
@@ -244,6 +244,8 @@ func (r *Runtime) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 			files, err = r.tokenFiles(ctx, pod, s.ServiceAccountToken, pr.DefaultMode)
 		case s.ClusterTrustBundle != nil:
 			files, err = r.trustBundleFiles(pod, s.ClusterTrustBundle, pr.DefaultMode)
+		case s.PodCertificate != nil:
+			files, err = r.podCertificateFiles(pod, vol.Name, i, s.PodCertificate, pr.DefaultMode)
 		default:
 			err = fmt.Errorf("projected source not supported by hostlet")
 		}

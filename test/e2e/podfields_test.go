@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -23,6 +24,7 @@ import (
 	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // nodeSupportsRRO is what the node says of its default handler.
@@ -328,5 +330,123 @@ func TestPodFieldsHostnameOverride(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || lines[0] != "my.custom-host" || lines[1] != "my.custom-host" || len(strings.Fields(lines[2])) != 2 || strings.Fields(lines[2])[1] != "my.custom-host" {
 		t.Fatalf("hostname, /etc/hostname, /etc/hosts: %q", out)
+	}
+}
+
+// Projected podCertificate sources (PodCertificateRequest, beta in 1.35):
+// the node makes a key and a PodCertificateRequest for the pod, which the
+// test signs as the signer would; the pod starts with the key, the chain
+// and both together in its volume.
+func TestPodFieldsPodCertificate(t *testing.T) {
+	skipIfNoCluster(t)
+	ctx := ctxT(t)
+	c := cluster.Client()
+	res, err := c.Discovery().ServerResourcesForGroupVersion("certificates.k8s.io/v1beta1")
+	if err != nil || !slices.ContainsFunc(res.APIResources, func(r metav1.APIResource) bool { return r.Name == "podcertificaterequests" }) {
+		t.Skipf("the API server serves no PodCertificateRequests (%v): the harness enables them only on its own control plane", err)
+	}
+	ns := cluster.NewNamespace(t)
+	const signer = "e2e.hostlet.local/pods"
+	pod := busybox(ns, "podcert", "sh", "-c", "cat /certs/key.pem; echo ====; cat /certs/chain.pem; echo ====; cat /certs/creds.pem")
+	pod.Spec.Volumes = []v1.Volume{{Name: "certs", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
+		Sources: []v1.VolumeProjection{{PodCertificate: &v1.PodCertificateProjection{SignerName: signer, KeyType: "ECDSAP256",
+			KeyPath: "key.pem", CertificateChainPath: "chain.pem", CredentialBundlePath: "creds.pem"}}}}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "certs", MountPath: "/certs"}}
+	cluster.CreatePod(t, pod)
+	created, err := c.CoreV1().Pods(ns).Get(ctx, "podcert", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The signer: a CA of the test's, issuing for the request's key.
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "e2e-pod-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	var pcr *certificatesv1beta1.PodCertificateRequest
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := c.CertificatesV1beta1().PodCertificateRequests(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(l.Items) == 0 {
+			return false, nil
+		}
+		pcr = &l.Items[0]
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("no PodCertificateRequest from the node: %v", err)
+	}
+	s := pcr.Spec
+	if s.SignerName != signer || s.PodName != "podcert" || s.PodUID != created.UID || string(s.NodeName) != nodeName || s.ServiceAccountName != "default" || s.NodeUID == "" || s.ServiceAccountUID == "" {
+		t.Errorf("request spec %+v", s)
+	}
+	pub, err := x509.ParsePKIXPublicKey(s.PKIXPublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecPub, ok := pub.(*ecdsa.PublicKey)
+	if !ok || ecPub.Curve != elliptic.P256() {
+		t.Fatalf("public key %T, want ECDSA P-256", pub)
+	}
+	sum := sha256.Sum256([]byte(created.UID))
+	if !ecdsa.VerifyASN1(ecPub, sum[:], s.ProofOfPossession) {
+		t.Error("proof of possession does not verify over the pod UID")
+	}
+	notBefore := time.Now().Truncate(time.Second)
+	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "podcert"},
+		NotBefore: notBefore, NotAfter: notBefore.Add(2 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, pub, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER})) +
+		string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
+	pcr.Status = certificatesv1beta1.PodCertificateRequestStatus{
+		Conditions: []metav1.Condition{{Type: certificatesv1beta1.PodCertificateRequestConditionTypeIssued, Status: metav1.ConditionTrue,
+			Reason: "Issued", Message: "by the e2e test", LastTransitionTime: metav1.Now()}},
+		CertificateChain: chain,
+		NotBefore:        ptrTo(metav1.NewTime(notBefore)),
+		BeginRefreshAt:   ptrTo(metav1.NewTime(notBefore.Add(time.Hour))),
+		NotAfter:         ptrTo(metav1.NewTime(notBefore.Add(2 * time.Hour))),
+	}
+	if _, err := c.CertificatesV1beta1().PodCertificateRequests(ns).UpdateStatus(ctx, pcr, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("issuing: %v", err)
+	}
+
+	p := waitFor(t, ns, "podcert", 2*time.Minute, "finished", func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+	})
+	out, err := cluster.Kubectl(ctx, "-n", ns, "logs", "podcert")
+	if err != nil || p.Status.Phase != v1.PodSucceeded {
+		t.Fatalf("pod %s: %s %v", p.Status.Phase, out, err)
+	}
+	parts := strings.Split(out, "====\n")
+	if len(parts) != 3 {
+		t.Fatalf("output %q", out)
+	}
+	if parts[1] != chain {
+		t.Errorf("chain.pem = %q, want the issued chain", parts[1])
+	}
+	if parts[2] != parts[0]+chain {
+		t.Errorf("creds.pem = %q, want the key then the chain", parts[2])
+	}
+	blk, _ := pem.Decode([]byte(parts[0]))
+	if blk == nil || blk.Type != "PRIVATE KEY" {
+		t.Fatalf("key.pem = %q", parts[0])
+	}
+	key, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := key.(*ecdsa.PrivateKey); !ok || !k.PublicKey.Equal(ecPub) {
+		t.Error("key.pem is not the key the request was for")
 	}
 }
