@@ -67,9 +67,6 @@ type Config struct {
 	Events   Recorder
 	// Clock is the manager's time; nil is the real clock.
 	Clock clock.WithTicker
-	// Changed, if set, is told a pod's credentials changed (issued,
-	// refreshed, denied), so its volume is written again at once.
-	Changed func(uid types.UID)
 }
 
 // Manager issues and refreshes the node's pod certificates.
@@ -144,9 +141,6 @@ func (m *Manager) Run(ctx context.Context) {
 	<-ctx.Done()
 }
 
-// TrackPod queues the pod's podCertificate sources.
-func (m *Manager) TrackPod(pod *v1.Pod) { m.queuePod(pod.UID) }
-
 // ForgetPod drops the pod's keys and certificates.
 func (m *Manager) ForgetPod(uid types.UID) {
 	m.mu.Lock()
@@ -183,11 +177,10 @@ func (m *Manager) processNext(ctx context.Context) bool {
 	defer m.queue.Done(k)
 	l := log.WithFields(log.Fields{"pod": k.Namespace + "/" + k.PodName, "volume": k.VolumeName, "sourceIndex": k.SourceIndex})
 	defer crash.Recover(l, nil)
-	changed, err := m.handle(ctx, k)
-	if changed && m.cfg.Changed != nil {
-		m.cfg.Changed(types.UID(k.PodUID))
-	}
-	if err != nil {
+	// A change reaches the volume at its next write: the sandbox's retry
+	// while it waits for the first certificate, the periodic rewrite of
+	// content volumes (a minute) for a refresh, as the kubelet's resync.
+	if _, err := m.handle(ctx, k); err != nil {
 		l.WithError(err).Warn("while handling podCertificate projected volume source")
 		m.queue.AddRateLimited(k)
 		return true
