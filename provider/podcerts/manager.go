@@ -18,6 +18,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
 	"sync"
@@ -79,6 +80,9 @@ type Manager struct {
 
 	mu    sync.Mutex
 	store map[key]*record
+	// unserved says why there is no PodCertificateRequest API to ask
+	// ("" while there is, or until Run has looked).
+	unserved string
 
 	nodeUID types.UID
 }
@@ -124,6 +128,16 @@ func New(cfg Config) *Manager {
 // every minute for all pods (refreshes, abandoned requests).
 func (m *Manager) Run(ctx context.Context) {
 	defer m.queue.ShutDown()
+	// An API server without the API (its gate off, another version) would
+	// have the informer fail for ever: say so once, and to every pod that
+	// asks.
+	if why := m.apiUnserved(ctx); why != "" {
+		log.Warn("pod certificates: " + why)
+		m.mu.Lock()
+		m.unserved = why
+		m.mu.Unlock()
+		return
+	}
 	go m.pcrs.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), m.pcrs.HasSynced) {
 		return
@@ -139,6 +153,30 @@ func (m *Manager) Run(ctx context.Context) {
 		}
 	}, time.Second)
 	<-ctx.Done()
+}
+
+// apiUnserved says why the API server has no PodCertificateRequests for
+// the node to create, "" if it has; a discovery error is retried.
+func (m *Manager) apiUnserved(ctx context.Context) string {
+	gv := certificatesv1beta1.SchemeGroupVersion.String()
+	var why string
+	_ = wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(context.Context) (bool, error) {
+		res, err := m.cfg.Client.Discovery().ServerResourcesForGroupVersion(gv)
+		if err != nil && !apierrors.IsNotFound(err) {
+			log.WithError(err).Warn("pod certificates: discovering the PodCertificateRequest API")
+			return false, nil
+		}
+		why = "the API server serves no " + gv + " PodCertificateRequests"
+		if res != nil {
+			for _, r := range res.APIResources {
+				if r.Name == "podcertificaterequests" {
+					why = ""
+				}
+			}
+		}
+		return true, nil
+	})
+	return why
 }
 
 // ForgetPod drops the pod's keys and certificates.
@@ -194,8 +232,11 @@ func (m *Manager) processNext(ctx context.Context) bool {
 func (m *Manager) CredentialBundle(namespace, podName, podUID, volumeName string, sourceIndex int) ([]byte, []byte, error) {
 	k := key{Namespace: namespace, PodName: podName, PodUID: podUID, VolumeName: volumeName, SourceIndex: sourceIndex}
 	m.mu.Lock()
-	rec := m.store[k]
+	rec, unserved := m.store[k], m.unserved
 	m.mu.Unlock()
+	if unserved != "" {
+		return nil, nil, errors.New(unserved)
+	}
 	if rec == nil {
 		// Asked before the manager saw the pod: queue it now.
 		m.queuePod(types.UID(podUID))

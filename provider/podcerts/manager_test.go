@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	certlisters "k8s.io/client-go/listers/certificates/v1beta1"
 	k8stesting "k8s.io/client-go/testing"
@@ -273,5 +274,26 @@ func TestCleanCertificateChain(t *testing.T) {
 	want := "-----BEGIN CERTIFICATE-----\nAQID\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nBAUG\n-----END CERTIFICATE-----\n"
 	if got := string(cleanCertificateChain([]byte(in))); got != want {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// Without the API (an API server with the gate off) the manager says so to
+// every pod that asks, rather than run an informer that fails for ever.
+func TestManagerAPIUnserved(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	m, client, _, _ := testManager(t, certPod(), clk)
+	disc := client.Discovery().(*fakediscovery.FakeDiscovery)
+	disc.Resources = []*metav1.APIResourceList{{GroupVersion: "certificates.k8s.io/v1beta1",
+		APIResources: []metav1.APIResource{{Name: "clustertrustbundles"}}}}
+	if why := m.apiUnserved(context.Background()); why != "the API server serves no certificates.k8s.io/v1beta1 PodCertificateRequests" {
+		t.Fatalf("unserved: %q", why)
+	}
+	disc.Resources[0].APIResources = append(disc.Resources[0].APIResources, metav1.APIResource{Name: "podcertificaterequests"})
+	if why := m.apiUnserved(context.Background()); why != "" {
+		t.Fatalf("served: %q", why)
+	}
+	m.unserved = "the API server serves no certificates.k8s.io/v1beta1 PodCertificateRequests"
+	if _, _, err := m.CredentialBundle("ns", "p", "pod-uid", "certs", 1); err == nil || err.Error() != m.unserved {
+		t.Fatalf("asked: %v", err)
 	}
 }
