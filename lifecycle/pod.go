@@ -39,6 +39,9 @@ type Config struct {
 	// Clock is the worker's time (back-off, deadlines, grace periods, probe
 	// periods); nil is the real clock.
 	Clock clock.WithTickerAndDelayedExecution
+	// VolumeMounts, if set, are a container's status.volumeMounts (with
+	// each read-only mount's recursiveReadOnly as the node resolves it).
+	VolumeMounts func(pod *v1.Pod, c *v1.Container) []v1.VolumeMountStatus
 }
 
 // container is the worker's record of one container name across attempts.

@@ -29,6 +29,9 @@ type ContainerInfo struct {
 	// BackoffApplied and BackoffNext are the crash-loop back-off recorded
 	// with RecordBackoff, for adoption after a restart.
 	BackoffApplied, BackoffNext time.Duration
+	// User is the identity the process runs with (its uid, gid and
+	// supplementary groups, as the runtime set them), nil if unknown.
+	User *v1.ContainerUser
 }
 
 // Failure is a container that could not be started, with the kubelet's

@@ -39,6 +39,9 @@ func (p *Pod) containerStatus(c *v1.Container, pending string, sidecar, init boo
 	st := v1.ContainerStatus{Name: c.Name, Image: c.Image}
 	f := false
 	st.Started = &f
+	if p.cfg.VolumeMounts != nil {
+		st.VolumeMounts = p.cfg.VolumeMounts(p.pod, c)
+	}
 	rec := p.containers[c.Name]
 	if rec == nil || rec.cur.ID == "" {
 		reason, msg := pending, ""
@@ -58,6 +61,9 @@ func (p *Pod) containerStatus(c *v1.Container, pending string, sidecar, init boo
 	if cur.Image != "" {
 		st.Image = cur.Image
 	}
+	// As the kubelet, whatever the state: what the runtime says the
+	// process runs (or ran) as.
+	st.User = cur.User.DeepCopy()
 	// lastState is the instance before the newest one the runtime still
 	// has. The kubelet removes all but the newest dead instance of a
 	// container at each exit, so the one before shows only while its

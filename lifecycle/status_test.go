@@ -185,3 +185,33 @@ func TestStatusKeepsResourceClaimStatuses(t *testing.T) {
 }
 
 func ptr32(v int32) *int32 { return &v }
+
+// status.volumeMounts come from Config.VolumeMounts for every container,
+// waiting ones too, as the kubelet's; status.user is the runtime's, for an
+// instance that exists.
+func TestStatusVolumeMountsAndUser(t *testing.T) {
+	spec := v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, Containers: []v1.Container{{Name: "c", Image: "busybox"}, {Name: "w", Image: "busybox"}}}
+	run := instance("a", 0, true, 0)
+	run.User = &v1.ContainerUser{Linux: &v1.LinuxContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 60000}}}
+	p := statusPod(spec, map[string]*container{"c": {name: "c", cur: run}}, true, false)
+	mode := v1.RecursiveReadOnlyEnabled
+	p.cfg.VolumeMounts = func(_ *v1.Pod, c *v1.Container) []v1.VolumeMountStatus {
+		return []v1.VolumeMountStatus{{Name: "v-" + c.Name, MountPath: "/v", ReadOnly: true, RecursiveReadOnly: &mode}}
+	}
+	st := p.computeStatus()
+	byName := map[string]v1.ContainerStatus{}
+	for _, s := range st.ContainerStatuses {
+		byName[s.Name] = s
+	}
+	for _, n := range []string{"c", "w"} {
+		if vm := byName[n].VolumeMounts; len(vm) != 1 || vm[0].Name != "v-"+n || *vm[0].RecursiveReadOnly != mode {
+			t.Errorf("%s: volumeMounts %+v", n, vm)
+		}
+	}
+	if u := byName["c"].User; u == nil || u.Linux.UID != 1000 || len(u.Linux.SupplementalGroups) != 2 {
+		t.Errorf("running container's user %+v", u)
+	}
+	if u := byName["w"].User; u != nil {
+		t.Errorf("waiting container's user %+v, want none", u)
+	}
+}

@@ -78,7 +78,7 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		l.Info("resuming the termination of a pod")
 	}
 	wctx, cancel := context.WithCancel(p.ctx)
-	w := lifecycle.NewPod(pod, lifecycle.Config{
+	cfg := lifecycle.Config{
 		Runtime:    guardedRuntime{p.host, pod},
 		Recorder:   p.events,
 		Backoff:    p.cfg.Backoff,
@@ -87,12 +87,24 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		Terminated: p.terminated,
 		Released:   p.released,
 		Prober:     p.prober,
-	})
+	}
+	if vm, ok := p.host.(volumeMountReporter); ok {
+		cfg.VolumeMounts = func(pod *v1.Pod, c *v1.Container) []v1.VolumeMountStatus {
+			return vm.VolumeMountStatuses(wctx, pod, c)
+		}
+	}
+	w := lifecycle.NewPod(pod, cfg)
 	p.allocated(w, pod, alloc)
 	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel, seen: time.Now(), running: pod.Status.Phase == v1.PodRunning,
 		resources: containerResources(pod)}
 	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
 	return admission{started: w, ctx: wctx}
+}
+
+// volumeMountReporter gives containers' status.volumeMounts
+// (podspec.Runtime).
+type volumeMountReporter interface {
+	VolumeMountStatuses(ctx context.Context, pod *v1.Pod, c *v1.Container) []v1.VolumeMountStatus
 }
 
 // markGone remembers a pod whose host cleanup is done or under way, and

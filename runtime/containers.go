@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,8 +20,10 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
+	"github.com/containerd/typeurl/v2"
 	"github.com/hostlet/hostlet/crash"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -51,6 +54,11 @@ const (
 	// labelHandler is the runtime handler the container runs with (its
 	// pod's); none on containers of older hostlets: the default one.
 	labelHandler = "hostlet.runtime-handler"
+	// labelUser is "<uid>:<gid>:<group>,<group>...", the process's
+	// identity as its spec has it (containerd resolved the image's user
+	// and groups), read back for the container status's user.linux; none
+	// on containers of older hostlets: read from the spec.
+	labelUser = "hostlet.user"
 )
 
 // State of a container as the runtime sees it.
@@ -78,6 +86,15 @@ type ContainerStatus struct {
 	// BackoffApplied and BackoffNext restore crash-loop back-off after a
 	// restart of hostlet.
 	BackoffApplied, BackoffNext time.Duration
+	// User is the process's identity, nil if unknown.
+	User *User
+}
+
+// User is the identity of a container's process as CRI reports it: its uid,
+// gid and supplementary groups (the gid among them).
+type User struct {
+	UID, GID           uint32
+	SupplementalGroups []uint32
 }
 
 // Mount binds a host path into a container.
@@ -89,6 +106,9 @@ type Mount struct {
 	// volume mounted with the pod's mapping), so in a pod with a user
 	// namespace it is not idmapped again.
 	IDMapped bool
+	// RecursiveReadOnly makes the mounts below it read-only too (runc's
+	// "rro"); only with ReadOnly, and a handler able to.
+	RecursiveReadOnly bool
 }
 
 // Propagation is a bind mount's mount propagation, CRI's MountPropagation:
@@ -159,6 +179,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 	if err != nil {
 		return "", fmt.Errorf("runtime handler of the pod: %w", err)
 	}
+	if err := checkRecursiveReadOnly(cfg.Mounts, handler); err != nil {
+		return "", err
+	}
 	logPath := r.containerLogPath(s.Namespace, s.Name, s.UID, cfg.Name, cfg.Attempt)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o750); err != nil {
 		return "", err
@@ -205,6 +228,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 		containerd.WithNewSnapshot(id, cfg.Image.image, snapshotOpts(s.IDMap)...),
 		withNewSpec(id, specOpts),
 		containerd.WithContainerLabels(labels),
+		withUserLabel,
 		handler.newContainerOpts(s.CgroupParent))
 	if err != nil {
 		return "", err
@@ -221,6 +245,66 @@ func withNewSpec(id string, opts []oci.SpecOpts) containerd.NewContainerOpts {
 		}
 		return nil
 	}
+}
+
+// withUserLabel records the spec's process user on the container
+// (labelUser), so that statuses need not decode the spec.
+func withUserLabel(_ context.Context, _ *containerd.Client, c *containers.Container) error {
+	u, err := specUser(c)
+	if err != nil || u == nil {
+		return err
+	}
+	if c.Labels == nil {
+		c.Labels = map[string]string{}
+	}
+	c.Labels[labelUser] = formatUser(*u)
+	return nil
+}
+
+func specUser(c *containers.Container) (*User, error) {
+	if c.Spec == nil {
+		return nil, nil
+	}
+	var s specs.Spec
+	if err := typeurl.UnmarshalTo(c.Spec, &s); err != nil {
+		return nil, err
+	}
+	if s.Process == nil {
+		return nil, nil
+	}
+	u := s.Process.User
+	return &User{UID: u.UID, GID: u.GID, SupplementalGroups: u.AdditionalGids}, nil
+}
+
+func formatUser(u User) string {
+	groups := make([]string, len(u.SupplementalGroups))
+	for i, g := range u.SupplementalGroups {
+		groups[i] = strconv.FormatUint(uint64(g), 10)
+	}
+	return fmt.Sprintf("%d:%d:%s", u.UID, u.GID, strings.Join(groups, ","))
+}
+
+func parseUser(s string) *User {
+	parts := strings.SplitN(s, ":", 3)
+	if len(parts) != 3 {
+		return nil
+	}
+	uid, err1 := strconv.ParseUint(parts[0], 10, 32)
+	gid, err2 := strconv.ParseUint(parts[1], 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	u := &User{UID: uint32(uid), GID: uint32(gid)}
+	if parts[2] != "" {
+		for _, g := range strings.Split(parts[2], ",") {
+			n, err := strconv.ParseUint(g, 10, 32)
+			if err != nil {
+				return nil
+			}
+			u.SupplementalGroups = append(u.SupplementalGroups, uint32(n))
+		}
+	}
+	return u
 }
 
 // ProcessArgs applies the Kubernetes command/args rules to the image's
@@ -502,6 +586,11 @@ func statusFromInfo(info containers.Container, boot string) ContainerStatus {
 		LogPath:            l[labelLogPath],
 		TerminationLogPath: l[labelTermLog],
 		Reason:             l[labelReason],
+	}
+	if v, ok := l[labelUser]; ok {
+		st.User = parseUser(v)
+	} else {
+		st.User, _ = specUser(&info)
 	}
 	st.Attempt, _ = strconv.Atoi(l[labelAttempt])
 	st.BackoffApplied, st.BackoffNext = parseBackoff(l[labelBackoff], boot)

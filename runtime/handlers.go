@@ -50,6 +50,10 @@ type RuntimeHandler struct {
 	// UserNamespaces: pods of this handler may have hostUsers: false
 	// (containerd found the runtime able to, and so did hostlet).
 	UserNamespaces bool
+	// RecursiveReadOnlyMounts: the runtime makes volumeMounts'
+	// recursiveReadOnly mounts (its "rro" mount option, on a kernel that
+	// has mount_setattr).
+	RecursiveReadOnlyMounts bool
 	// Unsupported says why hostlet refuses to run pods with this handler
 	// ("" when it runs them).
 	Unsupported string
@@ -102,14 +106,16 @@ func ParseCRIHandlers(configJSON string, features []*criapi.RuntimeHandler, user
 	if _, ok := rts[cfg.Containerd.DefaultRuntimeName]; !ok {
 		return nil, fmt.Errorf("containerd's CRI config has no runtime for its default %q", cfg.Containerd.DefaultRuntimeName)
 	}
-	usernsOf := map[string]bool{}
+	usernsOf, rroOf := map[string]bool{}, map[string]bool{}
 	for _, f := range features {
 		usernsOf[f.GetName()] = f.GetFeatures().GetUserNamespaces()
+		rroOf[f.GetName()] = f.GetFeatures().GetRecursiveReadOnlyMounts()
 	}
 	out := map[string]*RuntimeHandler{}
 	for name, rt := range rts {
 		h := handlerOf(name, rt)
 		h.UserNamespaces = userns && usernsOf[name]
+		h.RecursiveReadOnlyMounts = rroOf[name]
 		out[name] = h
 		if name == cfg.Containerd.DefaultRuntimeName {
 			d := *h
@@ -201,11 +207,13 @@ func integralFloats(m map[string]any) map[string]any {
 
 // defaultHandlers is the table without containerd's CRI plugin (Docker's
 // containerd.io package turns it off): containerd's default runtime, runc
-// with its default options, as "" and "runc".
-func defaultHandlers(userns bool) map[string]*RuntimeHandler {
+// with its default options, as "" and "runc"; rro: it makes recursive
+// read-only mounts, as hostlet found.
+func defaultHandlers(userns, rro bool) map[string]*RuntimeHandler {
 	out := map[string]*RuntimeHandler{}
 	for _, name := range []string{DefaultHandler, runcHandler} {
-		out[name] = &RuntimeHandler{Name: name, Type: defaults.DefaultRuntime, UserNamespaces: userns, runc: &runcoptions.Options{}}
+		out[name] = &RuntimeHandler{Name: name, Type: defaults.DefaultRuntime, UserNamespaces: userns,
+			RecursiveReadOnlyMounts: rro, runc: &runcoptions.Options{}}
 	}
 	return out
 }
@@ -235,7 +243,7 @@ func (r *Runtime) loadHandlers(ctx context.Context) (map[string]*RuntimeHandler,
 	var out map[string]*RuntimeHandler
 	switch {
 	case err != nil: // Unimplemented: no CRI plugin
-		out = defaultHandlers(userns)
+		out = defaultHandlers(userns, r.recursiveReadOnlySupported(ctx))
 	default:
 		cfg, ok := resp.GetInfo()["config"]
 		if !ok {

@@ -171,7 +171,7 @@ func TestRuntimeHandlerLookup(t *testing.T) {
 
 // Without containerd's CRI plugin the default runtime is all there is.
 func TestDefaultHandlers(t *testing.T) {
-	table := defaultHandlers(true)
+	table := defaultHandlers(true, false)
 	if len(table) != 2 || table[DefaultHandler] == nil || table["runc"] == nil {
 		t.Fatalf("table %v", table)
 	}

@@ -67,7 +67,12 @@ type Runtime struct {
 	// usernsOnce checks once whether pods can have user namespaces.
 	usernsOnce sync.Once
 	usernsErr  error
-	cdi        *cdiCache
+	// rroOnce checks once whether recursive read-only mounts can be made
+	// (rro.go).
+	rroOnce sync.Once
+	rro     bool
+
+	cdi *cdiCache
 
 	// podLogsDir and containerLogsDir are where container logs and their
 	// symlinks go (logpaths.go).

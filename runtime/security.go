@@ -18,11 +18,15 @@ type Security struct {
 	RunAsUser, RunAsGroup *int64
 	// SupplementalGroups include the pod's fsGroup.
 	SupplementalGroups []int64
-	ReadOnlyRootFS     bool
-	Privileged         bool
-	NoNewPrivileges    bool
-	CapAdd, CapDrop    []string
-	Sysctls            map[string]string
+	// StrictGroups is supplementalGroupsPolicy Strict: the process gets
+	// its gid and SupplementalGroups only, not the groups the image's
+	// /etc/group gives its user (Merge, the default, adds those).
+	StrictGroups    bool
+	ReadOnlyRootFS  bool
+	Privileged      bool
+	NoNewPrivileges bool
+	CapAdd, CapDrop []string
+	Sysctls         map[string]string
 	// Seccomp is "" or "Unconfined" (none, the kubelet's default),
 	// "RuntimeDefault", or the path of a localhost profile.
 	Seccomp string
@@ -74,12 +78,19 @@ func securityOpts(sec Security, inUserNS bool) []oci.SpecOpts {
 	case sec.RunAsGroup != nil:
 		opts = append(opts, withGID(uint32(*sec.RunAsGroup)))
 	}
-	if sec.RunAsUser != nil {
-		// Groups of the user from the image's /etc/group, as CRI adds them.
-		opts = append(opts, oci.WithAdditionalGIDs(strconv.FormatInt(*sec.RunAsUser, 10)))
-	}
-	if len(sec.SupplementalGroups) > 0 {
-		opts = append(opts, withExtraGIDs(sec.SupplementalGroups))
+	switch {
+	case sec.StrictGroups:
+		// After the image config and the user: whatever they read from the
+		// image's /etc/group is replaced.
+		opts = append(opts, withStrictGIDs(sec.SupplementalGroups))
+	default:
+		if sec.RunAsUser != nil {
+			// Groups of the user from the image's /etc/group, as CRI adds them.
+			opts = append(opts, oci.WithAdditionalGIDs(strconv.FormatInt(*sec.RunAsUser, 10)))
+		}
+		if len(sec.SupplementalGroups) > 0 {
+			opts = append(opts, withExtraGIDs(sec.SupplementalGroups))
+		}
 	}
 	if sec.Privileged {
 		opts = append(opts, oci.WithPrivileged)
@@ -245,6 +256,21 @@ func withExtraGIDs(groups []int64) oci.SpecOpts {
 				have[uint32(g)] = true
 			}
 		}
+		return nil
+	}
+}
+
+// withStrictGIDs gives the process its gid and groups, nothing else, in
+// ascending order, as CRI's Strict policy does (WithUser's gid merged with
+// the pod's groups).
+func withStrictGIDs(groups []int64) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		gids := []uint32{s.Process.User.GID}
+		for _, g := range groups {
+			gids = append(gids, uint32(g))
+		}
+		slices.Sort(gids)
+		s.Process.User.AdditionalGids = slices.Compact(gids)
 		return nil
 	}
 }

@@ -76,6 +76,10 @@ func specFor(cfg ContainerConfig, args []string, termLog string, cgroupV2 bool) 
 	for _, m := range cfg.Mounts {
 		b := bind(m.HostPath, m.ContainerPath, m.ReadOnly)
 		b.Options[1] = m.Propagation.option() // in place of bind's rprivate
+		if m.RecursiveReadOnly && m.ReadOnly {
+			// runc's recursive read-only in place of "ro", as CRI passes it.
+			b.Options[len(b.Options)-1] = "rro"
+		}
 		mounts = append(mounts, b)
 	}
 	if s.IDMap != nil {

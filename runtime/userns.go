@@ -298,33 +298,46 @@ func (r *Runtime) checkUserNS(ctx context.Context) error {
 // containerd) for user namespaces and idmapped mounts, as CRI decides a
 // runtime handler's userNamespaces feature.
 func (r *Runtime) ociRuntimeSupportsUserNS(ctx context.Context) error {
-	req := &apitypes.RuntimeRequest{RuntimePath: defaults.DefaultRuntime}
-	resp, err := r.client.IntrospectionService().PluginInfo(ctx, string(plugins.RuntimePluginV2), "task", req)
+	f, err := r.ociRuntimeFeatures(ctx)
 	if err != nil {
-		return fmt.Errorf("runtime features: %w", err)
+		return err
 	}
-	var info apitypes.RuntimeInfo
-	if resp.Extra == nil {
-		return fmt.Errorf("runtime %s reports no features", defaults.DefaultRuntime)
-	}
-	if err := typeurl.UnmarshalTo(resp.Extra, &info); err != nil {
-		return fmt.Errorf("runtime features: %w", err)
-	}
-	if info.Features == nil {
-		return fmt.Errorf("runtime %s reports no features", defaults.DefaultRuntime)
-	}
-	x, err := typeurl.UnmarshalAny(info.Features)
-	if err != nil {
-		return fmt.Errorf("runtime features: %w", err)
-	}
-	f, ok := x.(*features.Features)
-	if !ok || f.Linux == nil || !slices.Contains(f.Linux.Namespaces, "user") {
+	if f.Linux == nil || !slices.Contains(f.Linux.Namespaces, "user") {
 		return fmt.Errorf("runtime %s has no user namespaces", defaults.DefaultRuntime)
 	}
 	if m := f.Linux.MountExtensions; m == nil || m.IDMap == nil || m.IDMap.Enabled == nil || !*m.IDMap.Enabled {
 		return fmt.Errorf("runtime %s has no idmapped mounts", defaults.DefaultRuntime)
 	}
 	return nil
+}
+
+// ociRuntimeFeatures are the default runtime's features ("runc features"),
+// as containerd's introspection service reports them.
+func (r *Runtime) ociRuntimeFeatures(ctx context.Context) (*features.Features, error) {
+	req := &apitypes.RuntimeRequest{RuntimePath: defaults.DefaultRuntime}
+	resp, err := r.client.IntrospectionService().PluginInfo(ctx, string(plugins.RuntimePluginV2), "task", req)
+	if err != nil {
+		return nil, fmt.Errorf("runtime features: %w", err)
+	}
+	var info apitypes.RuntimeInfo
+	if resp.Extra == nil {
+		return nil, fmt.Errorf("runtime %s reports no features", defaults.DefaultRuntime)
+	}
+	if err := typeurl.UnmarshalTo(resp.Extra, &info); err != nil {
+		return nil, fmt.Errorf("runtime features: %w", err)
+	}
+	if info.Features == nil {
+		return nil, fmt.Errorf("runtime %s reports no features", defaults.DefaultRuntime)
+	}
+	x, err := typeurl.UnmarshalAny(info.Features)
+	if err != nil {
+		return nil, fmt.Errorf("runtime features: %w", err)
+	}
+	f, ok := x.(*features.Features)
+	if !ok {
+		return nil, fmt.Errorf("runtime %s reports features of type %T", defaults.DefaultRuntime, x)
+	}
+	return f, nil
 }
 
 // tryIDMap makes a detached idmapped clone of path, as runc will for a

@@ -228,6 +228,13 @@ var hostletGates = map[string]string{
 	"KubeletFineGrainedAuthz":                          "always: the kubelet API's fine-grained subresources before nodes/proxy",
 	"KubeletServiceAccountTokenForCredentialProviders": "gated: credential provider plugins' tokenAttributes need it",
 	"NodeLogQuery":                                     "gated: enableSystemLogQuery needs it",
+	"ClusterTrustBundleProjection":                     "gated: projected clusterTrustBundle sources",
+	"ClusterTrustBundle":                               "gated: through ClusterTrustBundleProjection, which needs it",
+	"EnvFiles":                                         "gated: env fileKeyRef",
+	"HostnameOverride":                                 "gated: hostnameOverride",
+	"PodCertificateRequest":                            "gated: projected podCertificate sources",
+	"RecursiveReadOnlyMounts":                          "always: volumeMounts' recursiveReadOnly",
+	"SupplementalGroupsPolicy":                         "always: supplementalGroupsPolicy, status.features, containers' status.user",
 }
 
 // resolveKubeletConfig makes the configuration effective as the kubelet

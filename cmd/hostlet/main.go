@@ -25,6 +25,7 @@ import (
 	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/provider/health"
 	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/podcerts"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/podsync"
 	"github.com/hostlet/hostlet/provider/server"
@@ -173,6 +174,20 @@ func run(ctx context.Context, o *options) error {
 	// registry, whose workers run pods through the translation.
 	var prov *provider.Provider
 	activeAllocated := func() ([]*v1.Pod, bool) { return allocatedPods(inf.activePods, prov.ActivePods, prov.Pod) }
+	// The kubelet's trust bundle manager exists only with its gate on;
+	// without, projected clusterTrustBundle sources fail as with it off.
+	var trustBundles podspec.TrustBundles
+	if o.gates.Enabled("ClusterTrustBundleProjection") {
+		trustBundles = podspec.NewLazyTrustBundles(ctx, c.api, 2*o.maxPods)
+	}
+	// The kubelet's pod certificate manager, likewise behind its gate.
+	var podCerts *podcerts.Manager
+	var podCertsIface podspec.PodCertificates
+	if o.gates.Enabled("PodCertificateRequest") {
+		podCerts = podcerts.New(podcerts.Config{Client: c.api, NodeName: name, Events: podEvents,
+			Pods: podsOf{pod: func(uid types.UID) *v1.Pod { return prov.Pod(uid) }, active: func() []*v1.Pod { return prov.ActivePods() }}})
+		podCertsIface = podCerts
+	}
 	spec := podspec.New(podspec.Config{
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
@@ -182,6 +197,7 @@ func run(ctx context.Context, o *options) error {
 		PersistentVolumes: c.api.CoreV1(),
 		RuntimeClasses:    inf.runtimeClasses.Lister(), RuntimeClassesSynced: inf.runtimeClasses.Informer().HasSynced,
 		CredentialProviders: creds,
+		TrustBundles:        trustBundles, Gates: o.gates, PodCertificates: podCertsIface,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
@@ -195,6 +211,9 @@ func run(ctx context.Context, o *options) error {
 		GracePeriod: o.shutdownGrace, CriticalGracePeriod: o.shutdownCritical,
 	}, nd, prov, pods.Statuses(), events)
 	go spec.Run(ctx)
+	if podCerts != nil {
+		go podCerts.Run(ctx)
+	}
 	go prov.Run(ctx)
 	go rt.RotateLogs(ctx, rotation)
 	go rt.Cgroups().RefreshQOS(ctx, runtime.QOSRefreshInterval, func() (int64, bool) {
@@ -389,3 +408,13 @@ func allocatedPods(api func() ([]*v1.Pod, bool), workers func() []*v1.Pod, worke
 	}
 	return out, true
 }
+
+// podsOf adapts the provider's registry, made after the manager that
+// reads it, to podcerts.Pods.
+type podsOf struct {
+	pod    func(types.UID) *v1.Pod
+	active func() []*v1.Pod
+}
+
+func (p podsOf) Pod(uid types.UID) *v1.Pod { return p.pod(uid) }
+func (p podsOf) ActivePods() []*v1.Pod     { return p.active() }

@@ -150,6 +150,7 @@ func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
 	health := rt.Healthy(ctx)
 	node.Status.NodeInfo = n.nodeInfo(ctx, health)
 	node.Status.RuntimeHandlers = n.runtimeHandlers(ctx, health)
+	node.Status.Features = nodeFeatures()
 	n.node = node
 	node.Status.Conditions = n.conditions(ctx, health, nil)
 	return n, nil
@@ -236,6 +237,7 @@ func (n *Node) refresh(ctx context.Context) {
 	next.Status.NodeInfo = n.nodeInfo(ctx, health)
 	next.Status.RuntimeHandlers = n.runtimeHandlers(ctx, health)
 	next.Status.Images = n.images(ctx, health)
+	next.Status.Features = nodeFeatures()
 	next.Status.Conditions = n.conditions(ctx, health, prev.Status.Conditions)
 	if equality.Semantic.DeepEqual(withoutHeartbeats(prev.Status), withoutHeartbeats(next.Status)) {
 		// Nothing changed here: the Node in the API may have, by someone
@@ -398,14 +400,20 @@ func (n *Node) runtimeHandlers(ctx context.Context, health error) []v1.NodeRunti
 	return n.node.Status.RuntimeHandlers
 }
 
-// NodeRuntimeHandlers are handlers as the node status has them. Recursive
-// read-only mounts are false whatever the runtime could: hostlet does not
-// make them (a volumeMount's recursiveReadOnly is not applied).
+// nodeFeatures is status.features as the kubelet's NodeFeatures setter
+// writes it: supplementalGroupsPolicy true, as hostlet applies Strict
+// itself whatever the runtime (the kubelet reports its CRI runtime's
+// feature, which containerd has).
+func nodeFeatures() *v1.NodeFeatures {
+	return &v1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)}
+}
+
+// NodeRuntimeHandlers are handlers as the node status has them.
 func NodeRuntimeHandlers(hs []runtime.RuntimeHandler) []v1.NodeRuntimeHandler {
 	out := make([]v1.NodeRuntimeHandler, len(hs))
 	for i, h := range hs {
 		out[i] = v1.NodeRuntimeHandler{Name: h.Name, Features: &v1.NodeRuntimeHandlerFeatures{
-			RecursiveReadOnlyMounts: ptr.To(false),
+			RecursiveReadOnlyMounts: ptr.To(h.RecursiveReadOnlyMounts),
 			UserNamespaces:          ptr.To(h.UserNamespaces),
 		}}
 	}

@@ -22,7 +22,7 @@ const reactSpacing = time.Second
 // built as the kubelet's status setters build theirs on the Node it got from
 // the API: hostlet's conditions (transition time kept from the API while the
 // status is the same), addresses, capacity and allocatable, node info and
-// daemon endpoints, runtime handlers, images; what others own is kept (their
+// daemon endpoints, runtime handlers, images, features; what others own is kept (their
 // conditions, extended resources advertised by hand, config).
 func desiredStatus(api, want v1.NodeStatus, now metav1.Time) v1.NodeStatus {
 	out := *api.DeepCopy()
@@ -61,6 +61,9 @@ func desiredStatus(api, want v1.NodeStatus, now metav1.Time) v1.NodeStatus {
 	out.DaemonEndpoints = want.DaemonEndpoints
 	out.RuntimeHandlers = want.RuntimeHandlers
 	out.Images = want.Images
+	if want.Features != nil {
+		out.Features = want.Features.DeepCopy()
+	}
 	return out
 }
 
@@ -81,6 +84,7 @@ func statusDiff(a, b v1.NodeStatus) []string {
 		{"daemonEndpoints", a.DaemonEndpoints, b.DaemonEndpoints},
 		{"images", a.Images, b.Images},
 		{"runtimeHandlers", a.RuntimeHandlers, b.RuntimeHandlers},
+		{"features", a.Features, b.Features},
 	} {
 		if !equality.Semantic.DeepEqual(f.x, f.y) {
 			out = append(out, f.name)

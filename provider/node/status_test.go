@@ -186,14 +186,17 @@ func TestNodeNetworkNotReadyMessage(t *testing.T) {
 // The runtime handlers as the kubelet's setter reports them: each with
 // both features set; hostlet's (from containerd) replace the API's.
 func TestRuntimeHandlersStatus(t *testing.T) {
-	got := NodeRuntimeHandlers([]runtime.RuntimeHandler{{Name: "", UserNamespaces: true}, {Name: "crun"}})
+	got := NodeRuntimeHandlers([]runtime.RuntimeHandler{{Name: "", UserNamespaces: true, RecursiveReadOnlyMounts: true}, {Name: "crun"}})
 	if len(got) != 2 || got[0].Name != "" || got[1].Name != "crun" {
 		t.Fatalf("handlers %+v", got)
 	}
 	for _, h := range got {
-		if h.Features == nil || h.Features.RecursiveReadOnlyMounts == nil || *h.Features.RecursiveReadOnlyMounts || h.Features.UserNamespaces == nil {
+		if h.Features == nil || h.Features.RecursiveReadOnlyMounts == nil || h.Features.UserNamespaces == nil {
 			t.Errorf("%q: features %+v", h.Name, h.Features)
 		}
+	}
+	if !*got[0].Features.RecursiveReadOnlyMounts || *got[1].Features.RecursiveReadOnlyMounts {
+		t.Errorf("recursive read-only: default %v, crun %v", *got[0].Features.RecursiveReadOnlyMounts, *got[1].Features.RecursiveReadOnlyMounts)
 	}
 	if !*got[0].Features.UserNamespaces || *got[1].Features.UserNamespaces {
 		t.Errorf("user namespaces: default %v, crun %v", *got[0].Features.UserNamespaces, *got[1].Features.UserNamespaces)
@@ -210,5 +213,21 @@ func TestRuntimeHandlersStatus(t *testing.T) {
 	}
 	if d := statusDiff(api, st); len(d) != 1 || d[0] != "runtimeHandlers" {
 		t.Errorf("diff %v, want runtimeHandlers", d)
+	}
+}
+
+// status.features as the kubelet's setter writes it, put back when someone
+// removes it.
+func TestNodeFeaturesStatus(t *testing.T) {
+	want := v1.NodeStatus{Features: nodeFeatures()}
+	if f := want.Features; f.SupplementalGroupsPolicy == nil || !*f.SupplementalGroupsPolicy {
+		t.Fatalf("features %+v", f)
+	}
+	st := desiredStatus(v1.NodeStatus{}, want, metav1.Unix(1, 0))
+	if st.Features == nil || !*st.Features.SupplementalGroupsPolicy {
+		t.Fatalf("desired features %+v", st.Features)
+	}
+	if d := statusDiff(v1.NodeStatus{}, st); len(d) != 1 || d[0] != "features" {
+		t.Errorf("diff %v, want features", d)
 	}
 }

@@ -79,7 +79,7 @@ func TestClaimWaitsUntilBound(t *testing.T) {
 	if got := failedMount(t, err); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if _, err := r.containerMounts(pod, &pod.Spec.Containers[0], nil, nil); err == nil {
+	if _, err := r.containerMounts(context.Background(), pod, &pod.Spec.Containers[0], nil, nil); err == nil {
 		t.Error("a container mounts a volume not set up")
 	}
 	pvc.Status.Phase = v1.ClaimBound
@@ -88,7 +88,7 @@ func TestClaimWaitsUntilBound(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
 		t.Errorf("DirectoryOrCreate hostPath PV not made: %v", err)
 	}
-	ms, err := r.containerMounts(pod, &pod.Spec.Containers[0], nil, nil)
+	ms, err := r.containerMounts(context.Background(), pod, &pod.Spec.Containers[0], nil, nil)
 	if err != nil || len(ms) != 1 || ms[0].HostPath != path || ms[0].ReadOnly {
 		t.Errorf("mounts %+v %v, want %s read-write", ms, err, path)
 	}
@@ -119,7 +119,7 @@ func TestClaimHostPathPV(t *testing.T) {
 
 	pod := claimPod("p", "data", true)
 	must(t, r.setupVolumes(ctx, pod, nil))
-	ms, err := r.containerMounts(pod, &pod.Spec.Containers[0], nil, nil)
+	ms, err := r.containerMounts(context.Background(), pod, &pod.Spec.Containers[0], nil, nil)
 	if err != nil || len(ms) != 1 || ms[0].HostPath != dir || !ms[0].ReadOnly {
 		t.Errorf("mounts %+v %v, want %s read-only", ms, err, dir)
 	}
@@ -164,7 +164,7 @@ func TestClaimLocalPV(t *testing.T) {
 	must(t, r.setupVolumes(ctx, pod, nil))
 	must(t, r.setupVolumes(ctx, pod, nil)) // set up once, not stacked
 	target := filepath.Join(r.cfg.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~local-volume", "pv-l")
-	ms, err := r.containerMounts(pod, &pod.Spec.Containers[0], nil, nil)
+	ms, err := r.containerMounts(context.Background(), pod, &pod.Spec.Containers[0], nil, nil)
 	if err != nil || len(ms) != 1 || ms[0].HostPath != target || ms[0].ReadOnly {
 		t.Fatalf("mounts %+v %v, want %s read-write", ms, err, target)
 	}
@@ -181,7 +181,7 @@ func TestClaimLocalPV(t *testing.T) {
 	podRO := claimPod("p-ro", "ro", false)
 	t.Cleanup(func() { _ = r.teardownVolumes(string(podRO.UID)) })
 	must(t, r.setupVolumes(ctx, podRO, nil))
-	ms, err = r.containerMounts(podRO, &podRO.Spec.Containers[0], nil, nil)
+	ms, err = r.containerMounts(context.Background(), podRO, &podRO.Spec.Containers[0], nil, nil)
 	if err != nil || len(ms) != 1 || !ms[0].ReadOnly {
 		t.Fatalf("mounts %+v %v, want read-only by the PV's mount options", ms, err)
 	}

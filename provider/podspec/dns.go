@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Limits the kubelet applies to resolv.conf.
@@ -43,18 +44,46 @@ func parseResolvConf(b []byte) dnsConfig {
 }
 
 // podHostname returns the pod's hostname and, with a subdomain, its FQDN.
+// A hostnameOverride (the kubelet's HostnameOverride gate, on by default
+// in 1.35) is the hostname as given, with no FQDN: the pod's /etc/hosts and
+// UTS namespace carry it alone.
 func (r *Runtime) podHostname(pod *v1.Pod) (string, string) {
+	if o := pod.Spec.HostnameOverride; o != nil && r.gate("HostnameOverride") {
+		return truncateHostname(*o), ""
+	}
 	h := pod.Name
 	if pod.Spec.Hostname != "" {
 		h = pod.Spec.Hostname
 	}
-	if len(h) > 63 {
-		h = strings.TrimRight(h[:63], "-.")
-	}
+	h = truncateHostname(h)
 	if pod.Spec.Subdomain == "" {
 		return h, ""
 	}
 	return h, fmt.Sprintf("%s.%s.%s.svc.%s", h, pod.Spec.Subdomain, pod.Namespace, r.cfg.ClusterDomain)
+}
+
+// truncateHostname keeps a hostname within 63 characters, as the
+// kubelet's truncatePodHostnameIfNeeded: cut, then no trailing '-' or '.'.
+func truncateHostname(h string) string {
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-.")
+	}
+	return h
+}
+
+// checkHostname refuses what the kubelet's GeneratePodHostNameAndDomain
+// refuses, in its words: a hostnameOverride that is no DNS subdomain, or
+// a hostname that truncates to nothing.
+func (r *Runtime) checkHostname(pod *v1.Pod) error {
+	if o := pod.Spec.HostnameOverride; o != nil && r.gate("HostnameOverride") {
+		if msgs := validation.IsDNS1123Subdomain(*o); len(msgs) != 0 {
+			return fmt.Errorf("pod HostnameOverride %q is not a valid DNS subdomain: %s", *o, strings.Join(msgs, ";"))
+		}
+		if h, _ := r.podHostname(pod); h == "" {
+			return fmt.Errorf("hostname for pod %q was invalid: %q", pod.Name, *o)
+		}
+	}
+	return nil
 }
 
 // resolvConf renders the pod's /etc/resolv.conf for its dnsPolicy.

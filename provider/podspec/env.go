@@ -120,6 +120,13 @@ func (r *Runtime) envValueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container
 			return "", false, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
 		}
 		return string(v), true, nil
+	case from.FileKeyRef != nil:
+		if !r.gate("EnvFiles") {
+			// The kubelet with the gate off reads nothing: the variable
+			// is there, empty.
+			return "", true, nil
+		}
+		return r.fileKeyRefValue(pod, from.FileKeyRef)
 	}
 	return "", false, nil
 }

@@ -140,7 +140,7 @@ func FuzzPodSpecToRuntime(f *testing.F) {
 			}
 			_, _ = r.containerSecurity(&pod, c, "1000")
 			_ = r.containerResources(&pod, c)
-			mounts, err := r.containerMounts(&pod, c, env, nil)
+			mounts, err := r.containerMounts(context.Background(), &pod, c, env, nil)
 			if err != nil {
 				continue
 			}

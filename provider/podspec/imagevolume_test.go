@@ -82,7 +82,7 @@ func TestImageVolumeContainerMounts(t *testing.T) {
 	}
 	mounted := t.TempDir()
 	must(t, os.Mkdir(filepath.Join(mounted, "etc"), 0o755))
-	ms, err := r.containerMounts(pod, c, nil, mountedImageVolumes{"img": mounted})
+	ms, err := r.containerMounts(context.Background(), pod, c, nil, mountedImageVolumes{"img": mounted})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestImageVolumeContainerMounts(t *testing.T) {
 	if len(ms) != len(want) || ms[0] != want[0] || ms[1] != want[1] {
 		t.Errorf("mounts %+v, want %+v", ms, want)
 	}
-	if _, err := r.containerMounts(pod, c, nil, nil); err == nil {
+	if _, err := r.containerMounts(context.Background(), pod, c, nil, nil); err == nil {
 		t.Error("an image volume that was not mounted gave a mount")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
+	"github.com/hostlet/hostlet/kubeletconfig"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	nodelisters "k8s.io/client-go/listers/node/v1"
+	"k8s.io/component-base/featuregate"
 )
 
 // Config is what the translation reads of the node and the cluster.
@@ -63,6 +65,17 @@ type Config struct {
 	// (docker config files, credential provider plugins), tried after the
 	// pod's pull secrets.
 	CredentialProviders CredentialProviders
+	// TrustBundles, if set, answers projected clusterTrustBundle sources
+	// (the ClusterTrustBundleProjection gate on); nil, they fail as with
+	// the kubelet's gate off.
+	TrustBundles TrustBundles
+	// PodCertificates, if set, holds projected podCertificate sources'
+	// keys and certificates (the PodCertificateRequest gate on); nil, they
+	// fail as with the kubelet's gate off.
+	PodCertificates PodCertificates
+	// Gates are the kubelet's feature gates hostlet runs with (EnvFiles,
+	// HostnameOverride); nil: their defaults.
+	Gates featuregate.FeatureGate
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a
@@ -117,6 +130,17 @@ type ContainerRuntime interface {
 	UpdateQOSCgroups(burstableMilliCPU int64) error
 }
 
+// gate says whether the kubelet's feature gate name is on.
+func (r *Runtime) gate(name string) bool {
+	g := r.cfg.Gates
+	if g == nil {
+		g = defaultGates
+	}
+	return g.Enabled(featuregate.Feature(name))
+}
+
+var defaultGates = kubeletconfig.NewFeatureGate()
+
 // Runtime runs pods as their specs say: it implements lifecycle.Runtime.
 type Runtime struct {
 	cfg    Config
@@ -164,6 +188,9 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 	// worker): a panic costs this cleanup, which the orphan sweep retries.
 	defer crash.Recover(l, nil)
 	r.tokens.forget(types.UID(uid))
+	if r.cfg.PodCertificates != nil {
+		r.cfg.PodCertificates.ForgetPod(types.UID(uid))
+	}
 	if r.cfg.Claims != nil {
 		r.cfg.Claims.Unprepare(ctx, types.UID(uid))
 	}

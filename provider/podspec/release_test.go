@@ -90,7 +90,7 @@ func TestReleasePod(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(r.volumeDir(pod, "d"), "sub"), 0o755))
 	must(t, os.WriteFile(filepath.Join(r.volumeDir(pod, "d"), "sub", "f"), []byte("x"), 0o644))
 	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: "d", MountPath: "/m", SubPath: "sub"}}}
-	if _, err := r.containerMounts(pod, c, nil, nil); err != nil {
+	if _, err := r.containerMounts(context.Background(), pod, c, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	termLog := filepath.Join(podDir, "containers", "app", "abc-termination-log")

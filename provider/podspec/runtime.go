@@ -56,6 +56,9 @@ func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, er
 		if err := r.setupVolumes(ctx, pod, nil); err != nil {
 			return nil, err
 		}
+		if err := r.checkHostname(pod); err != nil {
+			return nil, err
+		}
 		hostname, fqdn := r.podHostname(pod)
 		if pod.Spec.SetHostnameAsFQDN != nil && *pod.Spec.SetHostnameAsFQDN && fqdn != "" {
 			hostname = fqdn
@@ -126,7 +129,7 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
 		return lifecycle.ContainerInfo{}, err
 	}
-	mounts, err := r.containerMounts(pod, c, env, imageVols)
+	mounts, err := r.containerMounts(ctx, pod, c, env, imageVols)
 	if err != nil {
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
 		if f := (*lifecycle.Failure)(nil); errors.As(err, &f) {
@@ -330,6 +333,7 @@ func (r *Runtime) ContainerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecyc
 		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, ExitCode: st.ExitCode, Reason: st.Reason,
 		Image: st.ImageName, ImageID: st.ImageID,
 		BackoffApplied: st.BackoffApplied, BackoffNext: st.BackoffNext,
+		User: containerUser(st.User),
 	}
 	if !info.Exited {
 		return info
@@ -352,6 +356,22 @@ func (r *Runtime) ContainerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecyc
 		info.Message = logTail(st.LogPath)
 	}
 	return info
+}
+
+// containerUser is the kubelet's status.user: the runtime's uid, gid and
+// supplementary groups of the process.
+func containerUser(u *runtime.User) *v1.ContainerUser {
+	if u == nil {
+		return nil
+	}
+	groups := make([]int64, len(u.SupplementalGroups))
+	for i, g := range u.SupplementalGroups {
+		groups[i] = int64(g)
+	}
+	if len(groups) == 0 {
+		groups = nil
+	}
+	return &v1.ContainerUser{Linux: &v1.LinuxContainerUser{UID: int64(u.UID), GID: int64(u.GID), SupplementalGroups: groups}}
 }
 
 func readLimited(path string, n int64) ([]byte, error) {

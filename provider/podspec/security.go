@@ -44,6 +44,13 @@ func (r *Runtime) containerSecurity(pod *v1.Pod, c *v1.Container, imageUser stri
 			return sec, err
 		}
 	}
+	switch p := psc.SupplementalGroupsPolicy; {
+	case p == nil || *p == v1.SupplementalGroupsPolicyMerge:
+	case *p == v1.SupplementalGroupsPolicyStrict:
+		sec.StrictGroups = true
+	default:
+		return sec, fmt.Errorf("unsupported supplementalGroupsPolicy: %s", *p)
+	}
 	sec.SupplementalGroups = append(sec.SupplementalGroups, psc.SupplementalGroups...)
 	if psc.FSGroup != nil {
 		sec.SupplementalGroups = append(sec.SupplementalGroups, *psc.FSGroup)

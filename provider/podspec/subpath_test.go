@@ -1,6 +1,7 @@
 package podspec
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,7 +62,7 @@ func must(t *testing.T, err error) {
 // the host path handed to the runtime.
 func (f *subPathFixture) mount(vol, sub string) (string, error) {
 	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: vol, MountPath: "/m", SubPath: sub}}}
-	ms, err := f.r.containerMounts(f.pod, c, nil, nil)
+	ms, err := f.r.containerMounts(context.Background(), f.pod, c, nil, nil)
 	if err != nil {
 		return "", err
 	}
@@ -215,7 +216,7 @@ func TestSubPathContentVolume(t *testing.T) {
 	}
 	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{
 		{Name: "cm", MountPath: "/whole"}, {Name: "cm", MountPath: "/k", SubPath: "k"}, {Name: "d", MountPath: "/d"}}}
-	ms, err := f.r.containerMounts(f.pod, c, nil, nil)
+	ms, err := f.r.containerMounts(context.Background(), f.pod, c, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestSubPathExprEscape(t *testing.T) {
 	f := newSubPathFixture(t)
 	must(t, os.Symlink(f.bait, filepath.Join(f.vol, "evil")))
 	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: "d", MountPath: "/m", SubPathExpr: "$(WHERE)"}}}
-	if _, err := f.r.containerMounts(f.pod, c, []string{"WHERE=evil"}, nil); err == nil {
+	if _, err := f.r.containerMounts(context.Background(), f.pod, c, []string{"WHERE=evil"}, nil); err == nil {
 		t.Fatal("subPathExpr through a link accepted")
 	}
 	f.checkBait(t)

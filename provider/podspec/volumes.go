@@ -235,7 +235,7 @@ func (r *Runtime) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 	}
 	out := map[string]volumeFile{}
 	pr := src.Projected
-	for _, s := range pr.Sources {
+	for i, s := range pr.Sources {
 		var files map[string]volumeFile
 		var err error
 		switch {
@@ -247,6 +247,10 @@ func (r *Runtime) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 			files, err = r.downwardFiles(pod, s.DownwardAPI.Items, pr.DefaultMode, podIPs)
 		case s.ServiceAccountToken != nil:
 			files, err = r.tokenFiles(ctx, pod, s.ServiceAccountToken, pr.DefaultMode)
+		case s.ClusterTrustBundle != nil:
+			files, err = r.trustBundleFiles(pod, s.ClusterTrustBundle, pr.DefaultMode)
+		case s.PodCertificate != nil:
+			files, err = r.podCertificateFiles(pod, vol.Name, i, s.PodCertificate, pr.DefaultMode)
 		default:
 			err = fmt.Errorf("projected source not supported by hostlet")
 		}
@@ -330,7 +334,8 @@ func (r *Runtime) tokenFiles(ctx context.Context, pod *v1.Pod, src *v1.ServiceAc
 // subPath is bound safely (see subpath.go); content volumes are always
 // read-only, whatever the mount says, as the kubelet mounts them since 1.10.
 // Image volumes are at the directories imageVols names, always read-only.
-func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string, imageVols mountedImageVolumes) ([]runtime.Mount, error) {
+func (r *Runtime) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, env []string, imageVols mountedImageVolumes) ([]runtime.Mount, error) {
+	supportsRRO, checkedRRO := false, false
 	vols := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -381,7 +386,14 @@ func (r *Runtime) containerMounts(pod *v1.Pod, c *v1.Container, env []string, im
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: ro, Propagation: prop})
+		if m.RecursiveReadOnly != nil && !checkedRRO {
+			supportsRRO, checkedRRO = r.supportsRecursiveReadOnly(ctx, pod), true
+		}
+		rro, err := resolveRecursiveReadOnly(m, supportsRRO)
+		if err != nil {
+			return nil, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
+		}
+		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: ro, Propagation: prop, RecursiveReadOnly: rro})
 	}
 	return out, nil
 }

@@ -69,7 +69,11 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	node, err = cluster.StartHostlet(ctx, harness.HostletOptions{Binary: bin, NodeName: nodeName})
+	// The kubelet's beta gates for projected clusterTrustBundle (and the
+	// one it depends on) and podCertificate sources, off by default
+	// (TestPodFieldsClusterTrustBundle, TestPodFieldsPodCertificate).
+	node, err = cluster.StartHostlet(ctx, harness.HostletOptions{Binary: bin, NodeName: nodeName,
+		ExtraArgs: []string{"--feature-gates", "ClusterTrustBundle=true,ClusterTrustBundleProjection=true,PodCertificateRequest=true"}})
 	if err != nil {
 		logf("starting hostlet: %v", err)
 		return 1

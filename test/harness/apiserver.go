@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 )
@@ -66,6 +67,17 @@ func (c *Cluster) startAPIServer() (*process, error) {
 		// reconciler only failed to write it. Without one the Service is
 		// still there.
 		args = append(args, "--endpoint-reconciler-type", "none")
+	}
+	if os.Getenv("HOSTLET_CONTROL_PLANE") == "" {
+		// The ClusterTrustBundle and PodCertificateRequest APIs (beta in
+		// 1.35, off by default), for projected clusterTrustBundle and
+		// podCertificate sources; with them the Node authorizer and
+		// NodeRestriction let nodes read bundles and request their pods'
+		// certificates. Only on the control plane of this version:
+		// another may not know the gates.
+		args = append(args,
+			"--feature-gates", "ClusterTrustBundle=true,ClusterTrustBundleProjection=true,PodCertificateRequest=true",
+			"--runtime-config", "certificates.k8s.io/v1beta1/clustertrustbundles=true,certificates.k8s.io/v1beta1/podcertificaterequests=true")
 	}
 	args = append(args, c.opts.APIServerArgs...)
 	return c.launch("kube-apiserver", filepath.Join(c.binDir, "kube-apiserver"), args...)

@@ -2,6 +2,11 @@ package images
 
 import (
 	"context"
+	"maps"
+	"path/filepath"
+	"slices"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // Users of the base image: root, nobody and an unprivileged 1000 for
@@ -39,4 +44,34 @@ func makeBusyboxLayer(ctx context.Context, busybox []byte) (layer, error) {
 		entries = append(entries, symlink(a, "/bin/busybox"))
 	}
 	return buildLayer(entries)
+}
+
+// BuildBusyboxWith builds image ref into outDir: the busybox image with
+// files (path in the image: content, mode 0644) on top, for a test that
+// needs what the image itself holds to differ (its /etc/group); outDir is
+// the test's own, never the shared cache.
+func BuildBusyboxWith(ctx context.Context, outDir, ref string, files map[string][]byte) (Image, error) {
+	busybox, err := readBusybox()
+	if err != nil {
+		return Image{}, err
+	}
+	base, err := makeBusyboxLayer(ctx, busybox)
+	if err != nil {
+		return Image{}, err
+	}
+	var entries []entry
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		entries = append(entries, file(name, 0o644, files[name]))
+	}
+	top, err := buildLayer(entries)
+	if err != nil {
+		return Image{}, err
+	}
+	archive := filepath.Join(outDir, fileStem(ref)+".tar")
+	spec := imageSpec{ref: ref, layers: []layer{base, top},
+		config: ocispec.ImageConfig{Env: []string{"PATH=" + defaultPath}, Cmd: []string{"sh"}}}
+	if err := writeArchive(archive, spec); err != nil {
+		return Image{}, err
+	}
+	return Image{Ref: ref, Archive: archive}, nil
 }
