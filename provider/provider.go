@@ -293,6 +293,17 @@ func (p *Provider) ActivePods() []*v1.Pod {
 	return p.admittedPods()
 }
 
+// Done is closed once the node has finished the pod of this UID and
+// cleaned up after it: at once if it runs no such pod.
+func (p *Provider) Done(uid types.UID) <-chan struct{} {
+	if e := p.entry(uid); e != nil {
+		return e.worker.Done()
+	}
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
 // StopPod ends a pod Failed without deleting it (node shutdown); the channel
 // is closed once its containers stopped and the status was published.
 func (p *Provider) StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{} {

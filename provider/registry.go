@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/staticpod"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -141,7 +142,7 @@ func (p *Provider) current(namespace, name string) (types.UID, *podEntry) {
 		return "", nil
 	}
 	if p.lister != nil {
-		if api, err := p.lister.Pods(namespace).Get(name); err == nil && api.UID != uid {
+		if api, err := p.lister.Pods(namespace).Get(name); err == nil && !staticpod.SamePod(api, uid) {
 			return "", nil
 		}
 	}

@@ -98,6 +98,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	staticCfg, err := o.staticPodConfig(name)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return err
 	}
@@ -169,8 +173,13 @@ func run(ctx context.Context, o *options) error {
 	shutdown := node.NewShutdownManager(node.ShutdownConfig{
 		GracePeriod: o.shutdownGrace, CriticalGracePeriod: o.shutdownCritical,
 	}, nd, prov, pods.Statuses(), events)
+	// Static pods are the node's own second source of pods, fed through
+	// the same provider path as the API's; they start now, whether or not
+	// the API server answers.
+	static := newStaticPods(staticCfg, c.api, inf.pods.Informer(), inf.node.Informer(), pods.Statuses())
 	go spec.Run(ctx)
 	go prov.Run(ctx)
+	go static.Run(ctx, prov)
 	go rt.RotateLogs(ctx, rotation)
 	go rt.Cgroups().RefreshQOS(ctx, runtime.QOSRefreshInterval, func() (int64, bool) {
 		pods, ok := activeAllocated()
@@ -203,7 +212,9 @@ func run(ctx context.Context, o *options) error {
 	// The first sweep once podsync was handed every pod (it starts once
 	// the node is registered): a pod removed from the API before then
 	// reaches no RemovePod, and the sweep cleans it up at once.
-	go prov.SweepOrphans(ctx, inf.pods.Lister(), pods.HasSynced)
+	// The static pods too: until they are handed over, their containers
+	// would look like leftovers.
+	go prov.SweepOrphans(ctx, inf.pods.Lister(), func() bool { return pods.HasSynced() && static.HasSynced() })
 	inf.start(ctx)
 
 	cert, err := o.servingCert(ctx, name, c.api, inf.node.Lister())
