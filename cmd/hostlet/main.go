@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/podsync"
 	"github.com/hostlet/hostlet/provider/server"
+	"github.com/hostlet/hostlet/provider/staticpod"
 	"github.com/hostlet/hostlet/provider/testpanic"
 	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
@@ -118,6 +120,15 @@ func run(ctx context.Context, o *options) error {
 	// CRI reported.
 	o.kubeletConfig.CgroupDriver = rt.Cgroups().Driver()
 	inf := newInformers(c.api, name)
+	// The node's active pods include its static pods, which the static pod
+	// manager (made below, read by the device manager already) knows.
+	var staticRef atomic.Pointer[staticpod.Manager]
+	inf.staticPods = func() []*v1.Pod {
+		if m := staticRef.Load(); m != nil {
+			return m.ActivePods()
+		}
+		return nil
+	}
 	events, stopEvents := newEventRecorder(c.events, name)
 	defer stopEvents()
 
@@ -177,6 +188,7 @@ func run(ctx context.Context, o *options) error {
 	// the same provider path as the API's; they start now, whether or not
 	// the API server answers.
 	static := newStaticPods(staticCfg, c.api, inf.pods.Informer(), inf.node.Informer(), pods.Statuses())
+	staticRef.Store(static)
 	go spec.Run(ctx)
 	go prov.Run(ctx)
 	go static.Run(ctx, prov)

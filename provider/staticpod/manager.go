@@ -144,6 +144,20 @@ func (m *Manager) HasSynced() bool {
 	return true
 }
 
+// ActivePods are the static pods handed to the node and not yet done
+// (terminating ones included: they hold what they were given until then).
+// It takes no lock of the node's: admission asks it (through the device
+// manager's active pods) while holding its own.
+func (m *Manager) ActivePods() []*v1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(m.active))
+	for _, a := range m.active {
+		out = append(out, a.pod)
+	}
+	return out
+}
+
 // sourcesSynced: every source sent its set once. Called with mu.
 func (m *Manager) sourcesSynced() bool {
 	for _, s := range m.sources {

@@ -307,4 +307,22 @@ func TestStaticPodWithoutAPIServer(t *testing.T) {
 	if rc := mirror.Status.ContainerStatuses[0].RestartCount; rc != 0 {
 		t.Errorf("restart count %d", rc)
 	}
+	// The orphan sweep, once the API's pods are known, leaves the static
+	// pod (never in the API under its own UID) alone.
+	err = wait.PollUntilContextTimeout(ctxT(t), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		log, err := os.ReadFile(h.LogPath())
+		return err == nil && strings.Count(string(log), "pods on the host checked against the API") >= 1, nil
+	})
+	if err != nil {
+		t.Fatalf("no orphan sweep after the restart (log %s)", h.LogPath())
+	}
+	task, err := cluster.ContainerdClient().LoadContainer(ctxT(t), id)
+	if err != nil {
+		t.Fatalf("container %s gone after the sweep: %v", id, err)
+	}
+	if tk, err := task.Task(ctxT(t), nil); err != nil {
+		t.Errorf("container %s has no task after the sweep: %v", id, err)
+	} else if st, err := tk.Status(ctxT(t)); err != nil || st.Status != "running" {
+		t.Errorf("container %s after the sweep: %v %v", id, st.Status, err)
+	}
 }
