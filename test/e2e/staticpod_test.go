@@ -30,7 +30,7 @@ func staticManifest(t *testing.T, ns, name, mark string) []byte {
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []v1.Container{{Name: "c", Image: images.BusyboxRef,
 				Env:     []v1.EnvVar{{Name: "MARK", Value: mark}},
-				Command: []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"}}},
+				Command: []string{"sh", "-c", "echo static up; trap 'exit 0' TERM; while true; do sleep 1; done"}}},
 		},
 	}
 	b, err := yaml.Marshal(pod)
@@ -174,6 +174,11 @@ func TestStaticPodLifecycle(t *testing.T) {
 	checkMirror(t, first, node)
 	if t.Failed() {
 		return
+	}
+	// The kubelet API serves the static pod by its mirror's name.
+	logs, err := api.GetLogs(name, &v1.PodLogOptions{}).DoRaw(ctxT(t))
+	if err != nil || !strings.Contains(string(logs), "static up") {
+		t.Errorf("logs of the mirror pod: %q %v", logs, err)
 	}
 
 	t.Run("mirror deleted by hand is recreated", func(t *testing.T) {
