@@ -331,3 +331,40 @@ func TestStaticPodWithoutAPIServer(t *testing.T) {
 		t.Errorf("container %s after the sweep: %v %v", id, st.Status, err)
 	}
 }
+
+// A static pod is critical: on a node full of pods (--max-pods 1) it
+// preempts a best-effort API pod, which ends Failed with the kubelet's
+// reason and DisruptionTarget condition, and then runs.
+func TestStaticPodPreempts(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	const node = "static-preempt"
+	dir := t.TempDir()
+	extraNode(t, harness.HostletOptions{NodeName: node, ExtraArgs: []string{"--pod-manifest-path", dir, "--max-pods", "1"}})
+	victim := busybox(ns, "victim", "sleep", "3600")
+	victim.Spec.NodeName = node
+	grace := int64(1)
+	victim.Spec.TerminationGracePeriodSeconds = &grace
+	cluster.CreatePod(t, victim)
+	waitPhase(t, ns, "victim", v1.PodRunning)
+
+	name := "critical-" + node
+	removeStatic(t, dir, "critical.yaml", name)
+	writeManifest(t, dir, "critical.yaml", staticManifest(t, ns, "critical", "one"))
+	mirrorRunning(t, ns, name, "")
+	// (Its final status is written asynchronously, as every status.)
+	got, err := cluster.WaitForPod(ctxT(t), ns, "victim", 2*time.Minute, harness.PodPhase(v1.PodFailed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != v1.PodFailed || got.Status.Reason != "Preempting" || got.Status.Message != "Preempted in order to admit critical pod" {
+		t.Errorf("victim: phase %s reason %q message %q", got.Status.Phase, got.Status.Reason, got.Status.Message)
+	}
+	found := false
+	for _, c := range got.Status.Conditions {
+		found = found || (c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue && c.Reason == v1.PodReasonTerminationByKubelet)
+	}
+	if !found {
+		t.Errorf("victim conditions %+v", got.Status.Conditions)
+	}
+}
