@@ -3,9 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,9 +96,15 @@ func mirrorRunning(t *testing.T, ns, name, notHash string) *v1.Pod {
 // owned by its Node.
 func checkMirror(t *testing.T, p *v1.Pod, nodeName string) {
 	t.Helper()
+	checkMirrorFrom(t, p, nodeName, "file")
+}
+
+// checkMirrorFrom is checkMirror for a pod of the source ("file", "http").
+func checkMirrorFrom(t *testing.T, p *v1.Pod, nodeName, source string) {
+	t.Helper()
 	a := p.Annotations
 	if a["kubernetes.io/config.mirror"] != a["kubernetes.io/config.hash"] || a["kubernetes.io/config.hash"] == "" ||
-		a["kubernetes.io/config.source"] != "file" || a["kubernetes.io/config.seen"] == "" {
+		a["kubernetes.io/config.source"] != source || a["kubernetes.io/config.seen"] == "" {
 		t.Errorf("mirror pod annotations: %v", a)
 	}
 	if _, err := time.Parse(time.RFC3339Nano, a["kubernetes.io/config.seen"]); err != nil {
@@ -116,8 +125,9 @@ func checkMirror(t *testing.T, p *v1.Pod, nodeName string) {
 	for _, tol := range p.Spec.Tolerations {
 		tolerated = tolerated || (tol.Operator == v1.TolerationOpExists && tol.Key == "" && tol.Effect == v1.TaintEffectNoExecute)
 	}
-	if !tolerated {
-		t.Errorf("static pod lacks the kubelet's NoExecute toleration: %+v", p.Spec.Tolerations)
+	// The kubelet gives a file's pods the toleration, not a URL's.
+	if tolerated != (source == "file") {
+		t.Errorf("static pod from %s or has the kubelet's NoExecute toleration: %+v", source, p.Spec.Tolerations)
 	}
 }
 
@@ -367,4 +377,53 @@ func TestStaticPodPreempts(t *testing.T) {
 	if !found {
 		t.Errorf("victim conditions %+v", got.Status.Conditions)
 	}
+}
+
+// Static pods from --manifest-url, fetched with --manifest-url-header: the
+// URL's pod runs and is mirrored; once the URL serves nothing it is gone.
+func TestStaticPodFromURL(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	const node = "static-url"
+	name := "fromurl-" + node
+	var mu sync.Mutex
+	body := staticManifest(t, ns, "fromurl", "one")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Token") != "secret" {
+			http.Error(w, "no token", http.StatusForbidden)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		// Served nothing, the node stops the pod before it stops itself.
+		mu.Lock()
+		body = nil
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			ctrs, err := cluster.ContainerdClient().Containers(ctx, fmt.Sprintf(`labels."io.kubernetes.pod.name"==%s`, name))
+			return err == nil && len(ctrs) == 0, nil
+		})
+	})
+	extraNode(t, harness.HostletOptions{NodeName: node, ExtraArgs: []string{"--manifest-url", srv.URL,
+		"--manifest-url-header", "X-Token:secret", "--http-check-frequency", "1s"}})
+	mirror := mirrorRunning(t, ns, name, "")
+	checkMirrorFrom(t, mirror, node, "http")
+
+	mu.Lock()
+	body = nil
+	mu.Unlock()
+	err := wait.PollUntilContextTimeout(ctxT(t), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cluster.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Errorf("mirror pod still there once the URL serves nothing: %v", err)
+	}
+	containerGone(t, mirror.Status.ContainerStatuses[0].ContainerID)
 }
