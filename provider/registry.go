@@ -53,8 +53,11 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 	if e, ok := p.pods[pod.UID]; ok {
 		return admission{known: e.worker}
 	}
-	if _, done := p.gone[pod.UID]; done {
+	if _, done := p.gone[pod.UID]; done && !staticpod.IsStatic(pod) {
 		// Finished and removed already; a late event must not restart it.
+		// (A static pod comes from its source only, never late: its
+		// manifest put back after its removal runs it again, as the
+		// kubelet restarts a static pod of the same UID.)
 		return admission{}
 	}
 	if podEnded(pod) && pod.DeletionTimestamp == nil {

@@ -439,10 +439,15 @@ func (m *Manager) terminate(ctx context.Context, k string, act *activePod) {
 	}
 	pod.DeletionGracePeriodSeconds = &grace
 	logger(pod).WithField("grace", grace).Info("static pod removed from its source; terminating it")
-	if err := m.pods.SyncPod(ctx, pod); err != nil {
-		logger(pod).WithError(err).Warn("static pod termination not handed to the node")
-	}
 	done := m.pods.Done(pod.UID)
+	select {
+	case <-done:
+		// The node does not run it (it was not admitted): nothing to stop.
+	default:
+		if err := m.pods.SyncPod(ctx, pod); err != nil {
+			logger(pod).WithError(err).Warn("static pod termination not handed to the node")
+		}
+	}
 	go func() {
 		select {
 		case <-done:

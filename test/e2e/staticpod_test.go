@@ -247,6 +247,16 @@ func TestStaticPodLifecycle(t *testing.T) {
 		}
 		containerGone(t, edited.Status.ContainerStatuses[0].ContainerID)
 	})
+
+	// As kubeadm upgrades do (the manifest moved out and back), the same
+	// manifest again is the same pod (UID), which runs again.
+	t.Run("manifest put back runs the pod again", func(t *testing.T) {
+		writeManifest(t, dir, "web.yaml", staticManifest(t, ns, "web", "two"))
+		back := mirrorRunning(t, ns, name, "")
+		if back.Annotations[v1.MirrorPodAnnotationKey] != edited.Annotations[v1.MirrorPodAnnotationKey] {
+			t.Errorf("the same manifest gave hash %s, before %s", back.Annotations[v1.MirrorPodAnnotationKey], edited.Annotations[v1.MirrorPodAnnotationKey])
+		}
+	})
 }
 
 // A hostlet started while the API server is unreachable runs its static
