@@ -42,6 +42,13 @@ func (f *fakePods) Done(uid types.UID) <-chan struct{} {
 	return f.done[uid]
 }
 
+// pod is the i-th pod handed.
+func (f *fakePods) pod(i int) *v1.Pod {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.synced[i]
+}
+
 func (f *fakePods) finish(uid types.UID) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -126,7 +133,7 @@ func TestManager(t *testing.T) {
 		t.Error("not synced")
 	}
 	first := mirror()
-	static := pods.synced[0]
+	static := pods.pod(0)
 	if first.Annotations[ConfigMirrorAnnotation] != string(static.UID) || first.Annotations[ConfigSourceAnnotation] != FileSource ||
 		first.Annotations[ConfigFirstSeenAnnotation] == "" || first.OwnerReferences[0].UID != "node-uid" {
 		t.Errorf("mirror %+v", first.ObjectMeta)
@@ -150,7 +157,7 @@ func TestManager(t *testing.T) {
 	// Edited: the old pod is terminated; the new one waits for it.
 	write(t, file, image("two"))
 	eventually(t, "old pod terminated", func() bool { return pods.calls() == "one,-one" })
-	if got := pods.synced[1].DeletionGracePeriodSeconds; got == nil || *got != 30 {
+	if got := pods.pod(1).DeletionGracePeriodSeconds; got == nil || *got != 30 {
 		t.Errorf("grace %v", got)
 	}
 	if p := mirror(); p == nil || p.Annotations[ConfigMirrorAnnotation] != string(static.UID) {
@@ -159,7 +166,7 @@ func TestManager(t *testing.T) {
 	pods.finish(static.UID)
 	eventually(t, "new pod handed and mirrored", func() bool {
 		p := mirror()
-		return pods.calls() == "one,-one,two" && p != nil && p.Annotations[ConfigMirrorAnnotation] == string(pods.synced[2].UID)
+		return pods.calls() == "one,-one,two" && p != nil && p.Annotations[ConfigMirrorAnnotation] == string(pods.pod(2).UID)
 	})
 	eventually(t, "old status forgotten", func() bool {
 		statuses.mu.Lock()
@@ -175,7 +182,7 @@ func TestManager(t *testing.T) {
 	if mirror() == nil {
 		t.Error("mirror deleted before its pod was done")
 	}
-	pods.finish(pods.synced[2].UID)
+	pods.finish(pods.pod(2).UID)
 	eventually(t, "mirror deleted", func() bool { return mirror() == nil })
 }
 
