@@ -55,18 +55,26 @@ func (s *fileSource) run(ctx context.Context, out chan<- update) {
 	var w *fsnotify.Watcher
 	var events <-chan fsnotify.Event
 	var errs <-chan error
+	// parent: the path does not exist and its directory is watched for it
+	// to appear.
+	parent := false
 	// watch (re)establishes the watch: on the directory itself, or on a
 	// file's directory, so that a file replaced by a rename (as editors and
-	// configuration tools write) is still seen.
+	// configuration tools write) is still seen; on the directory a missing
+	// path would be in, so that its creation is seen at once.
 	watch := func() {
 		if w != nil {
 			return
 		}
 		dir := s.path
-		if st, err := os.Stat(s.path); err != nil {
-			return // not there (yet): the listing says so and retries
-		} else if !st.IsDir() {
-			dir = filepath.Dir(s.path)
+		st, err := os.Stat(s.path)
+		switch {
+		case err != nil:
+			dir, parent = filepath.Dir(s.path), true
+		case !st.IsDir():
+			dir, parent = filepath.Dir(s.path), false
+		default:
+			parent = false
 		}
 		nw, err := fsnotify.NewWatcher()
 		if err != nil {
@@ -75,16 +83,20 @@ func (s *fileSource) run(ctx context.Context, out chan<- update) {
 		}
 		if err := nw.Add(dir); err != nil {
 			nw.Close()
-			l.WithError(err).Warn("unable to watch the static pod path; it is listed every period only")
+			if !os.IsNotExist(err) {
+				l.WithError(err).Warn("unable to watch the static pod path; it is listed every period only")
+			}
 			return
 		}
 		w, events, errs = nw, nw.Events, nw.Errors
 	}
-	defer func() {
+	unwatch := func() {
 		if w != nil {
 			w.Close()
 		}
-	}()
+		w, events, errs = nil, nil, nil
+	}
+	defer unwatch()
 	t := s.clock.NewTicker(s.period)
 	defer t.Stop()
 	watch()
@@ -98,7 +110,19 @@ func (s *fileSource) run(ctx context.Context, out chan<- update) {
 			s.send(ctx, out, s.list(l))
 		case ev, ok := <-events:
 			if !ok {
-				w, events, errs = nil, nil, nil
+				unwatch()
+				continue
+			}
+			name := filepath.Clean(ev.Name)
+			if parent || (name == s.path && ev.Has(fsnotify.Remove|fsnotify.Rename)) {
+				// The path appeared (or, watched, went away): watch it
+				// (or its directory) anew and read it.
+				if parent && name != s.path {
+					continue
+				}
+				unwatch()
+				watch()
+				s.send(ctx, out, s.list(l))
 				continue
 			}
 			if s.event(l, ev) {
@@ -108,8 +132,7 @@ func (s *fileSource) run(ctx context.Context, out chan<- update) {
 			if ok {
 				l.WithError(err).Warn("watching the static pod path; watching again")
 			}
-			w.Close()
-			w, events, errs = nil, nil, nil
+			unwatch()
 			watch()
 			s.send(ctx, out, s.list(l))
 		}

@@ -159,3 +159,37 @@ func TestURLSource(t *testing.T) {
 		t.Errorf("empty answer: %s %t %v", names(pods), changed, err)
 	}
 }
+
+// A manifest directory created after start is read at once (its parent is
+// watched for it), and one removed empties the set.
+func TestFileSourceRunPathAppears(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "manifests")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan update)
+	go newFileSource(dir, "n", time.Hour, clocktesting.NewFakeClock(time.Now())).run(ctx, out)
+	if u := <-out; len(u.pods) != 0 {
+		t.Fatalf("first set %s", names(u.pods))
+	}
+	tmp := dir + ".tmp"
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(tmp, "a.yaml"), podManifest("a"))
+	if err := os.Rename(tmp, dir); err != nil {
+		t.Fatal(err)
+	}
+	for u := range out {
+		if names(u.pods) == "a-n" {
+			break
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	for u := range out {
+		if len(u.pods) == 0 {
+			break
+		}
+	}
+}
