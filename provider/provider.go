@@ -89,6 +89,9 @@ type Node interface {
 	// AdmitResize decides a running pod's resize (reason Infeasible or
 	// Deferred when it does not fit).
 	AdmitResize(pod *v1.Pod, others []*v1.Pod) (reason, msg string, ok bool)
+	// PodsToPreempt chooses the running pods a critical pod may preempt
+	// to fit (an error if none would do).
+	PodsToPreempt(pod *v1.Pod, running []*v1.Pod) ([]*v1.Pod, error)
 }
 
 // Provider runs the node's pods (podsync.Pods).
@@ -171,6 +174,9 @@ func (p *Provider) SyncPod(ctx context.Context, pod *v1.Pod) (err error) {
 // termination with the grace period left, as the kubelet's does.
 func (p *Provider) createPod(ctx context.Context, pod *v1.Pod) {
 	a := p.admit(pod)
+	if a.rejected != nil && p.preemptFor(pod, a.rejected) {
+		a = p.admit(pod)
+	}
 	switch {
 	case a.known != nil:
 		a.known.Update(pod)
@@ -291,6 +297,17 @@ func (p *Provider) ActivePods() []*v1.Pod {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.admittedPods()
+}
+
+// Done is closed once the node has finished the pod of this UID and
+// cleaned up after it: at once if it runs no such pod.
+func (p *Provider) Done(uid types.UID) <-chan struct{} {
+	if e := p.entry(uid); e != nil {
+		return e.worker.Done()
+	}
+	done := make(chan struct{})
+	close(done)
+	return done
 }
 
 // StopPod ends a pod Failed without deleting it (node shutdown); the channel

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/staticpod"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,8 +53,11 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 	if e, ok := p.pods[pod.UID]; ok {
 		return admission{known: e.worker}
 	}
-	if _, done := p.gone[pod.UID]; done {
+	if _, done := p.gone[pod.UID]; done && !staticpod.IsStatic(pod) {
 		// Finished and removed already; a late event must not restart it.
+		// (A static pod comes from its source only, never late: its
+		// manifest put back after its removal runs it again, as the
+		// kubelet restarts a static pod of the same UID.)
 		return admission{}
 	}
 	if podEnded(pod) && pod.DeletionTimestamp == nil {
@@ -153,7 +157,7 @@ func (p *Provider) current(namespace, name string) (types.UID, *podEntry) {
 		return "", nil
 	}
 	if p.lister != nil {
-		if api, err := p.lister.Pods(namespace).Get(name); err == nil && api.UID != uid {
+		if api, err := p.lister.Pods(namespace).Get(name); err == nil && !staticpod.SamePod(api, uid) {
 			return "", nil
 		}
 	}

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,9 @@ type resizeNode struct {
 }
 
 func (n *resizeNode) Admit(*v1.Pod, []*v1.Pod) (string, string, bool) { return "", "", true }
+func (n *resizeNode) PodsToPreempt(*v1.Pod, []*v1.Pod) ([]*v1.Pod, error) {
+	return nil, errors.New("nothing to preempt")
+}
 func (n *resizeNode) AdmitResize(*v1.Pod, []*v1.Pod) (string, string, bool) {
 	n.asked++
 	return n.reason, n.msg, n.reason == ""

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/podsync"
+	"github.com/hostlet/hostlet/provider/staticpod"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +46,10 @@ func (p *Provider) terminated(pod *v1.Pod) {
 	// The worker published the final status before calling here; the pod
 	// is removed only once the API has it, so no one sees it vanish Running
 	// (the kubelet's status manager deletes only what canBeDeleted).
-	if p.statuses != nil {
+	// A static pod is the node's own: the API has its mirror only, which
+	// the static pod manager deletes, and its final status needs no wait.
+	static := staticpod.IsStatic(pod)
+	if p.statuses != nil && !static {
 		wctx, cancel := context.WithTimeout(ctx, finalStatusWait)
 		err := p.statuses.WaitWritten(wctx, pod.UID)
 		cancel()
@@ -53,13 +57,15 @@ func (p *Provider) terminated(pod *v1.Pod) {
 			l.WithError(err).Warn("final pod status not yet in the API; removing the pod anyway")
 		}
 	}
-	zero := int64(0)
-	err := p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: &zero,
-		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
-	})
-	if err != nil && !podsync.Gone(err) && !apierrors.IsConflict(err) {
-		l.WithError(err).Warn("deleting pod")
+	if !static {
+		zero := int64(0)
+		err := p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: &zero,
+			Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
+		})
+		if err != nil && !podsync.Gone(err) && !apierrors.IsConflict(err) {
+			l.WithError(err).Warn("deleting pod")
+		}
 	}
 	p.mu.Lock()
 	if e := p.pods[pod.UID]; e != nil {

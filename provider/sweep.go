@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/staticpod"
 	"github.com/hostlet/hostlet/provider/volumes"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
@@ -69,7 +70,9 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 		inAPI[pod.UID] = true
 	}
 	for uid, pod := range workers {
-		if !inAPI[uid] {
+		// A static pod is the node's own, never in the API (its mirror
+		// has a UID of its own): only its source removes it.
+		if !inAPI[uid] && !staticpod.IsStatic(pod) {
 			lifecycle.PodLogger(pod).Info("pod is gone from the API; stopping it")
 			_ = p.RemovePod(ctx, pod)
 		}
@@ -204,7 +207,8 @@ func (p *Provider) releaseTerminal(ctx context.Context, list []*v1.Pod, workers 
 	inAPI := make(map[types.UID]bool, len(list))
 	for _, pod := range list {
 		inAPI[pod.UID] = true
-		if !podEnded(pod) || pod.DeletionTimestamp != nil || workers[pod.UID] != nil || p.releasedTerminal[pod.UID] {
+		// A mirror pod runs nothing: its static pod is the worker.
+		if staticpod.IsMirror(pod) || !podEnded(pod) || pod.DeletionTimestamp != nil || workers[pod.UID] != nil || p.releasedTerminal[pod.UID] {
 			continue
 		}
 		// A worker that finished meanwhile: its cleanup is under way.

@@ -8,6 +8,7 @@ import (
 	"github.com/hostlet/hostlet/provider/devices"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/podresources"
+	"github.com/hostlet/hostlet/provider/staticpod"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,7 +33,8 @@ func startDevices(ctx context.Context, rootDir string, dm *devices.Manager, nd *
 	return nil
 }
 
-// activePods are the node's pods not finished, as the API has them; ok is
+// activePods are the node's pods not finished, as the API has them, and
+// its static pods; ok is
 // false until the pod cache has synced (nothing is known to be gone yet).
 func (i *nodeInformers) activePods() ([]*v1.Pod, bool) {
 	if !i.pods.Informer().HasSynced() {
@@ -44,9 +46,14 @@ func (i *nodeInformers) activePods() ([]*v1.Pod, bool) {
 	}
 	out := make([]*v1.Pod, 0, len(all))
 	for _, p := range all {
-		if !lifecycle.Terminal(p.Status.Phase) {
+		// A mirror pod stands for a static pod, which is counted itself
+		// (its UID is the one its containers and devices are known by).
+		if !lifecycle.Terminal(p.Status.Phase) && !staticpod.IsMirror(p) {
 			out = append(out, p)
 		}
+	}
+	if i.staticPods != nil {
+		out = append(out, i.staticPods()...)
 	}
 	return out, true
 }

@@ -80,6 +80,7 @@ type options struct {
 	housekeeping
 	evictionFlags
 	cgroupFlags
+	staticPodFlags
 
 	// kubeletConfig is the effective configuration (/configz): the file's
 	// and the drop-ins', the flags' over them; gates its feature gates.
@@ -149,6 +150,7 @@ func (o *options) flags() *pflag.FlagSet {
 	o.housekeeping.flags(fs)
 	o.evictionFlags.flags(fs)
 	o.cgroupFlags.flags(fs)
+	o.staticPodFlags.flags(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 2, "log verbosity (0-2 info, 3+ debug)")
 	// Tests only: lets a pod annotation make hostlet panic (testpanic.Annotation).
 	// Hidden, and refused in the config file, so a node cannot have it by accident.

@@ -123,15 +123,17 @@ var kubeletFields = []kubeletField{
 	flagged("crashLoopBackOff.maxContainerRestartPeriod", "max-container-restart-period"),
 	flagged("registerWithTaints", "register-with-taints"),
 	flagged("containerRuntimeEndpoint", "container-runtime-endpoint"),
+	flagged("staticPodPath", "pod-manifest-path"),
+	flagged("staticPodURL", "manifest-url"),
+	flagged("staticPodURLHeader", "manifest-url-header"),
+	flagged("fileCheckFrequency", "file-check-frequency"),
+	flagged("httpCheckFrequency", "http-check-frequency"),
 	{path: "mergeDefaultEvictionSettings", use: useLoad},
 
 	// Not implemented, and not to be ignored: a node that does not do what
 	// its configuration says would surprise (security, placement, what the
 	// scheduler sees).
 	refuse("enableServer", "always serves the kubelet API"),
-	{path: "staticPodPath", use: useCheck, check: checkStaticPodPath},
-	refuse("staticPodURL", "runs no static pods"),
-	refuse("staticPodURLHeader", "runs no static pods"),
 	refuse("readOnlyPort", "serves no read-only port"),
 	refuse("tlsCipherSuites", "serves TLS 1.2 or later with Go's default cipher suites"),
 	refuse("tlsMinVersion", "serves TLS 1.2 or later"),
@@ -177,8 +179,6 @@ var kubeletFields = []kubeletField{
 
 	// Not implemented, harmlessly ignored (logged).
 	ignore("syncFrequency", "syncs pods on events, and resyncs at its own period"),
-	ignore("fileCheckFrequency", "runs no static pods"),
-	ignore("httpCheckFrequency", "runs no static pods"),
 	ignore("registryPullQPS", "does not rate-limit image pulls"),
 	ignore("registryBurst", "does not rate-limit image pulls"),
 	ignore("eventRecordQPS", "records events within kubeAPIQPS"),
@@ -386,35 +386,6 @@ func gateWarnings(set map[string]bool, gates featuregate.FeatureGate) []string {
 	return out
 }
 
-// checkStaticPodPath refuses a staticPodPath that holds manifests (pods the
-// node is expected to run and would not), and notes an empty one (as
-// kubeadm writes it on every node).
-func checkStaticPodPath(kc *kubeletv1beta1.KubeletConfiguration, _ bool) (warning, refusal string) {
-	p := kc.StaticPodPath
-	if p == "" {
-		return "", ""
-	}
-	st, err := os.Stat(p)
-	if err != nil {
-		return fmt.Sprintf("ignored: staticPodPath %s: hostlet runs no static pods (%v)", p, err), ""
-	}
-	manifests := []string{p}
-	if st.IsDir() {
-		manifests = nil
-		entries, _ := os.ReadDir(p)
-		for _, e := range entries {
-			// The kubelet skips hidden files and directories.
-			if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-				manifests = append(manifests, e.Name())
-			}
-		}
-	}
-	if len(manifests) > 0 {
-		return "", fmt.Sprintf("staticPodPath: %s holds static pod manifests %v (hostlet runs no static pods)", p, manifests)
-	}
-	return fmt.Sprintf("ignored: staticPodPath %s: hostlet runs no static pods (it holds none)", p), ""
-}
-
 // checkFailCgroupV1 notes, when a configuration file says failCgroupV1
 // (true, its default), that hostlet runs on a cgroup v1 host where the
 // kubelet 1.35 would refuse to. Without a file it is hostlet's own
@@ -498,6 +469,20 @@ func flagString(v reflect.Value, fl *pflag.Flag) (string, bool) {
 			return "", x != nil && ok
 		}
 		return joinPairs(x), true
+	case map[string][]string:
+		// As --manifest-url-header takes it: name:value, in order.
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			for _, v := range x[k] {
+				parts = append(parts, k+":"+v)
+			}
+		}
+		return strings.Join(parts, ","), len(parts) > 0
 	case map[string]bool:
 		m := make(map[string]string, len(x))
 		for k, b := range x {
@@ -561,6 +546,16 @@ func setFromFlag(fs *pflag.FlagSet, fl *pflag.Flag, dst reflect.Value) error {
 			*p = make(map[string]string, len(m))
 			for k, v := range m {
 				(*p)[k] = v
+			}
+		}
+		return nil
+	case *map[string][]string:
+		src := *fl.Value.(*cliflag.ColonSeparatedMultimapStringString).Multimap
+		*p = nil
+		if len(src) > 0 {
+			*p = make(map[string][]string, len(src))
+			for k, v := range src {
+				(*p)[k] = append([]string(nil), v...)
 			}
 		}
 		return nil

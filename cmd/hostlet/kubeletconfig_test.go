@@ -324,20 +324,26 @@ func TestKubeletConfigUnimplemented(t *testing.T) {
 		t.Errorf("a field at its default warned about: %q", o2.warnings)
 	}
 
-	// staticPodPath: refused when it holds manifests, noted when empty.
+	// The static pod fields set their flags; a relative staticPodPath is
+	// the configuration file's directory's, as the kubelet resolves it.
 	manifests := filepath.Join(dir, "manifests")
-	if err := os.MkdirAll(manifests, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	conf = writeFile(t, dir, "static.yaml", kcHeader+"staticPodPath: manifests\n")
+	conf = writeFile(t, dir, "static.yaml", kcHeader+`staticPodPath: manifests
+staticPodURL: http://127.0.0.1:1/pods
+staticPodURLHeader:
+  X-Token: [a, b]
+fileCheckFrequency: 7s
+httpCheckFrequency: 9s
+`)
 	o3 := parseArgs(t, "--config", conf)
-	if !strings.Contains(strings.Join(o3.warnings, "\n"), "staticPodPath "+manifests) {
-		t.Errorf("empty staticPodPath: %q", o3.warnings)
+	if o3.podManifestPath != manifests || o3.manifestURL != "http://127.0.0.1:1/pods" || o3.fileCheckFrequency != 7*time.Second ||
+		o3.httpCheckFrequency != 9*time.Second || strings.Join(o3.manifestURLHeader["X-Token"], ",") != "a,b" {
+		t.Errorf("static pod settings: %+v", o3.staticPodFlags)
 	}
-	writeFile(t, manifests, "etcd.yaml", "kind: Pod\n")
-	var o4 options
-	if err := o4.parse([]string{"--config", conf}); err == nil || !strings.Contains(err.Error(), "etcd.yaml") {
-		t.Errorf("staticPodPath with a manifest: %v", err)
+	if len(o3.warnings) != 0 {
+		t.Errorf("warnings: %q", o3.warnings)
+	}
+	if got := o3.kubeletConfig.StaticPodURLHeader["X-Token"]; strings.Join(got, ",") != "a,b" {
+		t.Errorf("configz staticPodURLHeader %q", got)
 	}
 }
 
@@ -399,9 +405,9 @@ volumeStatsAggPeriod: 0s
 		o.runtimeEndpoint != "unix:///run/containerd/containerd.sock" || o.statusReportFreq != 5*time.Minute {
 		t.Errorf("settings: %+v", o)
 	}
-	// Only the (absent) static pod directory is noted.
-	if len(o.warnings) != 1 || !strings.Contains(o.warnings[0], "staticPodPath") {
-		t.Errorf("warnings %q", o.warnings)
+	// Nothing is ignored; the static pod directory is watched.
+	if len(o.warnings) != 0 || o.podManifestPath != filepath.Join(dir, "manifests") || o.fileCheckFrequency != 20*time.Second {
+		t.Errorf("warnings %q, static pods %+v", o.warnings, o.staticPodFlags)
 	}
 }
 

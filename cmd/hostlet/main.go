@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/podsync"
 	"github.com/hostlet/hostlet/provider/server"
+	"github.com/hostlet/hostlet/provider/staticpod"
 	"github.com/hostlet/hostlet/provider/testpanic"
 	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
@@ -107,6 +109,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	staticCfg, err := o.staticPodConfig(name)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return err
 	}
@@ -134,6 +140,15 @@ func run(ctx context.Context, o *options) error {
 	// CRI reported.
 	o.kubeletConfig.CgroupDriver = rt.Cgroups().Driver()
 	inf := newInformers(c.api, name)
+	// The node's active pods include its static pods, which the static pod
+	// manager (made below, read by the device manager already) knows.
+	var staticRef atomic.Pointer[staticpod.Manager]
+	inf.staticPods = func() []*v1.Pod {
+		if m := staticRef.Load(); m != nil {
+			return m.ActivePods()
+		}
+		return nil
+	}
 	events, stopEvents := newEventRecorder(c.events, name)
 	defer stopEvents()
 
@@ -210,11 +225,17 @@ func run(ctx context.Context, o *options) error {
 	shutdown := node.NewShutdownManager(node.ShutdownConfig{
 		GracePeriod: o.shutdownGrace, CriticalGracePeriod: o.shutdownCritical,
 	}, nd, prov, pods.Statuses(), events)
+	// Static pods are the node's own second source of pods, fed through
+	// the same provider path as the API's; they start now, whether or not
+	// the API server answers.
+	static := newStaticPods(staticCfg, c.api, inf.pods.Informer(), inf.node.Informer(), pods.Statuses())
+	staticRef.Store(static)
 	go spec.Run(ctx)
 	if podCerts != nil {
 		go podCerts.Run(ctx)
 	}
 	go prov.Run(ctx)
+	go static.Run(ctx, prov)
 	go rt.RotateLogs(ctx, rotation)
 	go rt.Cgroups().RefreshQOS(ctx, runtime.QOSRefreshInterval, func() (int64, bool) {
 		pods, ok := activeAllocated()
@@ -249,7 +270,9 @@ func run(ctx context.Context, o *options) error {
 	// The first sweep once podsync was handed every pod (it starts once
 	// the node is registered): a pod removed from the API before then
 	// reaches no RemovePod, and the sweep cleans it up at once.
-	go prov.SweepOrphans(ctx, inf.pods.Lister(), pods.HasSynced)
+	// The static pods too: until they are handed over, their containers
+	// would look like leftovers.
+	go prov.SweepOrphans(ctx, inf.pods.Lister(), func() bool { return pods.HasSynced() && static.HasSynced() })
 	inf.start(ctx)
 
 	cert, err := o.servingCert(ctx, name, c.api, inf.node.Lister())

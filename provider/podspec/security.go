@@ -135,6 +135,12 @@ const (
 	bestEffortOOM = 1000
 )
 
+// nodeCritical is the kubelet's IsNodeCriticalPod: critical (static,
+// mirror, system priority) and of the system-node-critical class.
+func nodeCritical(pod *v1.Pod) bool {
+	return node.IsCriticalPod(pod) && pod.Spec.PriorityClassName == "system-node-critical"
+}
+
 // containerResources turns requests and limits into cgroup settings and the
 // OOM score adjustment of the pod's QoS class.
 func (r *Runtime) containerResources(pod *v1.Pod, c *v1.Container) runtime.Resources {
@@ -151,10 +157,14 @@ func (r *Runtime) containerResources(pod *v1.Pod, c *v1.Container) runtime.Resou
 		out.MemoryLimit = q.Value()
 	}
 	out.MemorySwap, out.Unified = r.cfg.Swap.container(pod, c, out.MemoryLimit)
-	switch node.QOSClass(pod) {
-	case v1.PodQOSGuaranteed:
+	switch {
+	case nodeCritical(pod):
+		// The kubelet protects node-critical pods (a static control plane
+		// or agent) as guaranteed ones, whatever their QoS class.
 		out.OOMScoreAdj = guaranteedOOM
-	case v1.PodQOSBestEffort:
+	case node.QOSClass(pod) == v1.PodQOSGuaranteed:
+		out.OOMScoreAdj = guaranteedOOM
+	case node.QOSClass(pod) == v1.PodQOSBestEffort:
 		out.OOMScoreAdj = bestEffortOOM
 	default:
 		mem := r.cfg.Node.Capacity()[v1.ResourceMemory]

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
+	"github.com/hostlet/hostlet/provider/staticpod"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -81,14 +82,23 @@ func (c *Controller) Statuses() *Statuses { return c.statuses }
 // many for status writes, until ctx ends.
 func (c *Controller) Run(ctx context.Context, pods Pods, workers int) error {
 	reg, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		// A mirror pod is the API's copy of a static pod, which the static
+		// pod manager runs: it is never handed to the node, but its
+		// status is the static pod's to write (a new mirror gets it at once).
 		AddFunc: func(obj any) {
 			if pod, ok := obj.(*v1.Pod); ok {
+				if staticpod.IsMirror(pod) {
+					c.statuses.observed(pod)
+					return
+				}
 				c.events.changed(pod)
 			}
 		},
 		UpdateFunc: func(_, obj any) {
 			if pod, ok := obj.(*v1.Pod); ok {
-				c.events.changed(pod)
+				if !staticpod.IsMirror(pod) {
+					c.events.changed(pod)
+				}
 				c.statuses.observed(pod)
 			}
 		},
@@ -96,7 +106,7 @@ func (c *Controller) Run(ctx context.Context, pods Pods, workers int) error {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if pod, ok := obj.(*v1.Pod); ok {
+			if pod, ok := obj.(*v1.Pod); ok && !staticpod.IsMirror(pod) {
 				c.events.removed(pod)
 				c.statuses.Forget(pod.UID)
 			}

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/staticpod"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,15 +111,20 @@ func (s *Statuses) wake() {
 // ready when the node was unreachable), which the node's status corrects,
 // as the kubelet's status manager reconciles against the API.
 func (s *Statuses) observed(pod *v1.Pod) {
+	uid := pod.UID
+	if staticpod.IsMirror(pod) {
+		// A mirror pod shows its static pod's status.
+		uid = staticpod.StaticUID(pod)
+	}
 	s.mu.Lock()
-	ps := s.pods[pod.UID]
+	ps := s.pods[uid]
 	echo := false
 	if ps != nil && ps.written != nil && ps.written.ResourceVersion == pod.ResourceVersion {
 		ps.written, echo = nil, true
 	}
 	s.mu.Unlock()
 	if ps != nil && !echo {
-		s.queue.Add(pod.UID)
+		s.queue.Add(uid)
 	}
 }
 
@@ -138,7 +144,16 @@ func (s *Statuses) sync(ctx context.Context, uid types.UID) error {
 	s.mu.Unlock()
 	l := lifecycle.PodLogger(want)
 	api, err := s.lister.Pods(want.Namespace).Get(want.Name)
-	if apierrors.IsNotFound(err) || (err == nil && api.UID != uid) {
+	if apierrors.IsNotFound(err) || (err == nil && !staticpod.SamePod(api, uid)) {
+		if staticpod.IsStatic(want) {
+			// A static pod's status goes to its mirror pod, which may be
+			// missing for now (API down, deleted by hand): the status is
+			// kept and written once a mirror appears (observed). Nothing
+			// waits for it meanwhile.
+			l.Debug("static pod status not written: no mirror pod yet")
+			s.settled(uid, gen)
+			return nil
+		}
 		l.Debug("pod status not written: the pod is gone from the API")
 		s.Forget(uid)
 		return nil
@@ -146,7 +161,8 @@ func (s *Statuses) sync(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return err
 	}
-	if base == nil {
+	if base == nil || base.UID != api.UID {
+		// (A static pod's mirror pod replaced since the last write.)
 		base = api
 	}
 	var written *v1.Pod
@@ -158,7 +174,7 @@ func (s *Statuses) sync(ctx context.Context, uid types.UID) error {
 			if err != nil {
 				return err
 			}
-			if cur.UID != uid {
+			if !staticpod.SamePod(cur, uid) {
 				return apierrors.NewNotFound(v1.Resource("pods"), want.Name)
 			}
 			base = cur
@@ -175,6 +191,10 @@ func (s *Statuses) sync(ctx context.Context, uid types.UID) error {
 		return err
 	})
 	if Gone(err) {
+		if staticpod.IsStatic(want) {
+			s.settled(uid, gen)
+			return nil
+		}
 		l.WithError(err).Debug("pod status not written: the pod is gone from the API")
 		s.Forget(uid)
 		return nil
@@ -186,17 +206,23 @@ func (s *Statuses) sync(ctx context.Context, uid types.UID) error {
 		l.WithField("phase", written.Status.Phase).Debug("pod status written")
 	}
 	s.mu.Lock()
-	if ps := s.pods[uid]; ps != nil {
-		if written != nil {
-			ps.written = written
-		}
-		if gen > ps.synced {
-			ps.synced = gen
-			s.wake()
-		}
+	if ps := s.pods[uid]; ps != nil && written != nil {
+		ps.written = written
 	}
 	s.mu.Unlock()
+	s.settled(uid, gen)
 	return nil
+}
+
+// settled records that the pod's statuses up to gen need no more writing,
+// and wakes WaitWritten.
+func (s *Statuses) settled(uid types.UID, gen uint64) {
+	s.mu.Lock()
+	if ps := s.pods[uid]; ps != nil && gen > ps.synced {
+		ps.synced = gen
+		s.wake()
+	}
+	s.mu.Unlock()
 }
 
 // statusToWrite is the status to write over api's for the node's newest

@@ -230,3 +230,49 @@ func TestStatusesWaitWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A static pod's status is written to its mirror pod (another UID); with
+// no mirror it is kept, nobody waits on it, and a mirror that appears gets
+// it.
+func TestStatusesStaticPodToMirror(t *testing.T) {
+	static := testPod("web-n", "static-uid", "")
+	static.Annotations = map[string]string{"kubernetes.io/config.source": "file", "kubernetes.io/config.hash": "static-uid"}
+	s, client, idx := testStatuses(t)
+	s.Set(withPhase(static, v1.PodRunning))
+	mustSync(t, s, "static-uid")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.WaitWritten(ctx, "static-uid"); err != nil {
+		t.Errorf("waiting on a static pod without a mirror: %v", err)
+	}
+	if statusWrites(client) != 0 {
+		t.Fatalf("%d writes without a mirror", statusWrites(client))
+	}
+	mirror := testPod("web-n", "mirror-uid", "5")
+	mirror.Annotations = map[string]string{"kubernetes.io/config.source": "file", "kubernetes.io/config.hash": "static-uid",
+		v1.MirrorPodAnnotationKey: "static-uid"}
+	if _, err := client.CoreV1().Pods("ns").Create(context.Background(), mirror, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = idx.Add(mirror)
+	drain(s)
+	s.observed(mirror)
+	if s.queue.Len() != 1 {
+		t.Fatal("a new mirror did not queue its static pod's status")
+	}
+	drain(s)
+	mustSync(t, s, "static-uid")
+	got, _ := client.CoreV1().Pods("ns").Get(context.Background(), "web-n", metavOpts)
+	if got.UID != "mirror-uid" || got.Status.Phase != v1.PodRunning {
+		t.Errorf("mirror %s phase %s", got.UID, got.Status.Phase)
+	}
+	// A pod of the name that is not its mirror never gets it.
+	other := testPod("web-n", "other", "6")
+	_ = idx.Update(other)
+	s.Set(withPhase(static, v1.PodSucceeded))
+	before := statusWrites(client)
+	mustSync(t, s, "static-uid")
+	if statusWrites(client) != before {
+		t.Error("a static pod's status written to a pod not its mirror")
+	}
+}
