@@ -55,6 +55,14 @@ type Config struct {
 	// Devices, if set, adds the device plugins' resources and assigns
 	// their devices at admission.
 	Devices Devices
+	// Volumes, if set, says which attachable volumes the node's pods use
+	// (status.volumesInUse); call UpdateStatus when that changes.
+	Volumes Volumes
+}
+
+// Volumes is the node's CSI plugin (provider/volumes/csi.Manager).
+type Volumes interface {
+	VolumesInUse() []v1.UniqueVolumeName
 }
 
 // Node is hostlet's node: its object, its conditions from real host signals,
@@ -232,6 +240,9 @@ func (n *Node) refresh(ctx context.Context) {
 	next.Status.NodeInfo = n.nodeInfo(ctx, health)
 	next.Status.RuntimeHandlers = n.runtimeHandlers(ctx, health)
 	next.Status.Conditions = n.conditions(ctx, health, prev.Status.Conditions)
+	if n.cfg.Volumes != nil {
+		next.Status.VolumesInUse = n.cfg.Volumes.VolumesInUse()
+	}
 	if equality.Semantic.DeepEqual(withoutHeartbeats(prev.Status), withoutHeartbeats(next.Status)) {
 		// Nothing changed here: the Node in the API may have, by someone
 		// else's hand.

@@ -60,6 +60,8 @@ func desiredStatus(api, want v1.NodeStatus, now metav1.Time) v1.NodeStatus {
 	out.NodeInfo = want.NodeInfo
 	out.DaemonEndpoints = want.DaemonEndpoints
 	out.RuntimeHandlers = want.RuntimeHandlers
+	// The kubelet's volumesInUse, which the attach/detach controller reads.
+	out.VolumesInUse = want.VolumesInUse
 	return out
 }
 
@@ -80,6 +82,7 @@ func statusDiff(a, b v1.NodeStatus) []string {
 		{"daemonEndpoints", a.DaemonEndpoints, b.DaemonEndpoints},
 		{"images", a.Images, b.Images},
 		{"runtimeHandlers", a.RuntimeHandlers, b.RuntimeHandlers},
+		{"volumesInUse", a.VolumesInUse, b.VolumesInUse},
 	} {
 		if !equality.Semantic.DeepEqual(f.x, f.y) {
 			out = append(out, f.name)

@@ -51,6 +51,9 @@ type Config struct {
 	ActivePods func() ([]*v1.Pod, bool)
 	// Swap is the node's swap behavior for containers.
 	Swap Swap
+	// CSI, if set, publishes pods' CSI volumes (PersistentVolumes with a
+	// csi source and inline ephemeral ones).
+	CSI CSI
 	// PersistentVolumes, if set, reads the claims of pods' volumes and
 	// their PersistentVolumes (the node's client).
 	PersistentVolumes volumes.API
@@ -177,7 +180,9 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 		l.WithError(err).Warn("removing sandbox")
 	}
 	r.removePodCgroup(uid, l)
-	if err := r.teardownVolumes(uid); err != nil {
+	if err := r.tearDownCSI(ctx, types.UID(uid)); err != nil {
+		l.WithError(err).Warn("csi volumes not torn down; the pod's directory stays")
+	} else if err := r.teardownVolumes(uid); err != nil {
 		l.WithError(err).Warn("removing pod dir")
 	}
 	r.forgetClaims(types.UID(uid))

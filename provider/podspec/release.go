@@ -46,7 +46,9 @@ func (r *Runtime) ReleasePod(ctx context.Context, pod *v1.Pod) {
 	if err := r.rt.RemoveSandbox(ctx, uid); err != nil {
 		l.WithError(err).Warn("removing sandbox")
 	}
-	if torn, err := r.teardownPodVolumes(uid); err != nil {
+	if err := r.tearDownCSI(ctx, pod.UID); err != nil {
+		l.WithError(err).Warn("csi volumes not torn down; the pod's volumes stay")
+	} else if torn, err := r.teardownPodVolumes(uid); err != nil {
 		l.WithError(err).Warn("tearing down pod volumes")
 	} else if torn {
 		l.Info("pod volumes torn down")
