@@ -1,0 +1,255 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostlet/hostlet/test/images/csihostdir"
+	"github.com/moby/sys/mountinfo"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The tests' CSI driver (test/images/csihostdir) runs as a host process
+// next to hostlet — here in the test's own process, root on the host — so
+// its bind mounts are in the host's mount namespace, where hostlet and the
+// containers' mounts see them, as a node plugin pod's are with
+// Bidirectional propagation. It registers through <root-dir>/plugins_registry
+// as the node-driver-registrar does.
+
+// csiDriverName is a driver name of the test's own (a DNS subdomain).
+func csiDriverName(ns string) string {
+	return strings.TrimPrefix(ns, "e2e-") + ".hostdir.hostlet.test"
+}
+
+// csiDriverObject creates the driver's CSIDriver object (deleted when the
+// test ends).
+func csiDriverObject(t *testing.T, name string, attach bool, modes ...storagev1.VolumeLifecycleMode) {
+	t.Helper()
+	d := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.CSIDriverSpec{
+		AttachRequired: &attach, PodInfoOnMount: ptr(true), VolumeLifecycleModes: modes}}
+	if _, err := cluster.Client().StorageV1().CSIDrivers().Create(ctxT(t), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cluster.Client().StorageV1().CSIDrivers().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// startCSIDriver runs the driver until stop (or the test's end) and waits
+// for the node to accept its registration.
+func startCSIDriver(t *testing.T, name, state string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	d, err := csihostdir.Start(ctx, csihostdir.Config{Name: name, NodeID: nodeName, StateDir: state, Stage: true, MaxVolumes: 7,
+		Endpoint:    filepath.Join(node.RootDir(), "plugins", name, "csi.sock"),
+		RegistryDir: filepath.Join(node.RootDir(), "plugins_registry")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-d.Registered():
+		if !r.Registered {
+			t.Fatalf("registration refused: %s", r.Error)
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("the node never answered the driver's registration")
+	}
+	return cancel
+}
+
+// csiCalls are the driver's calls of method.
+func csiCalls(t *testing.T, state, method string) []csihostdir.Call {
+	t.Helper()
+	calls, err := csihostdir.Calls(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []csihostdir.Call
+	for _, c := range calls {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// A CSI driver registers: the node's CSINode gets its entry (node ID,
+// topology key, allocatable count), the Node its nodeid annotation and
+// topology label. A pod with a PVC bound to a static PV of the driver and
+// an inline ephemeral volume of it starts: the PV is staged at the
+// kubelet's global path and published to the pod's, with vol_data.json and
+// the pod's identity in the volume context; what the pod writes is in the
+// driver's state dir. Deleting the pod unpublishes both and unstages the
+// PV, leaving nothing mounted; the driver going away deregisters it.
+func TestCSIVolumes(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	name := csiDriverName(ns)
+	state := t.TempDir()
+	csiDriverObject(t, name, false, storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral)
+	stop := startCSIDriver(t, name, state)
+
+	pollUntil(t, time.Minute, "the driver in the node's CSINode", func() bool {
+		cn, err := cluster.Client().StorageV1().CSINodes().Get(ctxT(t), nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, d := range cn.Spec.Drivers {
+			if d.Name == name {
+				if d.NodeID != nodeName || !slices.Equal(d.TopologyKeys, []string{csihostdir.TopologyKey}) ||
+					d.Allocatable == nil || d.Allocatable.Count == nil || *d.Allocatable.Count != 7 {
+					t.Fatalf("CSINode entry %+v", d)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	n, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	_ = json.Unmarshal([]byte(n.Annotations["csi.volume.kubernetes.io/nodeid"]), &ids)
+	if ids[name] != nodeName {
+		t.Errorf("nodeid annotation %q, want %s: %s", n.Annotations["csi.volume.kubernetes.io/nodeid"], name, nodeName)
+	}
+	if n.Labels[csihostdir.TopologyKey] != nodeName {
+		t.Errorf("topology label %q", n.Labels[csihostdir.TopologyKey])
+	}
+
+	pv := ns + "-csi"
+	persistentVolume(t, pv, "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
+		Driver: name, VolumeHandle: "vol1", VolumeAttributes: map[string]string{"from": "pv"}}}, nil)
+	claim(t, ns, "data", "", pv)
+	pod := claimPodSpec(ns, "app", "data", false)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: "eph", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{
+		Driver: name, VolumeAttributes: map[string]string{"from": "inline"}}}})
+	pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, mount("eph", "/eph"))
+	cluster.CreatePod(t, pod)
+	running := waitReady(t, ns, pod.Name)
+	execIn(t, ns, pod.Name, "c", "sh", "-c", "echo persistent > /data/f && echo ephemeral > /eph/g")
+	writeFails(t, ns, pod.Name, "/ro")
+	if b, err := os.ReadFile(filepath.Join(csihostdir.VolumeDir(state, "vol1"), "f")); err != nil || string(b) != "persistent\n" {
+		t.Errorf("in the driver's volume: %q %v", b, err)
+	}
+	ephID := inlineHandle(t, state)
+	if b, err := os.ReadFile(filepath.Join(csihostdir.EphemeralDir(state, ephID), "g")); err != nil || string(b) != "ephemeral\n" {
+		t.Errorf("in the driver's ephemeral volume: %q %v", b, err)
+	}
+	podDir := filepath.Join(node.RootDir(), "pods", string(running.UID))
+	volDir := filepath.Join(podDir, "volumes", "kubernetes.io~csi", pv)
+	var vd map[string]string
+	if b, err := os.ReadFile(filepath.Join(volDir, "vol_data.json")); err != nil || json.Unmarshal(b, &vd) != nil ||
+		vd["driverName"] != name || vd["volumeHandle"] != "vol1" || vd["specVolID"] != pv || vd["volumeLifecycleMode"] != "Persistent" {
+		t.Errorf("vol_data.json: %v %v", vd, err)
+	}
+	stage := csiCalls(t, state, "NodeStageVolume")
+	if len(stage) != 1 || !strings.HasPrefix(stage[0].Staging, filepath.Join(node.RootDir(), "plugins", "kubernetes.io", "csi", name)+"/") ||
+		filepath.Base(stage[0].Staging) != "globalmount" {
+		t.Errorf("NodeStageVolume calls %+v", stage)
+	}
+	for _, c := range csiCalls(t, state, "NodePublishVolume") {
+		switch c.Volume {
+		case "vol1":
+			if c.Target != filepath.Join(volDir, "mount") || len(stage) == 0 || c.Staging != stage[0].Staging || c.Context["from"] != "pv" ||
+				c.Context["csi.storage.k8s.io/pod.name"] != pod.Name || c.Context["csi.storage.k8s.io/ephemeral"] != "false" {
+				t.Errorf("NodePublishVolume of the PV %+v", c)
+			}
+		default:
+			if c.Target != filepath.Join(podDir, "volumes", "kubernetes.io~csi", "eph", "mount") || c.Staging != "" ||
+				c.Context["from"] != "inline" || c.Context["csi.storage.k8s.io/ephemeral"] != "true" ||
+				c.Context["csi.storage.k8s.io/pod.uid"] != string(running.UID) {
+				t.Errorf("NodePublishVolume of the inline volume %+v", c)
+			}
+		}
+	}
+
+	removePod(t, ns, pod.Name)
+	pollUntil(t, time.Minute, "the volumes unpublished and unstaged", func() bool {
+		return len(csiCalls(t, state, "NodeUnpublishVolume")) == 2 && len(csiCalls(t, state, "NodeUnstageVolume")) == 1
+	})
+	pollUntil(t, time.Minute, "nothing left mounted of the pod", func() bool {
+		mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(podDir))
+		return err == nil && len(mounts) == 0
+	})
+	if mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(filepath.Join(node.RootDir(), "plugins", "kubernetes.io", "csi", name))); err != nil || len(mounts) != 0 {
+		t.Errorf("staging mounts left: %v %v", mounts, err)
+	}
+	for _, c := range append(csiCalls(t, state, "NodeUnpublishVolume"), csiCalls(t, state, "NodeUnstageVolume")...) {
+		if c.Error != "" {
+			t.Errorf("%s failed: %s", c.Method, c.Error)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(csihostdir.VolumeDir(state, "vol1"), "f")); err != nil || string(b) != "persistent\n" {
+		t.Errorf("the PV's data after the pod: %q %v", b, err)
+	}
+	if _, err := os.Stat(csihostdir.EphemeralDir(state, ephID)); !os.IsNotExist(err) {
+		t.Errorf("the inline volume outlived its pod: %v", err)
+	}
+
+	// The driver goes: its CSINode entry and annotation go with it.
+	stop()
+	pollUntil(t, time.Minute, "the driver out of the CSINode and the annotation", func() bool {
+		cn, err := cluster.Client().StorageV1().CSINodes().Get(ctxT(t), nodeName, metav1.GetOptions{})
+		if err != nil || slices.ContainsFunc(cn.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == name }) {
+			return false
+		}
+		n, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), nodeName, metav1.GetOptions{})
+		return err == nil && !strings.Contains(n.Annotations["csi.volume.kubernetes.io/nodeid"], name)
+	})
+}
+
+// inlineHandle is the one ephemeral volume the driver has.
+func inlineHandle(t *testing.T, state string) string {
+	t.Helper()
+	es, err := os.ReadDir(filepath.Join(state, "ephemeral"))
+	if err != nil || len(es) != 1 {
+		t.Fatalf("ephemeral volumes of the driver: %v %v", es, err)
+	}
+	return es[0].Name()
+}
+
+// A pod whose CSI driver is not registered waits in ContainerCreating with
+// the kubelet's FailedMount event, and starts once the driver registers.
+func TestCSIDriverNotRegistered(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	name := csiDriverName(ns)
+	state := t.TempDir()
+	csiDriverObject(t, name, false, storagev1.VolumeLifecycleEphemeral)
+	pod := busybox(ns, "waits", "sleep", "3600")
+	pod.Spec.TerminationGracePeriodSeconds = ptr(int64(0))
+	pod.Spec.NodeName = nodeName
+	pod.Spec.Volumes = []v1.Volume{{Name: "eph", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: name}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{mount("eph", "/eph")}
+	cluster.CreatePod(t, pod)
+	want := `MountVolume.SetUp failed for volume "eph" : kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name ` +
+		name + ` not found in the list of registered CSI drivers`
+	awaitEvent(t, ns, pod.Name, func(reason, msg string) bool { return reason == "FailedMount" && msg == want })
+	p, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.Phase != v1.PodPending || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Waiting == nil ||
+		p.Status.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating" {
+		t.Errorf("pod waiting for its driver: %s %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	}
+	startCSIDriver(t, name, state)
+	waitReady(t, ns, pod.Name)
+	execIn(t, ns, pod.Name, "c", "sh", "-c", "echo late > /eph/f")
+	if b, err := os.ReadFile(filepath.Join(csihostdir.EphemeralDir(state, inlineHandle(t, state)), "f")); err != nil || string(b) != "late\n" {
+		t.Errorf("in the driver's volume: %q %v", b, err)
+	}
+	removePod(t, ns, pod.Name)
+	pollUntil(t, time.Minute, "the volume unpublished", func() bool { return len(csiCalls(t, state, "NodeUnpublishVolume")) == 1 })
+}
