@@ -174,7 +174,7 @@ func run(ctx context.Context, o *options) error {
 		Pod:     func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
 		Devices: dm, Claims: claims, ActivePods: activeAllocated, Swap: swap,
 		PersistentVolumes: c.api.CoreV1(), CSI: csiVolumes,
-		RuntimeClasses:    inf.runtimeClasses.Lister(), RuntimeClassesSynced: inf.runtimeClasses.Informer().HasSynced,
+		RuntimeClasses: inf.runtimeClasses.Lister(), RuntimeClassesSynced: inf.runtimeClasses.Informer().HasSynced,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
