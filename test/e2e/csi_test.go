@@ -253,3 +253,71 @@ func TestCSIDriverNotRegistered(t *testing.T) {
 	removePod(t, ns, pod.Name)
 	pollUntil(t, time.Minute, "the volume unpublished", func() bool { return len(csiCalls(t, state, "NodeUnpublishVolume")) == 1 })
 }
+
+// A driver whose CSIDriver says attachRequired: the attach/detach
+// controller makes the volume's VolumeAttachment and the pod waits, with
+// the kubelet's FailedMount, until it is attached (the test is the
+// external-attacher here); the volume is in the node's volumesInUse while
+// the pod uses it, its attachment metadata reaches NodeStage and
+// NodePublish, and once the pod is gone and the volume is no longer in use
+// the controller detaches it.
+func TestCSIAttachRequired(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	name := csiDriverName(ns)
+	state := t.TempDir()
+	csiDriverObject(t, name, true, storagev1.VolumeLifecyclePersistent)
+	startCSIDriver(t, name, state)
+	pv := ns + "-att"
+	persistentVolume(t, pv, "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol-a"}}, nil)
+	claim(t, ns, "data", "", pv)
+	pod := claimPodSpec(ns, "app", "data", false)
+	cluster.CreatePod(t, pod)
+	awaitEvent(t, ns, pod.Name, func(reason, msg string) bool {
+		return reason == "FailedMount" && strings.HasPrefix(msg, `MountVolume.WaitForAttach failed for volume "`+pv+`" : volume vol-a `)
+	})
+	inUse := v1.UniqueVolumeName("kubernetes.io/csi/" + name + "^vol-a")
+	pollUntil(t, time.Minute, "the volume in the node's volumesInUse", func() bool {
+		n, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), nodeName, metav1.GetOptions{})
+		return err == nil && slices.Contains(n.Status.VolumesInUse, inUse)
+	})
+	// The controller's VolumeAttachment, attached as the external-attacher
+	// would.
+	var va *storagev1.VolumeAttachment
+	pollUntil(t, time.Minute, "the attach/detach controller's VolumeAttachment", func() bool {
+		list, err := cluster.Client().StorageV1().VolumeAttachments().List(ctxT(t), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for i := range list.Items {
+			if a := &list.Items[i]; a.Spec.Attacher == name && a.Spec.NodeName == nodeName {
+				va = a
+				return true
+			}
+		}
+		return false
+	})
+	va.Status = storagev1.VolumeAttachmentStatus{Attached: true, AttachmentMetadata: map[string]string{"device": "sim0"}}
+	if _, err := cluster.Client().StorageV1().VolumeAttachments().UpdateStatus(ctxT(t), va, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ns, pod.Name)
+	execIn(t, ns, pod.Name, "c", "sh", "-c", "echo attached > /data/f")
+	for _, c := range append(csiCalls(t, state, "NodeStageVolume"), csiCalls(t, state, "NodePublishVolume")...) {
+		if c.Publish["device"] != "sim0" {
+			t.Errorf("%s without the attachment's metadata: %+v", c.Method, c)
+		}
+	}
+	removePod(t, ns, pod.Name)
+	pollUntil(t, time.Minute, "the volume out of volumesInUse", func() bool {
+		n, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), nodeName, metav1.GetOptions{})
+		return err == nil && !slices.Contains(n.Status.VolumesInUse, inUse)
+	})
+	if len(csiCalls(t, state, "NodeUnstageVolume")) != 1 {
+		t.Errorf("NodeUnstageVolume calls: %+v", csiCalls(t, state, "NodeUnstageVolume"))
+	}
+	pollUntil(t, 2*time.Minute, "the controller detaching the volume", func() bool {
+		a, err := cluster.Client().StorageV1().VolumeAttachments().Get(ctxT(t), va.Name, metav1.GetOptions{})
+		return err != nil || a.DeletionTimestamp != nil
+	})
+}

@@ -55,6 +55,8 @@ type Call struct {
 	Staging  string            `json:"staging,omitempty"`
 	ReadOnly bool              `json:"readOnly,omitempty"`
 	Context  map[string]string `json:"context,omitempty"`
+	// Publish is the publish context (from the VolumeAttachment).
+	Publish map[string]string `json:"publish,omitempty"`
 	Error    string            `json:"error,omitempty"`
 }
 
@@ -219,7 +221,8 @@ func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 }
 
 func (d *Driver) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
-	c := Call{Method: "NodeStageVolume", Volume: req.VolumeId, Staging: req.StagingTargetPath, Context: req.VolumeContext}
+	c := Call{Method: "NodeStageVolume", Volume: req.VolumeId, Staging: req.StagingTargetPath, Context: req.VolumeContext,
+		Publish: req.PublishContext}
 	err := func() error {
 		if err := checkID(req.VolumeId); err != nil {
 			return err
@@ -243,7 +246,7 @@ func (d *Driver) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnstageVolu
 
 func (d *Driver) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	c := Call{Method: "NodePublishVolume", Volume: req.VolumeId, Target: req.TargetPath, Staging: req.StagingTargetPath,
-		ReadOnly: req.Readonly, Context: req.VolumeContext}
+		ReadOnly: req.Readonly, Context: req.VolumeContext, Publish: req.PublishContext}
 	err := func() error {
 		if err := checkID(req.VolumeId); err != nil {
 			return err
