@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -121,16 +122,21 @@ type volume struct {
 	pv        *v1.PersistentVolume // nil for an inline volume
 	attrs     map[string]string
 	options   []string
+	// stageSecret and publishSecret are the secrets NodeStage and
+	// NodePublish are given, if any.
+	stageSecret, publishSecret *v1.SecretReference
 }
 
 // SetUpPV publishes the pod's PersistentVolume with a csi source and
 // returns where the containers mount it from and whether the kubelet
-// applies the pod's fsGroup to it. readOnly is the pod's claim's.
+// applies the pod's fsGroup to it. readOnly is the pod's claim's, as the
+// kubelet's spec.ReadOnly (the PV source's readOnly is for
+// ControllerPublish, the attacher's business).
 func (m *Manager) SetUpPV(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (string, bool, error) {
 	src := pv.Spec.CSI
 	return m.setUp(ctx, pod, volume{specName: pv.Name, driver: src.Driver, handle: src.VolumeHandle,
-		readOnly: readOnly || src.ReadOnly, fsType: src.FSType, pv: pv, attrs: src.VolumeAttributes,
-		options: volumes.MountOptions(pv)})
+		readOnly: readOnly, fsType: src.FSType, pv: pv, attrs: src.VolumeAttributes,
+		options: volumes.MountOptions(pv), stageSecret: src.NodeStageSecretRef, publishSecret: src.NodePublishSecretRef})
 }
 
 // SetUpInline publishes the pod's inline ephemeral CSI volume.
@@ -140,6 +146,10 @@ func (m *Manager) SetUpInline(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 		readOnly: src.ReadOnly != nil && *src.ReadOnly, attrs: src.VolumeAttributes}
 	if src.FSType != nil {
 		v.fsType = *src.FSType
+	}
+	if src.NodePublishSecretRef != nil {
+		// An inline volume's secret is the pod's namespace's.
+		v.publishSecret = &v1.SecretReference{Namespace: pod.Namespace, Name: src.NodePublishSecretRef.Name}
 	}
 	return m.setUp(ctx, pod, v)
 }
@@ -212,8 +222,14 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	if v.pv != nil && len(v.pv.Spec.AccessModes) > 0 {
 		am = v.pv.Spec.AccessModes[0]
 	}
+	mountVolume := &csipb.VolumeCapability_MountVolume{FsType: v.fsType, MountFlags: v.options}
+	// A driver with VOLUME_MOUNT_GROUP applies the pod's fsGroup itself.
+	mountGroup := hasNodeCap(caps.GetCapabilities(), csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
+	if fsGroup := podFSGroup(pod); mountGroup && fsGroup != nil {
+		mountVolume.VolumeMountGroup = strconv.FormatInt(*fsGroup, 10)
+	}
 	capability := &csipb.VolumeCapability{
-		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: v.fsType, MountFlags: v.options}},
+		AccessType: &csipb.VolumeCapability_Mount{Mount: mountVolume},
 		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: accessMode(am, hasNodeCap(caps.GetCapabilities(), csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER))},
 	}
 	staging := ""
@@ -225,12 +241,21 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 		if err := os.MkdirAll(staging, 0o750); err != nil {
 			return "", false, &Failure{Op: "MountVolume.MountDevice", Err: err}
 		}
+		secrets, err := m.secret(ctx, v.stageSecret)
+		if err != nil {
+			return "", false, &Failure{Op: "MountVolume.MountDevice", Err: fmt.Errorf("fetching NodeStageSecretRef %s/%s failed: %v",
+				v.stageSecret.Namespace, v.stageSecret.Name, err)}
+		}
 		if _, err := node.NodeStageVolume(cctx, &csipb.NodeStageVolumeRequest{
 			VolumeId: v.handle, PublishContext: publishContext, StagingTargetPath: staging,
-			VolumeCapability: capability, VolumeContext: v.attrs,
+			VolumeCapability: capability, VolumeContext: v.attrs, Secrets: secrets,
 		}); err != nil {
 			return "", false, &Failure{Op: "MountVolume.MountDevice", Err: fmt.Errorf("rpc error: NodeStageVolume: %w", err)}
 		}
+	}
+	secrets, err := m.secret(ctx, v.publishSecret)
+	if err != nil {
+		return "", false, setupErr(fmt.Errorf("fetch NodePublishSecretRef %s/%s: %v", v.publishSecret.Namespace, v.publishSecret.Name, err))
 	}
 	attrs := v.attrs
 	if podInfoOnMount(cd) {
@@ -247,11 +272,40 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	}
 	if _, err := node.NodePublishVolume(cctx, &csipb.NodePublishVolumeRequest{
 		VolumeId: v.handle, PublishContext: publishContext, StagingTargetPath: staging, TargetPath: target,
-		VolumeCapability: capability, Readonly: v.readOnly, VolumeContext: attrs,
+		VolumeCapability: capability, Readonly: v.readOnly, VolumeContext: attrs, Secrets: secrets,
 	}); err != nil {
 		return "", false, &Failure{Op: "MountVolume.SetUp", Err: fmt.Errorf("rpc error: NodePublishVolume: %w", err)}
 	}
-	return target, fsGroupApplies(fsPolicy, v.fsType, v.pv, v.readOnly), nil
+	return target, !mountGroup && fsGroupApplies(fsPolicy, v.fsType, v.pv, v.readOnly), nil
+}
+
+// secret is the data of a secret a CSI call is given (nil ref: none),
+// read with the node's credentials as the kubelet reads it (the node
+// authorizer allows the secrets its pods' volumes name).
+func (m *Manager) secret(ctx context.Context, ref *v1.SecretReference) (map[string]string, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	if m.cfg.Client == nil {
+		return nil, errors.New("no API client to read secrets with")
+	}
+	s, err := m.cfg.Client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for k, v := range s.Data {
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+// podFSGroup is the pod's fsGroup, if it has one.
+func podFSGroup(pod *v1.Pod) *int64 {
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		return sc.FSGroup
+	}
+	return nil
 }
 
 // waitForAttach is the kubelet's WaitForAttach: the volume's
