@@ -251,7 +251,8 @@ func TestSetUpWaitsForAttach(t *testing.T) {
 }
 
 // A published volume whose driver is not registered is not torn down
-// (its directory stays for the next try); one never published is removed.
+// (its directory stays) until the driver registers; one never published
+// is removed.
 func TestTearDownNeedsDriver(t *testing.T) {
 	root := t.TempDir()
 	m := New(Config{RootDir: root, NodeName: "n1"})
@@ -275,6 +276,26 @@ func TestTearDownNeedsDriver(t *testing.T) {
 	if _, err := os.Stat(failed); !os.IsNotExist(err) {
 		t.Errorf("the volume never published stays: %v", err)
 	}
+	// The driver registers: the volume is unpublished then, not at the
+	// next cleanup.
+	rec := infoRecorder{recorder{calls: make(chan string, 10)}}
+	socket := filepath.Join(t.TempDir(), "csi.sock")
+	if err := grpcsock.Serve(t.Context(), socket, "fake", func(s *grpc.Server) { csipb.RegisterNodeServer(s, rec) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Register(t.Context(), pluginwatcher.Plugin{Name: "d", Endpoint: socket, Versions: []string{"1.0.0"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-rec.calls; got != "unpublish "+TargetPath(l, uid, "pv1") {
+		t.Errorf("after registration: %s", got)
+	}
+}
+
+// infoRecorder is a recorder that answers NodeGetInfo too.
+type infoRecorder struct{ recorder }
+
+func (infoRecorder) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb.NodeGetInfoResponse, error) {
+	return &csipb.NodeGetInfoResponse{NodeId: "id"}, nil
 }
 
 // recorder answers NodeUnpublish and NodeUnstage, recording them.

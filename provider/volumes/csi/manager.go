@@ -62,13 +62,17 @@ type Manager struct {
 	drivers map[string]driver
 	// inUse are the pods' attachable volumes (the node's volumesInUse).
 	inUse map[types.UID]map[v1.UniqueVolumeName]bool
+	// pending are pods whose teardown failed (a driver not registered
+	// yet, after a restart say): tried again when a driver registers, as
+	// the kubelet's reconciler keeps trying, rather than at the next sweep.
+	pending map[types.UID]bool
 }
 
 // New is the CSI plugin; Start runs its CSIDriver informer (before it,
 // every driver is taken as having no CSIDriver object).
 func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, layout: volumes.NewLayout(cfg.RootDir), drivers: map[string]driver{},
-		inUse: map[types.UID]map[v1.UniqueVolumeName]bool{}}
+		inUse: map[types.UID]map[v1.UniqueVolumeName]bool{}, pending: map[types.UID]bool{}}
 }
 
 // Start runs the CSIDriver informer and makes the node's CSINode object
@@ -367,6 +371,9 @@ func (m *Manager) TearDownPod(ctx context.Context, uid types.UID) error {
 	base := filepath.Dir(VolumeDir(m.layout, uid, "x"))
 	entries, err := os.ReadDir(base)
 	if errors.Is(err, os.ErrNotExist) {
+		m.mu.Lock()
+		delete(m.pending, uid)
+		m.mu.Unlock()
 		m.forgetPod(uid)
 		return nil
 	}
@@ -379,11 +386,34 @@ func (m *Manager) TearDownPod(ctx context.Context, uid types.UID) error {
 			errs = append(errs, fmt.Errorf("UnmountVolume.TearDown failed for volume %q (pod %q): %w", e.Name(), uid, err))
 		}
 	}
+	m.mu.Lock()
+	if len(errs) == 0 {
+		delete(m.pending, uid)
+	} else {
+		m.pending[uid] = true
+	}
+	m.mu.Unlock()
 	if len(errs) == 0 {
 		_ = os.Remove(base)
 		m.forgetPod(uid)
 	}
 	return errors.Join(errs...)
+}
+
+// retryPending tears down again the volumes of pods whose teardown
+// failed; the rest of their directories goes with the next cleanup.
+func (m *Manager) retryPending(ctx context.Context) {
+	m.mu.Lock()
+	uids := make([]types.UID, 0, len(m.pending))
+	for uid := range m.pending {
+		uids = append(uids, uid)
+	}
+	m.mu.Unlock()
+	for _, uid := range uids {
+		if err := m.TearDownPod(ctx, uid); err != nil {
+			log.WithError(err).WithField("uid", uid).Info("csi: volumes of a pod gone still not torn down")
+		}
+	}
 }
 
 func (m *Manager) forgetPod(uid types.UID) {

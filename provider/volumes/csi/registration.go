@@ -62,6 +62,7 @@ func (m *Manager) Register(ctx context.Context, p pluginwatcher.Plugin) error {
 		return fmt.Errorf("error updating CSI node info: %w", err)
 	}
 	log.WithFields(log.Fields{"driver": p.Name, "nodeID": info.GetNodeId(), "endpoint": endpoint}).Info("csi: driver registered")
+	go m.retryPending(context.WithoutCancel(ctx))
 	return nil
 }
 
