@@ -45,16 +45,25 @@ func csiDriverObject(t *testing.T, name string, attach bool, modes ...storagev1.
 
 // startCSIDriver runs the driver until stop (or the test's end) and waits
 // for the node to accept its registration.
-func startCSIDriver(t *testing.T, name, state string) (stop func()) {
+func startCSIDriver(t *testing.T, name, state string) (d *csihostdir.Driver, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	d, err := csihostdir.Start(ctx, csihostdir.Config{Name: name, NodeID: nodeName, StateDir: state, Stage: true, MaxVolumes: 7,
+	var err error
+	d, err = csihostdir.Start(ctx, csihostdir.Config{Name: name, NodeID: nodeName, StateDir: state, Stage: true, MaxVolumes: 7,
 		Endpoint:    filepath.Join(node.RootDir(), "plugins", name, "csi.sock"),
 		RegistryDir: filepath.Join(node.RootDir(), "plugins_registry")})
 	if err != nil {
 		t.Fatal(err)
 	}
+	awaitRegistration(t, d)
+	return d, cancel
+}
+
+// awaitRegistration waits for the node to accept the driver's
+// registration.
+func awaitRegistration(t *testing.T, d *csihostdir.Driver) {
+	t.Helper()
 	select {
 	case r := <-d.Registered():
 		if !r.Registered {
@@ -63,7 +72,6 @@ func startCSIDriver(t *testing.T, name, state string) (stop func()) {
 	case <-ctxT(t).Done():
 		t.Fatal("the node never answered the driver's registration")
 	}
-	return cancel
 }
 
 // csiCalls are the driver's calls of method.
@@ -96,7 +104,7 @@ func TestCSIVolumes(t *testing.T) {
 	name := csiDriverName(ns)
 	state := t.TempDir()
 	csiDriverObject(t, name, false, storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral)
-	stop := startCSIDriver(t, name, state)
+	_, stop := startCSIDriver(t, name, state)
 
 	pollUntil(t, time.Minute, "the driver in the node's CSINode", func() bool {
 		cn, err := cluster.Client().StorageV1().CSINodes().Get(ctxT(t), nodeName, metav1.GetOptions{})
@@ -244,7 +252,7 @@ func TestCSIDriverNotRegistered(t *testing.T) {
 		p.Status.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating" {
 		t.Errorf("pod waiting for its driver: %s %+v", p.Status.Phase, p.Status.ContainerStatuses)
 	}
-	startCSIDriver(t, name, state)
+	_, _ = startCSIDriver(t, name, state)
 	waitReady(t, ns, pod.Name)
 	execIn(t, ns, pod.Name, "c", "sh", "-c", "echo late > /eph/f")
 	if b, err := os.ReadFile(filepath.Join(csihostdir.EphemeralDir(state, inlineHandle(t, state)), "f")); err != nil || string(b) != "late\n" {
@@ -267,7 +275,7 @@ func TestCSIAttachRequired(t *testing.T) {
 	name := csiDriverName(ns)
 	state := t.TempDir()
 	csiDriverObject(t, name, true, storagev1.VolumeLifecyclePersistent)
-	startCSIDriver(t, name, state)
+	_, _ = startCSIDriver(t, name, state)
 	pv := ns + "-att"
 	persistentVolume(t, pv, "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol-a"}}, nil)
 	claim(t, ns, "data", "", pv)
@@ -320,4 +328,60 @@ func TestCSIAttachRequired(t *testing.T) {
 		a, err := cluster.Client().StorageV1().VolumeAttachments().Get(ctxT(t), va.Name, metav1.GetOptions{})
 		return err != nil || a.DeletionTimestamp != nil
 	})
+}
+
+// hostlet killed (-9) with a CSI volume published: restarted, it finds
+// the driver's registration again and leaves the running pod's volume as it
+// is (no second publish); killed again and the pod force-deleted while it
+// is down, the restarted hostlet unpublishes and unstages the volume from
+// what vol_data.json says, leaving nothing mounted.
+func TestCSIHostletRestart(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	name := csiDriverName(ns)
+	state := t.TempDir()
+	csiDriverObject(t, name, false, storagev1.VolumeLifecyclePersistent)
+	d, _ := startCSIDriver(t, name, state)
+	pv := ns + "-rs"
+	persistentVolume(t, pv, "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol-r"}}, nil)
+	claim(t, ns, "data", "", pv)
+	pod := claimPodSpec(ns, "app", "data", false)
+	pod.Spec.NodeName = nodeName
+	cluster.CreatePod(t, pod)
+	running := waitReady(t, ns, pod.Name)
+	execIn(t, ns, pod.Name, "c", "sh", "-c", "echo before > /data/f")
+
+	node.Kill()
+	if err := node.Restart(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Its socket still in plugins_registry, the driver is asked again.
+	awaitRegistration(t, d)
+	if out := execIn(t, ns, pod.Name, "c", "cat", "/data/f"); out != "before\n" {
+		t.Errorf("after the restart the pod reads %q", out)
+	}
+	if n := len(csiCalls(t, state, "NodePublishVolume")); n != 1 {
+		t.Errorf("NodePublishVolume called %d times, want once", n)
+	}
+
+	node.Kill()
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, ns, pod.Name)
+	if err := node.Restart(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	awaitRegistration(t, d)
+	pollUntil(t, 2*time.Minute, "the volume unpublished and unstaged", func() bool {
+		return len(csiCalls(t, state, "NodeUnpublishVolume")) >= 1 && len(csiCalls(t, state, "NodeUnstageVolume")) >= 1
+	})
+	podDir := filepath.Join(node.RootDir(), "pods", string(running.UID))
+	pollUntil(t, time.Minute, "nothing left mounted of the pod", func() bool {
+		mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(podDir))
+		return err == nil && len(mounts) == 0
+	})
+	if b, err := os.ReadFile(filepath.Join(csihostdir.VolumeDir(state, "vol-r"), "f")); err != nil || string(b) != "before\n" {
+		t.Errorf("the volume's data: %q %v", b, err)
+	}
 }
