@@ -57,7 +57,7 @@ type Call struct {
 	Context  map[string]string `json:"context,omitempty"`
 	// Publish is the publish context (from the VolumeAttachment).
 	Publish map[string]string `json:"publish,omitempty"`
-	Error    string            `json:"error,omitempty"`
+	Error   string            `json:"error,omitempty"`
 }
 
 // Driver is a running driver.
