@@ -10,17 +10,24 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hostlet/hostlet/provider/grpcsock"
 	"github.com/hostlet/hostlet/provider/pluginwatcher"
 	"github.com/hostlet/hostlet/provider/volumes"
 	"google.golang.org/grpc"
+	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestPaths(t *testing.T) {
@@ -375,5 +382,102 @@ func TestTearDownUnstagesLastUse(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Dir(staging)); !os.IsNotExist(err) {
 		t.Errorf("the staging dir stays: %v", err)
+	}
+}
+
+// publisher answers NodeGetCapabilities (none) and NodePublishVolume,
+// sending each publish's volume context.
+type publisher struct {
+	csipb.UnimplementedNodeServer
+	published chan map[string]string
+}
+
+func (publisher) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
+	return &csipb.NodeGetCapabilitiesResponse{}, nil
+}
+
+func (p publisher) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
+	p.published <- req.VolumeContext
+	return &csipb.NodePublishVolumeResponse{}, nil
+}
+
+// A driver with tokenRequests gets the pod's token for its audience in
+// the volume context, bound to the pod; with requiresRepublish a volume
+// published already is published again (the same token, cached), without
+// it not.
+func TestTokensAndRepublish(t *testing.T) {
+	client := fake.NewClientset()
+	var requests []*authv1.TokenRequest
+	client.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		tr := a.(k8stesting.CreateAction).GetObject().(*authv1.TokenRequest)
+		requests = append(requests, tr)
+		tr = tr.DeepCopy()
+		tr.Status = authv1.TokenRequestStatus{Token: "tok", ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour))}
+		return true, tr, nil
+	})
+	m := New(Config{RootDir: t.TempDir(), NodeName: "n1", Client: client})
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	yes := true
+	cd := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: storagev1.CSIDriverSpec{
+		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecycleEphemeral},
+		TokenRequests:        []storagev1.TokenRequest{{Audience: "aud"}}, RequiresRepublish: &yes}}
+	if err := idx.Add(cd); err != nil {
+		t.Fatal(err)
+	}
+	m.csiDrivers = storagelisters.NewCSIDriverLister(idx)
+	pub := publisher{published: make(chan map[string]string, 4)}
+	socket := filepath.Join(t.TempDir(), "csi.sock")
+	if err := grpcsock.Serve(t.Context(), socket, "fake", func(s *grpc.Server) { csipb.RegisterNodeServer(s, pub) }); err != nil {
+		t.Fatal(err)
+	}
+	m.drivers["d"] = driver{endpoint: socket}
+	mounted := false
+	m.mounted = func(string) (bool, error) { return mounted, nil }
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid1"}, Spec: v1.PodSpec{ServiceAccountName: "sa"}}
+	vol := &v1.Volume{Name: "eph", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "d"}}}
+	for i := range 2 {
+		if _, _, err := m.SetUpInline(t.Context(), pod, vol); err != nil {
+			t.Fatal(err)
+		}
+		var tokens map[string]authv1.TokenRequestStatus
+		if err := json.Unmarshal([]byte((<-pub.published)[tokensKey]), &tokens); err != nil || tokens["aud"].Token != "tok" {
+			t.Errorf("publish %d: tokens %v %v", i, tokens, err)
+		}
+		mounted = true
+	}
+	if len(requests) != 1 || requests[0].Spec.BoundObjectRef.UID != "uid1" || !slices.Equal(requests[0].Spec.Audiences, []string{"aud"}) {
+		t.Errorf("token requests %+v", requests)
+	}
+	cd = cd.DeepCopy()
+	cd.Spec.RequiresRepublish = nil
+	if err := idx.Update(cd); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.SetUpInline(t.Context(), pod, vol); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-pub.published:
+		t.Errorf("published again without requiresRepublish: %v", c)
+	default:
+	}
+}
+
+// A cached token is renewed once 80% of its lifetime is gone.
+func TestTokenCacheRenewal(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	c := &tokenCache{clock: fc}
+	c.put("uid/sa/aud/0s", authv1.TokenRequestStatus{Token: "t", ExpirationTimestamp: metav1.NewTime(fc.Now().Add(100 * time.Second))})
+	fc.Step(79 * time.Second)
+	if st, ok := c.get("uid/sa/aud/0s"); !ok || st.Token != "t" {
+		t.Error("a fresh token is not reused")
+	}
+	fc.Step(2 * time.Second)
+	if _, ok := c.get("uid/sa/aud/0s"); ok {
+		t.Error("a token past 80% of its lifetime is reused")
+	}
+	c.forget("uid/")
+	if len(c.byKey) != 0 {
+		t.Errorf("forgotten pod's tokens stay: %v", c.byKey)
 	}
 }

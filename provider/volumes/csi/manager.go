@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 // csiTimeout bounds one CSI call, as the kubelet's csiTimeout.
@@ -66,12 +67,17 @@ type Manager struct {
 	// yet, after a restart say): tried again when a driver registers, as
 	// the kubelet's reconciler keeps trying, rather than at the next sweep.
 	pending map[types.UID]bool
+
+	// mounted says whether a path is a mount point (mountinfo.Mounted).
+	mounted func(string) (bool, error)
+	tokens  *tokenCache
 }
 
 // New is the CSI plugin; Start runs its CSIDriver informer (before it,
 // every driver is taken as having no CSIDriver object).
 func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, layout: volumes.NewLayout(cfg.RootDir), drivers: map[string]driver{},
+		mounted: mountinfo.Mounted, tokens: &tokenCache{clock: clock.RealClock{}},
 		inUse: map[types.UID]map[v1.UniqueVolumeName]bool{}, pending: map[types.UID]bool{}}
 }
 
@@ -197,8 +203,15 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	if attachable {
 		m.markInUse(pod.UID, UniqueName(v.driver, v.handle))
 	}
-	if ok, err := mountinfo.Mounted(target); err == nil && ok {
-		return target, false, nil
+	// Published already (also by a hostlet before a restart): only a
+	// driver that requiresRepublish is called again, NodePublish only, as
+	// the kubelet's remount.
+	remount := false
+	if ok, err := m.mounted(target); err == nil && ok {
+		if !requiresRepublish(cd) {
+			return target, false, nil
+		}
+		remount = true
 	}
 	var publishContext map[string]string
 	if attachable {
@@ -239,6 +252,8 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	staging := ""
 	if !v.ephemeral && hasNodeCap(caps.GetCapabilities(), csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME) {
 		staging = StagingPath(m.layout, v.driver, v.handle)
+	}
+	if staging != "" && !remount {
 		if err := writeVolData(filepath.Dir(staging), volData{DriverName: v.driver, VolumeHandle: v.handle}); err != nil {
 			return "", false, &Failure{Op: "MountVolume.MountDevice", Err: err}
 		}
@@ -265,6 +280,15 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	if podInfoOnMount(cd) {
 		attrs = mergeMap(attrs, podInfo(pod, v.ephemeral))
 	}
+	tokens, inSecrets, err := m.tokenAttrs(ctx, pod, cd)
+	if err != nil {
+		return "", false, setupErr(fmt.Errorf("get service accoount token attributes: %w", err))
+	}
+	if inSecrets {
+		secrets = mergeMap(secrets, tokens)
+	} else if tokens != nil {
+		attrs = mergeMap(attrs, tokens)
+	}
 	dir := filepath.Dir(target)
 	lm := lifecyclePers
 	if v.ephemeral {
@@ -280,7 +304,7 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	}); err != nil {
 		return "", false, &Failure{Op: "MountVolume.SetUp", Err: fmt.Errorf("rpc error: NodePublishVolume: %w", err)}
 	}
-	return target, !mountGroup && fsGroupApplies(fsPolicy, v.fsType, v.pv, v.readOnly), nil
+	return target, !remount && !mountGroup && fsGroupApplies(fsPolicy, v.fsType, v.pv, v.readOnly), nil
 }
 
 // secret is the data of a secret a CSI call is given (nil ref: none),
@@ -396,6 +420,7 @@ func (m *Manager) TearDownPod(ctx context.Context, uid types.UID) error {
 	if len(errs) == 0 {
 		_ = os.Remove(base)
 		m.forgetPod(uid)
+		m.tokens.forget(string(uid) + "/")
 	}
 	return errors.Join(errs...)
 }
