@@ -30,11 +30,14 @@ func csiDriverName(ns string) string {
 }
 
 // csiDriverObject creates the driver's CSIDriver object (deleted when the
-// test ends).
-func csiDriverObject(t *testing.T, name string, attach bool, modes ...storagev1.VolumeLifecycleMode) {
+// test ends), with a token request for audience unless it is "".
+func csiDriverObject(t *testing.T, name string, attach bool, audience string, modes ...storagev1.VolumeLifecycleMode) {
 	t.Helper()
 	d := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.CSIDriverSpec{
 		AttachRequired: &attach, PodInfoOnMount: ptr(true), VolumeLifecycleModes: modes}}
+	if audience != "" {
+		d.Spec.TokenRequests = []storagev1.TokenRequest{{Audience: audience}}
+	}
 	if _, err := cluster.Client().StorageV1().CSIDrivers().Create(ctxT(t), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +98,8 @@ func csiCalls(t *testing.T, state, method string) []csihostdir.Call {
 // topology label. A pod with a PVC bound to a static PV of the driver and
 // an inline ephemeral volume of it starts: the PV is staged at the
 // kubelet's global path and published to the pod's, with vol_data.json and
-// the pod's identity in the volume context; what the pod writes is in the
+// the pod's identity and the token the driver asks for in the volume
+// context; what the pod writes is in the
 // driver's state dir. Deleting the pod unpublishes both and unstages the
 // PV, leaving nothing mounted; the driver going away deregisters it.
 func TestCSIVolumes(t *testing.T) {
@@ -103,7 +107,7 @@ func TestCSIVolumes(t *testing.T) {
 	ns := cluster.NewNamespace(t)
 	name := csiDriverName(ns)
 	state := t.TempDir()
-	csiDriverObject(t, name, false, storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral)
+	csiDriverObject(t, name, false, "hostlet-csi-test", storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral)
 	_, stop := startCSIDriver(t, name, state)
 
 	pollUntil(t, time.Minute, "the driver in the node's CSINode", func() bool {
@@ -167,6 +171,14 @@ func TestCSIVolumes(t *testing.T) {
 		t.Errorf("NodeStageVolume calls %+v", stage)
 	}
 	for _, c := range csiCalls(t, state, "NodePublishVolume") {
+		// The token the driver asked for, of the pod's service account.
+		var tokens map[string]struct {
+			Token string `json:"token"`
+		}
+		if err := json.Unmarshal([]byte(c.Context["csi.storage.k8s.io/serviceAccount.tokens"]), &tokens); err != nil ||
+			strings.Count(tokens["hostlet-csi-test"].Token, ".") != 2 {
+			t.Errorf("NodePublishVolume of %s without the pod's token: %v %v", c.Volume, tokens, err)
+		}
 		switch c.Volume {
 		case "vol1":
 			if c.Target != filepath.Join(volDir, "mount") || len(stage) == 0 || c.Staging != stage[0].Staging || c.Context["from"] != "pv" ||
@@ -234,7 +246,7 @@ func TestCSIDriverNotRegistered(t *testing.T) {
 	ns := cluster.NewNamespace(t)
 	name := csiDriverName(ns)
 	state := t.TempDir()
-	csiDriverObject(t, name, false, storagev1.VolumeLifecycleEphemeral)
+	csiDriverObject(t, name, false, "", storagev1.VolumeLifecycleEphemeral)
 	pod := busybox(ns, "waits", "sleep", "3600")
 	pod.Spec.TerminationGracePeriodSeconds = ptr(int64(0))
 	pod.Spec.NodeName = nodeName
@@ -274,7 +286,7 @@ func TestCSIAttachRequired(t *testing.T) {
 	ns := cluster.NewNamespace(t)
 	name := csiDriverName(ns)
 	state := t.TempDir()
-	csiDriverObject(t, name, true, storagev1.VolumeLifecyclePersistent)
+	csiDriverObject(t, name, true, "", storagev1.VolumeLifecyclePersistent)
 	_, _ = startCSIDriver(t, name, state)
 	pv := ns + "-att"
 	persistentVolume(t, pv, "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol-a"}}, nil)
@@ -340,7 +352,7 @@ func TestCSIHostletRestart(t *testing.T) {
 	ns := cluster.NewNamespace(t)
 	name := csiDriverName(ns)
 	state := t.TempDir()
-	csiDriverObject(t, name, false, storagev1.VolumeLifecyclePersistent)
+	csiDriverObject(t, name, false, "", storagev1.VolumeLifecyclePersistent)
 	d, _ := startCSIDriver(t, name, state)
 	pv := ns + "-rs"
 	persistentVolume(t, pv, "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol-r"}}, nil)
