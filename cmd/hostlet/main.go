@@ -234,7 +234,7 @@ func run(ctx context.Context, o *options) error {
 		AuthCache:         server.AuthCache{TokenTTL: o.authnCacheTTL, AllowedTTL: o.authzAllowedTTL, DeniedTTL: o.authzDeniedTTL},
 		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
-		Node: nd, Stats: rt, Usage: usage, Volumes: layout, Cgroups: rt, Metrics: append(prov.Metrics(), imageGC.Metrics()...),
+		Node: nd, Stats: rt, Usage: usage, Volumes: layout, CSI: csiVolumes, Cgroups: rt, Metrics: append(prov.Metrics(), imageGC.Metrics()...),
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
 		Configz:      o.kubeletConfig,

@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 // The tests' CSI driver (test/images/csihostdir) runs as a host process
@@ -99,8 +100,9 @@ func csiCalls(t *testing.T, state, method string) []csihostdir.Call {
 // an inline ephemeral volume of it starts: the PV is staged at the
 // kubelet's global path and published to the pod's, with vol_data.json and
 // the pod's identity and the token the driver asks for in the volume
-// context; what the pod writes is in the
-// driver's state dir. Deleting the pod unpublishes both and unstages the
+// context; what the pod writes is in the driver's state dir, and the
+// driver's NodeGetVolumeStats is in /stats/summary and the
+// kubelet_volume_stats_* metrics. Deleting the pod unpublishes both and unstages the
 // PV, leaving nothing mounted; the driver going away deregisters it.
 func TestCSIVolumes(t *testing.T) {
 	skipIfNoCluster(t)
@@ -192,6 +194,32 @@ func TestCSIVolumes(t *testing.T) {
 				t.Errorf("NodePublishVolume of the inline volume %+v", c)
 			}
 		}
+	}
+
+	// The driver's NodeGetVolumeStats in /stats/summary (the claim's
+	// volume with its claim) and the kubelet_volume_stats_* metrics.
+	_, statsToken := kubeletIdentity(t, ns, "stats", "get")
+	_, metricsToken := kubeletIdentity(t, ns, "metrics", "get")
+	var vols []statsv1alpha1.VolumeStats
+	for _, ps := range summary(t, statsToken).Pods {
+		if ps.PodRef.UID == string(running.UID) {
+			vols = ps.VolumeStats
+		}
+	}
+	byName := map[string]statsv1alpha1.VolumeStats{}
+	for _, v := range vols {
+		byName[v.Name] = v
+	}
+	if v, ok := byName["data"]; !ok || v.PVCRef == nil || v.PVCRef.Name != "data" || v.PVCRef.Namespace != ns ||
+		v.CapacityBytes == nil || *v.CapacityBytes == 0 || v.Inodes == nil || *v.Inodes == 0 {
+		t.Errorf("the claim's volume stats: %s", js(vols))
+	}
+	if v, ok := byName["eph"]; !ok || v.PVCRef != nil || v.CapacityBytes == nil {
+		t.Errorf("the inline volume's stats: %s", js(vols))
+	}
+	if v, ok := sample(scrape(t, "/metrics", metricsToken), "kubelet_volume_stats_capacity_bytes",
+		map[string]string{"namespace": ns, "persistentvolumeclaim": "data"}); !ok || v == 0 {
+		t.Errorf("kubelet_volume_stats_capacity_bytes of the claim: %v %v", v, ok)
 	}
 
 	removePod(t, ns, pod.Name)

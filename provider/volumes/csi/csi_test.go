@@ -220,7 +220,7 @@ func TestSetUpWaitsForAttach(t *testing.T) {
 	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1"}, Spec: v1.PersistentVolumeSpec{
 		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}}}}
 	op := func() (string, string) {
-		_, _, err := m.SetUpPV(t.Context(), pod, pv, false)
+		_, _, err := m.SetUpPV(t.Context(), pod, "data", pv, false)
 		var f *Failure
 		if !errors.As(err, &f) {
 			t.Fatalf("SetUpPV: %v", err)
@@ -479,5 +479,21 @@ func TestTokenCacheRenewal(t *testing.T) {
 	c.forget("uid/")
 	if len(c.byKey) != 0 {
 		t.Errorf("forgotten pod's tokens stay: %v", c.byKey)
+	}
+}
+
+func TestUsageStats(t *testing.T) {
+	st, err := usageStats([]*csipb.VolumeUsage{
+		{Unit: csipb.VolumeUsage_BYTES, Total: 100, Available: 60, Used: 40},
+		{Unit: csipb.VolumeUsage_INODES, Total: 10, Available: 7, Used: 3},
+	})
+	if err != nil || st != (VolumeStats{CapacityBytes: 100, AvailableBytes: 60, UsedBytes: 40, Inodes: 10, InodesFree: 7, InodesUsed: 3}) {
+		t.Errorf("usage %+v %v", st, err)
+	}
+	if _, err := usageStats(nil); err == nil {
+		t.Error("no usage accepted")
+	}
+	if _, err := usageStats([]*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: -1}}); err == nil {
+		t.Error("a negative usage accepted")
 	}
 }

@@ -67,6 +67,9 @@ type Manager struct {
 	// yet, after a restart say): tried again when a driver registers, as
 	// the kubelet's reconciler keeps trying, rather than at the next sweep.
 	pending map[types.UID]bool
+	// pods are the pods' published volumes, by the pod's volume name,
+	// for their stats.
+	pods map[types.UID]map[string]publishedVolume
 
 	// mounted says whether a path is a mount point (mountinfo.Mounted).
 	mounted func(string) (bool, error)
@@ -78,7 +81,8 @@ type Manager struct {
 func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, layout: volumes.NewLayout(cfg.RootDir), drivers: map[string]driver{},
 		mounted: mountinfo.Mounted, tokens: &tokenCache{clock: clock.RealClock{}},
-		inUse: map[types.UID]map[v1.UniqueVolumeName]bool{}, pending: map[types.UID]bool{}}
+		inUse: map[types.UID]map[v1.UniqueVolumeName]bool{}, pending: map[types.UID]bool{},
+		pods: map[types.UID]map[string]publishedVolume{}}
 }
 
 // Start runs the CSIDriver informer and makes the node's CSINode object
@@ -123,6 +127,7 @@ func (m *Manager) conn(name string) (*grpc.ClientConn, error) {
 
 // volume is one CSI volume of a pod as SetUp publishes it.
 type volume struct {
+	podVolume string // the pod's name for it
 	specName  string // the PV's name or the inline volume's
 	driver    string
 	handle    string
@@ -142,9 +147,9 @@ type volume struct {
 // applies the pod's fsGroup to it. readOnly is the pod's claim's, as the
 // kubelet's spec.ReadOnly (the PV source's readOnly is for
 // ControllerPublish, the attacher's business).
-func (m *Manager) SetUpPV(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (string, bool, error) {
+func (m *Manager) SetUpPV(ctx context.Context, pod *v1.Pod, volName string, pv *v1.PersistentVolume, readOnly bool) (string, bool, error) {
 	src := pv.Spec.CSI
-	return m.setUp(ctx, pod, volume{specName: pv.Name, driver: src.Driver, handle: src.VolumeHandle,
+	return m.setUp(ctx, pod, volume{podVolume: volName, specName: pv.Name, driver: src.Driver, handle: src.VolumeHandle,
 		readOnly: readOnly, fsType: src.FSType, pv: pv, attrs: src.VolumeAttributes,
 		options: volumes.MountOptions(pv), stageSecret: src.NodeStageSecretRef, publishSecret: src.NodePublishSecretRef})
 }
@@ -152,7 +157,7 @@ func (m *Manager) SetUpPV(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVol
 // SetUpInline publishes the pod's inline ephemeral CSI volume.
 func (m *Manager) SetUpInline(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (string, bool, error) {
 	src := vol.CSI
-	v := volume{specName: vol.Name, driver: src.Driver, handle: InlineHandle(pod.UID, vol.Name), ephemeral: true,
+	v := volume{podVolume: vol.Name, specName: vol.Name, driver: src.Driver, handle: InlineHandle(pod.UID, vol.Name), ephemeral: true,
 		readOnly: src.ReadOnly != nil && *src.ReadOnly, attrs: src.VolumeAttributes}
 	if src.FSType != nil {
 		v.fsType = *src.FSType
@@ -208,6 +213,7 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	// the kubelet's remount.
 	remount := false
 	if ok, err := m.mounted(target); err == nil && ok {
+		m.published(pod.UID, v, target)
 		if !requiresRepublish(cd) {
 			return target, false, nil
 		}
@@ -304,6 +310,7 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	}); err != nil {
 		return "", false, &Failure{Op: "MountVolume.SetUp", Err: fmt.Errorf("rpc error: NodePublishVolume: %w", err)}
 	}
+	m.published(pod.UID, v, target)
 	return target, !remount && !mountGroup && fsGroupApplies(fsPolicy, v.fsType, v.pv, v.readOnly), nil
 }
 
@@ -445,6 +452,7 @@ func (m *Manager) forgetPod(uid types.UID) {
 	m.mu.Lock()
 	_, had := m.inUse[uid]
 	delete(m.inUse, uid)
+	delete(m.pods, uid)
 	m.mu.Unlock()
 	if had && m.cfg.Changed != nil {
 		m.cfg.Changed()

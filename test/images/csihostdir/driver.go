@@ -212,7 +212,8 @@ func (d *Driver) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb
 }
 
 func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
-	var caps []*csipb.NodeServiceCapability
+	caps := []*csipb.NodeServiceCapability{{Type: &csipb.NodeServiceCapability_Rpc{
+		Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS}}}}
 	if d.cfg.Stage {
 		caps = append(caps, &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{
 			Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}}})
@@ -276,6 +277,23 @@ func (d *Driver) NodeUnpublishVolume(_ context.Context, req *csipb.NodeUnpublish
 		err = os.RemoveAll(EphemeralDir(d.cfg.StateDir, req.VolumeId))
 	}
 	return &csipb.NodeUnpublishVolumeResponse{}, d.record(Call{Method: "NodeUnpublishVolume", Volume: req.VolumeId, Target: req.TargetPath}, err)
+}
+
+// NodeGetVolumeStats is the filesystem's figures under the published
+// volume (statfs), as csi-driver-host-path reports them.
+func (d *Driver) NodeGetVolumeStats(_ context.Context, req *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
+	if !mounted(req.VolumePath) {
+		return nil, status.Errorf(codes.NotFound, "%s is not published", req.VolumePath)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(req.VolumePath, &st); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	bs := int64(st.Bsize)
+	return &csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{
+		{Unit: csipb.VolumeUsage_BYTES, Total: int64(st.Blocks) * bs, Available: int64(st.Bavail) * bs, Used: int64(st.Blocks-st.Bfree) * bs},
+		{Unit: csipb.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: int64(st.Files - st.Ffree)},
+	}}, nil
 }
 
 // bindOnce bind-mounts src on target (made if missing) unless target is
