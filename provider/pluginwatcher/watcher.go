@@ -18,6 +18,7 @@ import (
 	"github.com/hostlet/hostlet/provider/grpcsock"
 	log "github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
+	"k8s.io/utils/clock"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -44,6 +45,7 @@ type Handler interface {
 type Watcher struct {
 	dir      string
 	handlers map[string]Handler
+	clock    clock.Clock
 
 	mu      sync.Mutex
 	plugins map[string]Plugin // registered, by socket
@@ -52,7 +54,7 @@ type Watcher struct {
 // New is a watcher of dir; handlers are by plugin type
 // (registerapi.DRAPlugin, registerapi.CSIPlugin).
 func New(dir string, handlers map[string]Handler) *Watcher {
-	return &Watcher{dir: dir, handlers: handlers, plugins: map[string]Plugin{}}
+	return &Watcher{dir: dir, handlers: handlers, clock: clock.RealClock{}, plugins: map[string]Plugin{}}
 }
 
 // Start registers the sockets there now and watches for more until ctx
@@ -104,19 +106,45 @@ func (w *Watcher) Start(ctx context.Context) error {
 	return nil
 }
 
-// register runs the plugin registration handshake with one socket.
+// retryMax caps the back-off between registration attempts.
+const retryMax = time.Minute
+
+// register runs the plugin registration handshake with one socket until
+// it succeeds, the socket goes or ctx ends: as the kubelet's plugin
+// manager keeps trying a plugin whose socket is there, a driver that
+// registers before the Node exists (its CSINode cannot be written yet) or
+// while its handler fails is registered later, not never.
 func (w *Watcher) register(ctx context.Context, socket string) {
 	// The handshake is with a driver pod: its answers must not take the
 	// node down.
 	defer crash.Recover(log.WithField("socket", socket), nil)
-	if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
-		return
+	delay := time.Second
+	for {
+		if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return
+		}
+		w.mu.Lock()
+		_, done := w.plugins[socket]
+		w.mu.Unlock()
+		if done || w.try(ctx, socket) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.clock.After(delay):
+		}
+		delay = min(2*delay, retryMax)
 	}
+}
+
+// try is one registration handshake; ok says the plugin is registered.
+func (w *Watcher) try(ctx context.Context, socket string) (ok bool) {
 	l := log.WithField("socket", socket)
 	conn, err := grpcsock.Dial(socket)
 	if err != nil {
 		l.WithError(err).Warn("pluginwatcher: plugin registration")
-		return
+		return false
 	}
 	defer conn.Close()
 	client := registerapi.NewRegistrationClient(conn)
@@ -125,7 +153,7 @@ func (w *Watcher) register(ctx context.Context, socket string) {
 	info, err := client.GetInfo(ictx, &registerapi.InfoRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		l.WithError(err).Warn("pluginwatcher: plugin GetInfo")
-		return
+		return false
 	}
 	p := Plugin{Type: info.Type, Name: info.Name, Endpoint: info.Endpoint, Versions: info.SupportedVersions, Socket: socket}
 	l = l.WithFields(log.Fields{"type": p.Type, "plugin": p.Name, "endpoint": p.Endpoint})
@@ -147,6 +175,7 @@ func (w *Watcher) register(ctx context.Context, socket string) {
 	if _, err := client.NotifyRegistrationStatus(ictx, status); err != nil {
 		l.WithError(err).Warn("pluginwatcher: NotifyRegistrationStatus")
 	}
+	return status.PluginRegistered
 }
 
 func (w *Watcher) deregister(socket string) {

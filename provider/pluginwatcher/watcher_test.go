@@ -5,11 +5,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hostlet/hostlet/provider/grpcsock"
 	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // plugin is a plugin's registration socket: its GetInfo and the status
@@ -30,12 +34,15 @@ func (p *plugin) NotifyRegistrationStatus(_ context.Context, s *registerapi.Regi
 }
 
 type handler struct {
+	mu           sync.Mutex
 	refuse       error
 	registered   chan Plugin
 	deregistered chan Plugin
 }
 
 func (h *handler) Register(_ context.Context, p Plugin) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.refuse != nil {
 		return h.refuse
 	}
@@ -60,6 +67,8 @@ func TestWatcher(t *testing.T) {
 	csi := &handler{registered: make(chan Plugin, 1), deregistered: make(chan Plugin, 1)}
 	dra := &handler{refuse: errors.New("no such version")}
 	w := New(dir, map[string]Handler{registerapi.CSIPlugin: csi, registerapi.DRAPlugin: dra})
+	fc := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w.clock = fc
 	// One socket is there before the watcher starts, as after a restart.
 	early := &plugin{info: &registerapi.PluginInfo{Type: registerapi.CSIPlugin, Name: "csi.example.com", Endpoint: "/csi.sock",
 		SupportedVersions: []string{"1.0.0"}}, status: make(chan *registerapi.RegistrationStatus, 1)}
@@ -89,5 +98,36 @@ func TestWatcher(t *testing.T) {
 	}
 	if p := <-csi.deregistered; p.Name != "csi.example.com" {
 		t.Errorf("deregistered %+v", p)
+	}
+}
+
+// A plugin its handler refuses is tried again, with back-off, while its
+// socket is there, and registered once the handler accepts it.
+func TestWatcherRetries(t *testing.T) {
+	dir := t.TempDir()
+	h := &handler{refuse: errors.New("no Node yet"), registered: make(chan Plugin, 1), deregistered: make(chan Plugin, 1)}
+	w := New(dir, map[string]Handler{registerapi.CSIPlugin: h})
+	fc := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w.clock = fc
+	if err := w.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p := &plugin{info: &registerapi.PluginInfo{Type: registerapi.CSIPlugin, Name: "csi.example.com"}, status: make(chan *registerapi.RegistrationStatus, 1)}
+	serve(t, t.Context(), filepath.Join(dir, "csi-reg.sock"), p)
+	if s := <-p.status; s.PluginRegistered || s.Error != "no Node yet" {
+		t.Fatalf("first try: %+v", s)
+	}
+	h.mu.Lock()
+	h.refuse = nil
+	h.mu.Unlock()
+	for !fc.HasWaiters() {
+		runtime.Gosched()
+	}
+	fc.Step(time.Second)
+	if s := <-p.status; !s.PluginRegistered {
+		t.Errorf("second try: %+v", s)
+	}
+	if got := <-h.registered; got.Name != "csi.example.com" {
+		t.Errorf("registered %+v", got)
 	}
 }
