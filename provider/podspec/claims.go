@@ -140,7 +140,7 @@ func (r *Runtime) setupClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 		// volumes take.
 		c.mounted = true
 		r.claimsMu.Unlock()
-		err := r.setUpCSI(ctx, pod, vol, pv, c.ReadOnly)
+		err := r.setUpCSI(ctx, pod, vol, c.PVC.Name, pv, c.ReadOnly)
 		r.claimsMu.Lock()
 		if err != nil && r.claims[pod.UID][vol.Name] == c {
 			c.mounted = false

@@ -14,7 +14,7 @@ import (
 // CSI is the node's CSI plugin (provider/volumes/csi.Manager): it
 // publishes pods' CSI volumes through their drivers and unpublishes them.
 type CSI interface {
-	SetUpPV(ctx context.Context, pod *v1.Pod, volName string, pv *v1.PersistentVolume, readOnly bool) (string, bool, error)
+	SetUpPV(ctx context.Context, pod *v1.Pod, volName, claim string, pv *v1.PersistentVolume, readOnly bool) (string, bool, error)
 	SetUpInline(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (string, bool, error)
 	TearDownPod(ctx context.Context, uid types.UID) error
 }
@@ -32,7 +32,7 @@ func csiFailure(name string, err error) error {
 // setUpCSI publishes a pod's CSI volume (inline when pv is nil) and
 // applies the pod's fsGroup to it when the kubelet would (the driver's
 // fsGroupPolicy).
-func (r *Runtime) setUpCSI(ctx context.Context, pod *v1.Pod, vol *v1.Volume, pv *v1.PersistentVolume, readOnly bool) error {
+func (r *Runtime) setUpCSI(ctx context.Context, pod *v1.Pod, vol *v1.Volume, claim string, pv *v1.PersistentVolume, readOnly bool) error {
 	name := vol.Name
 	if pv != nil {
 		name = pv.Name
@@ -44,7 +44,7 @@ func (r *Runtime) setUpCSI(ctx context.Context, pod *v1.Pod, vol *v1.Volume, pv 
 	var fsGroup bool
 	var err error
 	if pv != nil {
-		target, fsGroup, err = r.cfg.CSI.SetUpPV(ctx, pod, vol.Name, pv, readOnly)
+		target, fsGroup, err = r.cfg.CSI.SetUpPV(ctx, pod, vol.Name, claim, pv, readOnly)
 	} else {
 		target, fsGroup, err = r.cfg.CSI.SetUpInline(ctx, pod, vol)
 	}

@@ -99,7 +99,7 @@ func (r *Runtime) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 	case src.PersistentVolumeClaim != nil || src.Ephemeral != nil:
 		return r.setupClaim(ctx, pod, vol)
 	case src.CSI != nil:
-		return r.setUpCSI(ctx, pod, vol, nil, false)
+		return r.setUpCSI(ctx, pod, vol, "", nil, false)
 	}
 	return fmt.Errorf("volume type not supported by hostlet")
 }

@@ -128,6 +128,7 @@ func (m *Manager) conn(name string) (*grpc.ClientConn, error) {
 // volume is one CSI volume of a pod as SetUp publishes it.
 type volume struct {
 	podVolume string // the pod's name for it
+	pvc       string // its claim's name (a PV's)
 	specName  string // the PV's name or the inline volume's
 	driver    string
 	handle    string
@@ -142,14 +143,15 @@ type volume struct {
 	stageSecret, publishSecret *v1.SecretReference
 }
 
-// SetUpPV publishes the pod's PersistentVolume with a csi source and
-// returns where the containers mount it from and whether the kubelet
-// applies the pod's fsGroup to it. readOnly is the pod's claim's, as the
+// SetUpPV publishes the pod's PersistentVolume with a csi source, the
+// pod's volume volName of claim, and returns where the containers mount it
+// from and whether the kubelet applies the pod's fsGroup to it; published
+// already, it is expanded if its claim waits for the node. readOnly is the pod's claim's, as the
 // kubelet's spec.ReadOnly (the PV source's readOnly is for
 // ControllerPublish, the attacher's business).
-func (m *Manager) SetUpPV(ctx context.Context, pod *v1.Pod, volName string, pv *v1.PersistentVolume, readOnly bool) (string, bool, error) {
+func (m *Manager) SetUpPV(ctx context.Context, pod *v1.Pod, volName, claim string, pv *v1.PersistentVolume, readOnly bool) (string, bool, error) {
 	src := pv.Spec.CSI
-	return m.setUp(ctx, pod, volume{podVolume: volName, specName: pv.Name, driver: src.Driver, handle: src.VolumeHandle,
+	return m.setUp(ctx, pod, volume{podVolume: volName, pvc: claim, specName: pv.Name, driver: src.Driver, handle: src.VolumeHandle,
 		readOnly: readOnly, fsType: src.FSType, pv: pv, attrs: src.VolumeAttributes,
 		options: volumes.MountOptions(pv), stageSecret: src.NodeStageSecretRef, publishSecret: src.NodePublishSecretRef})
 }
@@ -214,6 +216,12 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	remount := false
 	if ok, err := m.mounted(target); err == nil && ok {
 		m.published(pod.UID, v, target)
+		if v.pvc != "" {
+			// Online expansion: an error does not make the volume unusable.
+			if err := m.expand(ctx, pod, v, target); err != nil {
+				log.WithError(err).WithFields(log.Fields{"pod": pod.Namespace + "/" + pod.Name, "volume": v.specName}).Warn("csi: volume expansion")
+			}
+		}
 		if !requiresRepublish(cd) {
 			return target, false, nil
 		}
