@@ -14,6 +14,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
@@ -424,4 +425,72 @@ func TestCSIHostletRestart(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(csihostdir.VolumeDir(state, "vol-r"), "f")); err != nil || string(b) != "before\n" {
 		t.Errorf("the volume's data: %q %v", b, err)
 	}
+}
+
+// A claim of an expandable class grows while its pod runs: the test is
+// the external-resizer (the PV's capacity set, the claim marked
+// NodeResizePending), and the node calls NodeExpandVolume for the new size
+// and then records the new capacity in the claim's status, as the
+// kubelet's online expansion.
+func TestCSIOnlineExpansion(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	name := csiDriverName(ns)
+	state := t.TempDir()
+	csiDriverObject(t, name, false, "", storagev1.VolumeLifecyclePersistent)
+	_, _ = startCSIDriver(t, name, state)
+	class := ns + "-grow"
+	if _, err := cluster.Client().StorageV1().StorageClasses().Create(ctxT(t), &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: name, AllowVolumeExpansion: ptr(true),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cluster.Client().StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+	pvName := ns + "-grow"
+	persistentVolume(t, pvName, class, v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol-g"}}, nil)
+	claim(t, ns, "data", class, pvName)
+	pod := claimPodSpec(ns, "app", "data", false)
+	cluster.CreatePod(t, pod)
+	waitReady(t, ns, pod.Name)
+
+	c := cluster.Client().CoreV1()
+	two := resource.MustParse("2Gi")
+	pvc, err := c.PersistentVolumeClaims(ns).Get(ctxT(t), "data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pvc.Spec.Resources.Requests[v1.ResourceStorage] = two
+	if _, err := c.PersistentVolumeClaims(ns).Update(ctxT(t), pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pv, err := c.PersistentVolumes().Get(ctxT(t), pvName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv.Spec.Capacity[v1.ResourceStorage] = two
+	if _, err := c.PersistentVolumes().Update(ctxT(t), pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pvc, err = c.PersistentVolumeClaims(ns).Get(ctxT(t), "data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pvc.Status.AllocatedResources = v1.ResourceList{v1.ResourceStorage: two}
+	pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: v1.PersistentVolumeClaimNodeResizePending}
+	if _, err := c.PersistentVolumeClaims(ns).UpdateStatus(ctxT(t), pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The node's part comes with its next volume resync (a minute).
+	pollUntil(t, 3*time.Minute, "the claim's status at the new size", func() bool {
+		got, err := c.PersistentVolumeClaims(ns).Get(ctxT(t), "data", metav1.GetOptions{})
+		capacity := got.Status.Capacity[v1.ResourceStorage]
+		return err == nil && capacity.Cmp(two) == 0 && len(got.Status.AllocatedResourceStatuses) == 0
+	})
+	calls := csiCalls(t, state, "NodeExpandVolume")
+	if len(calls) != 1 || calls[0].Bytes != two.Value() || calls[0].Error != "" {
+		t.Errorf("NodeExpandVolume calls %+v", calls)
+	}
+	removePod(t, ns, pod.Name)
 }

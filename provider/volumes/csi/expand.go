@@ -63,7 +63,9 @@ func (m *Manager) expand(ctx context.Context, pod *v1.Pod, v volume, target stri
 	if !hasNodeCap(caps.GetCapabilities(), csipb.NodeServiceCapability_RPC_EXPAND_VOLUME) {
 		return nil
 	}
-	if err := m.patchClaimStatus(ctx, pvc, nil, v1.PersistentVolumeClaimNodeResizeInProgress); err != nil {
+	// The claim as this patch left it: the next patch is checked against
+	// its resourceVersion.
+	if pvc, err = m.patchClaimStatus(ctx, pvc, nil, v1.PersistentVolumeClaimNodeResizeInProgress); err != nil {
 		return fmt.Errorf("MountVolume.NodeExpandVolume failed to mark node expansion in progress: %w", err)
 	}
 	req := &csipb.NodeExpandVolumeRequest{VolumeId: v.handle, VolumePath: target,
@@ -80,7 +82,7 @@ func (m *Manager) expand(ctx context.Context, pod *v1.Pod, v volume, target stri
 	}
 	log.WithFields(log.Fields{"pod": pod.Namespace + "/" + pod.Name, "volume": v.specName, "size": newSize.String()}).
 		Info("csi: MountVolume.NodeExpandVolume succeeded")
-	if err := m.patchClaimStatus(ctx, pvc, &newSize, ""); err != nil {
+	if _, err := m.patchClaimStatus(ctx, pvc, &newSize, ""); err != nil {
 		return fmt.Errorf("mountVolume.NodeExpandVolume update pvc status failed: %w", err)
 	}
 	return nil
@@ -97,7 +99,7 @@ func firstAccessMode(pv *v1.PersistentVolume) v1.PersistentVolumeAccessMode {
 // removed, with capacity set to size and the resize conditions gone, as
 // the kubelet's MarkNodeExpansionFinishedWithRecovery), checked against
 // the claim's resourceVersion as the kubelet's PatchPVCStatus.
-func (m *Manager) patchClaimStatus(ctx context.Context, pvc *v1.PersistentVolumeClaim, size *resource.Quantity, status v1.ClaimResourceStatus) error {
+func (m *Manager) patchClaimStatus(ctx context.Context, pvc *v1.PersistentVolumeClaim, size *resource.Quantity, status v1.ClaimResourceStatus) (*v1.PersistentVolumeClaim, error) {
 	st := map[string]any{}
 	if status != "" {
 		st["allocatedResourceStatuses"] = map[string]any{string(v1.ResourceStorage): string(status)}
@@ -117,8 +119,7 @@ func (m *Manager) patchClaimStatus(ctx context.Context, pvc *v1.PersistentVolume
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": pvc.ResourceVersion}, "status": st})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = m.cfg.Client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Patch(ctx, pvc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	return err
+	return m.cfg.Client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Patch(ctx, pvc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 }

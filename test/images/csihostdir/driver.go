@@ -55,6 +55,8 @@ type Call struct {
 	Staging  string            `json:"staging,omitempty"`
 	ReadOnly bool              `json:"readOnly,omitempty"`
 	Context  map[string]string `json:"context,omitempty"`
+	// Bytes is NodeExpandVolume's required size.
+	Bytes int64 `json:"bytes,omitempty"`
 	// Publish is the publish context (from the VolumeAttachment).
 	Publish map[string]string `json:"publish,omitempty"`
 	Error   string            `json:"error,omitempty"`
@@ -212,8 +214,10 @@ func (d *Driver) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb
 }
 
 func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
-	caps := []*csipb.NodeServiceCapability{{Type: &csipb.NodeServiceCapability_Rpc{
-		Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS}}}}
+	var caps []*csipb.NodeServiceCapability
+	for _, c := range []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS, csipb.NodeServiceCapability_RPC_EXPAND_VOLUME} {
+		caps = append(caps, &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: c}}})
+	}
 	if d.cfg.Stage {
 		caps = append(caps, &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{
 			Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}}})
@@ -294,6 +298,18 @@ func (d *Driver) NodeGetVolumeStats(_ context.Context, req *csipb.NodeGetVolumeS
 		{Unit: csipb.VolumeUsage_BYTES, Total: int64(st.Blocks) * bs, Available: int64(st.Bavail) * bs, Used: int64(st.Blocks-st.Bfree) * bs},
 		{Unit: csipb.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: int64(st.Files - st.Ffree)},
 	}}, nil
+}
+
+// NodeExpandVolume has nothing to grow (a directory has no size of its
+// own): it checks the volume is published and records the call.
+func (d *Driver) NodeExpandVolume(_ context.Context, req *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
+	var err error
+	if !mounted(req.VolumePath) {
+		err = status.Errorf(codes.NotFound, "%s is not published", req.VolumePath)
+	}
+	c := Call{Method: "NodeExpandVolume", Volume: req.VolumeId, Target: req.VolumePath, Staging: req.StagingTargetPath,
+		Bytes: req.GetCapacityRange().GetRequiredBytes()}
+	return &csipb.NodeExpandVolumeResponse{CapacityBytes: c.Bytes}, d.record(c, err)
 }
 
 // bindOnce bind-mounts src on target (made if missing) unless target is
