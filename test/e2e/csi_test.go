@@ -225,7 +225,11 @@ func TestCSIVolumes(t *testing.T) {
 
 	removePod(t, ns, pod.Name)
 	pollUntil(t, time.Minute, "the volumes unpublished and unstaged", func() bool {
-		return len(csiCalls(t, state, "NodeUnpublishVolume")) == 2 && len(csiCalls(t, state, "NodeUnstageVolume")) == 1
+		unpublished := map[string]bool{}
+		for _, c := range csiCalls(t, state, "NodeUnpublishVolume") {
+			unpublished[c.Volume] = true
+		}
+		return unpublished["vol1"] && unpublished[ephID] && len(csiCalls(t, state, "NodeUnstageVolume")) >= 1
 	})
 	pollUntil(t, time.Minute, "nothing left mounted of the pod", func() bool {
 		mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(podDir))
@@ -285,14 +289,12 @@ func TestCSIDriverNotRegistered(t *testing.T) {
 	want := `MountVolume.SetUp failed for volume "eph" : kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name ` +
 		name + ` not found in the list of registered CSI drivers`
 	awaitEvent(t, ns, pod.Name, func(reason, msg string) bool { return reason == "FailedMount" && msg == want })
-	p, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), pod.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Status.Phase != v1.PodPending || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Waiting == nil ||
-		p.Status.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating" {
-		t.Errorf("pod waiting for its driver: %s %+v", p.Status.Phase, p.Status.ContainerStatuses)
-	}
+	// Its status (written apart from the event) says so too.
+	pollUntil(t, time.Minute, "the pod Pending in ContainerCreating", func() bool {
+		p, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), pod.Name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == v1.PodPending && len(p.Status.ContainerStatuses) == 1 &&
+			p.Status.ContainerStatuses[0].State.Waiting != nil && p.Status.ContainerStatuses[0].State.Waiting.Reason == "ContainerCreating"
+	})
 	_, _ = startCSIDriver(t, name, state)
 	waitReady(t, ns, pod.Name)
 	execIn(t, ns, pod.Name, "c", "sh", "-c", "echo late > /eph/f")
@@ -300,7 +302,7 @@ func TestCSIDriverNotRegistered(t *testing.T) {
 		t.Errorf("in the driver's volume: %q %v", b, err)
 	}
 	removePod(t, ns, pod.Name)
-	pollUntil(t, time.Minute, "the volume unpublished", func() bool { return len(csiCalls(t, state, "NodeUnpublishVolume")) == 1 })
+	pollUntil(t, time.Minute, "the volume unpublished", func() bool { return len(csiCalls(t, state, "NodeUnpublishVolume")) >= 1 })
 }
 
 // A driver whose CSIDriver says attachRequired: the attach/detach
@@ -362,7 +364,7 @@ func TestCSIAttachRequired(t *testing.T) {
 		n, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), nodeName, metav1.GetOptions{})
 		return err == nil && !slices.Contains(n.Status.VolumesInUse, inUse)
 	})
-	if len(csiCalls(t, state, "NodeUnstageVolume")) != 1 {
+	if len(csiCalls(t, state, "NodeUnstageVolume")) == 0 {
 		t.Errorf("NodeUnstageVolume calls: %+v", csiCalls(t, state, "NodeUnstageVolume"))
 	}
 	pollUntil(t, 2*time.Minute, "the controller detaching the volume", func() bool {
