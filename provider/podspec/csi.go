@@ -72,3 +72,12 @@ func (r *Runtime) tearDownCSI(ctx context.Context, uid types.UID) error {
 	}
 	return r.cfg.CSI.TearDownPod(ctx, uid)
 }
+
+// removePodDir removes a pod's directory once its CSI volumes are torn
+// down, never before.
+func (r *Runtime) removePodDir(ctx context.Context, uid string) error {
+	if err := r.tearDownCSI(ctx, types.UID(uid)); err != nil {
+		return fmt.Errorf("csi volumes not torn down; the pod's directory stays: %w", err)
+	}
+	return r.teardownVolumes(uid)
+}

@@ -180,9 +180,7 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 		l.WithError(err).Warn("removing sandbox")
 	}
 	r.removePodCgroup(uid, l)
-	if err := r.tearDownCSI(ctx, types.UID(uid)); err != nil {
-		l.WithError(err).Warn("csi volumes not torn down; the pod's directory stays")
-	} else if err := r.teardownVolumes(uid); err != nil {
+	if err := r.removePodDir(ctx, uid); err != nil {
 		l.WithError(err).Warn("removing pod dir")
 	}
 	r.forgetClaims(types.UID(uid))
