@@ -74,6 +74,18 @@ type Manager struct {
 	// mounted says whether a path is a mount point (mountinfo.Mounted).
 	mounted func(string) (bool, error)
 	tokens  *tokenCache
+
+	// volumeLocks serialize the operations on one volume (driver and
+	// handle), as the kubelet's nested pending operations do: a pod's
+	// unstage never runs between another's stage and publish.
+	volumeLocks sync.Map // string -> *sync.Mutex
+}
+
+// lockVolume locks one volume's operations and returns the unlock.
+func (m *Manager) lockVolume(driver, handle string) func() {
+	mu, _ := m.volumeLocks.LoadOrStore(driver+"^"+handle, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
 }
 
 // New is the CSI plugin; Start runs its CSIDriver informer (before it,
@@ -187,6 +199,7 @@ func (f *Failure) Unwrap() error { return f.Err }
 // (NodePublishVolume to the pod's path, vol_data.json first). A volume
 // published already (also by a hostlet before a restart) is left as it is.
 func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, bool, error) {
+	defer m.lockVolume(v.driver, v.handle)()
 	target := TargetPath(m.layout, pod.UID, v.specName)
 	setupErr := func(err error) error {
 		return &Failure{Op: "MountVolume.SetUp", Err: fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to %w", err)}
@@ -478,6 +491,7 @@ func (m *Manager) tearDown(ctx context.Context, uid types.UID, dir string) error
 		}
 		return os.RemoveAll(dir)
 	}
+	defer m.lockVolume(d.DriverName, d.VolumeHandle)()
 	conn, err := m.conn(d.DriverName)
 	if err != nil {
 		return fmt.Errorf("kubernetes.io/csi: Unmounter.TearDownAt failed to get CSI client: %w", err)
