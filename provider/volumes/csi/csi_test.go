@@ -98,13 +98,18 @@ func TestDecisions(t *testing.T) {
 	if podInfoOnMount(nil) || !podInfoOnMount(&storagev1.CSIDriver{Spec: storagev1.CSIDriverSpec{PodInfoOnMount: &yes}}) {
 		t.Error("podInfoOnMount")
 	}
-	if lifecycleModeAllowed(nil, storagev1.VolumeLifecycleEphemeral) == nil || lifecycleModeAllowed(nil, storagev1.VolumeLifecyclePersistent) != nil {
-		t.Error("a driver without a CSIDriver is Persistent only")
+	if err := lifecycleModeAllowed("d", nil, storagev1.VolumeLifecycleEphemeral); err == nil ||
+		err.Error() != `volume mode "Ephemeral" not supported by driver d (no CSIDriver object)` || lifecycleModeAllowed("d", nil, storagev1.VolumeLifecyclePersistent) != nil {
+		t.Errorf("a driver without a CSIDriver is Persistent only: %v", err)
+	}
+	if lifecycleModeAllowed("d", &storagev1.CSIDriver{}, storagev1.VolumeLifecycleEphemeral) == nil {
+		t.Error("a CSIDriver without modes allows Ephemeral")
 	}
 	eph := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: storagev1.CSIDriverSpec{
 		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecycleEphemeral}}}
-	if lifecycleModeAllowed(eph, storagev1.VolumeLifecycleEphemeral) != nil || lifecycleModeAllowed(eph, storagev1.VolumeLifecyclePersistent) == nil {
-		t.Error("an Ephemeral-only driver")
+	if err := lifecycleModeAllowed("d", eph, storagev1.VolumeLifecyclePersistent); lifecycleModeAllowed("d", eph, storagev1.VolumeLifecycleEphemeral) != nil ||
+		err == nil || err.Error() != `volume mode "Persistent" not supported by driver d (only supports ["Ephemeral"])` {
+		t.Errorf("an Ephemeral-only driver: %v", err)
 	}
 	for _, c := range []struct {
 		m     v1.PersistentVolumeAccessMode

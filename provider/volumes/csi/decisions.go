@@ -36,22 +36,21 @@ func podInfoOnMount(d *storagev1.CSIDriver) bool {
 
 // lifecycleModeAllowed is the kubelet's supportsVolumeLifecycleMode: a
 // driver without a CSIDriver object, or without modes, is Persistent only.
-func lifecycleModeAllowed(d *storagev1.CSIDriver, mode storagev1.VolumeLifecycleMode) error {
-	modes := []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}
-	if d != nil && len(d.Spec.VolumeLifecycleModes) > 0 {
-		modes = d.Spec.VolumeLifecycleModes
+func lifecycleModeAllowed(driver string, d *storagev1.CSIDriver, mode storagev1.VolumeLifecycleMode) error {
+	if d == nil {
+		if mode == storagev1.VolumeLifecyclePersistent {
+			return nil
+		}
+		return fmt.Errorf("volume mode %q not supported by driver %s (no CSIDriver object)", mode, driver)
+	}
+	modes := d.Spec.VolumeLifecycleModes
+	if len(modes) == 0 {
+		modes = []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}
 	}
 	if !slices.Contains(modes, mode) {
-		return fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", mode, driverName(d), modes)
+		return fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", mode, driver, d.Spec.VolumeLifecycleModes)
 	}
 	return nil
-}
-
-func driverName(d *storagev1.CSIDriver) string {
-	if d == nil {
-		return ""
-	}
-	return d.Name
 }
 
 // podInfo is the volume context the kubelet adds for podInfoOnMount.

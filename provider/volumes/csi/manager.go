@@ -197,7 +197,9 @@ func (f *Failure) Unwrap() error { return f.Err }
 // attachable driver's VolumeAttachment attached), MountDevice
 // (NodeStageVolume to the global path when the driver stages), SetUp
 // (NodePublishVolume to the pod's path, vol_data.json first). A volume
-// published already (also by a hostlet before a restart) is left as it is.
+// published already (also by a hostlet before a restart) is left as it is,
+// but for an online expansion its claim waits for, and a NodePublish again
+// if its driver requiresRepublish.
 func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, bool, error) {
 	defer m.lockVolume(v.driver, v.handle)()
 	target := TargetPath(m.layout, pod.UID, v.specName)
@@ -212,8 +214,9 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	if v.ephemeral {
 		mode = storagev1.VolumeLifecycleEphemeral
 	}
-	if err := lifecycleModeAllowed(cd, mode); err != nil {
-		return "", false, setupErr(fmt.Errorf("check volume lifecycle mode: %w", err))
+	if err := lifecycleModeAllowed(v.driver, cd, mode); err != nil {
+		// The kubelet's text, "SetupAt" and all.
+		return "", false, &Failure{Op: "MountVolume.SetUp", Err: fmt.Errorf("kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: %w", err)}
 	}
 	var fsPolicy *storagev1.FSGroupPolicy
 	if cd != nil {
