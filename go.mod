@@ -3,6 +3,7 @@ module github.com/hostlet/hostlet
 go 1.26.0
 
 require (
+	github.com/container-storage-interface/spec v1.13.0
 	github.com/containerd/cgroups/v3 v3.1.2
 	github.com/containerd/containerd/api v1.10.0
 	github.com/containerd/containerd/v2 v2.2.9

@@ -26,6 +26,7 @@ import (
 	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/provider/health"
 	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/pluginwatcher"
 	"github.com/hostlet/hostlet/provider/podcerts"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/podsync"
@@ -33,12 +34,14 @@ import (
 	"github.com/hostlet/hostlet/provider/staticpod"
 	"github.com/hostlet/hostlet/provider/testpanic"
 	"github.com/hostlet/hostlet/provider/volumes"
+	"github.com/hostlet/hostlet/provider/volumes/csi"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	log "github.com/sirupsen/logrus"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"k8s.io/utils/clock"
 )
 
@@ -159,7 +162,18 @@ func run(ctx context.Context, o *options) error {
 	nodeCfg.Events, nodeCfg.Lister, nodeCfg.Informer, nodeCfg.Client = events, inf.node.Lister(), inf.node.Informer(), c.heartbeat
 	nodeCfg.Devices = dm
 	nodeCfg.Images = rt
+	// The CSI plugin's volumes in use go into the node's status, which it
+	// is told of when they change.
+	var statusOf atomic.Pointer[node.Node]
+	csiVolumes := csi.New(csi.Config{RootDir: o.rootDir, NodeName: name, Client: c.api,
+		Changed: func() {
+			if nd := statusOf.Load(); nd != nil {
+				nd.UpdateStatus()
+			}
+		}})
+	nodeCfg.Volumes = csiVolumes
 	nd, err := node.New(ctx, nodeCfg, rt)
+	statusOf.Store(nd)
 	if err != nil {
 		return err
 	}
@@ -175,9 +189,12 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	layout := volumes.NewLayout(o.rootDir)
-	claims := dra.New(dra.Config{RegistryDir: layout.PluginsRegistryDir(), Client: c.api,
-		Checkpoint: filepath.Join(o.rootDir, dra.CheckpointName)})
-	if err := claims.Start(ctx); err != nil {
+	claims := dra.New(dra.Config{Client: c.api, Checkpoint: filepath.Join(o.rootDir, dra.CheckpointName)})
+	csiVolumes.Start(ctx)
+	// DRA and CSI drivers register through the same directory.
+	plugins := pluginwatcher.New(layout.PluginsRegistryDir(), map[string]pluginwatcher.Handler{
+		registerapi.DRAPlugin: claims, registerapi.CSIPlugin: csiVolumes})
+	if err := plugins.Start(ctx); err != nil {
 		return err
 	}
 	podEvents := provider.NewRecorder(events)
@@ -209,8 +226,8 @@ func run(ctx context.Context, o *options) error {
 		Objects: podspec.NewObjectCache(ctx, c.api, clock.RealClock{}), Services: inf.services.Lister(), Events: podEvents, Node: nd, Runtime: rt,
 		Pod:     func(uid types.UID) *v1.Pod { return prov.Pod(uid) },
 		Devices: dm, Claims: claims, ActivePods: activeAllocated, Swap: swap,
-		PersistentVolumes: c.api.CoreV1(),
-		RuntimeClasses:    inf.runtimeClasses.Lister(), RuntimeClassesSynced: inf.runtimeClasses.Informer().HasSynced,
+		PersistentVolumes: c.api.CoreV1(), CSI: csiVolumes,
+		RuntimeClasses: inf.runtimeClasses.Lister(), RuntimeClassesSynced: inf.runtimeClasses.Informer().HasSynced,
 		CredentialProviders: creds,
 		TrustBundles:        trustBundles, Gates: o.gates, PodCertificates: podCertsIface,
 	})
@@ -285,7 +302,7 @@ func run(ctx context.Context, o *options) error {
 		AuthCache:         server.AuthCache{TokenTTL: o.authnCacheTTL, AllowedTTL: o.authzAllowedTTL, DeniedTTL: o.authzDeniedTTL},
 		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: c.api, Pods: prov, APIPods: inf.pods.Lister(), Runtime: rt, Events: podEvents,
-		Node: nd, Stats: rt, Usage: usage, Volumes: layout, Cgroups: rt, Metrics: append(append(prov.Metrics(), imageGC.Metrics()...), credMetrics...),
+		Node: nd, Stats: rt, Usage: usage, Volumes: layout, CSI: csiVolumes, Cgroups: rt, Metrics: append(append(prov.Metrics(), imageGC.Metrics()...), credMetrics...),
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
 		Configz:      o.kubeletConfig,

@@ -26,8 +26,6 @@ import (
 
 // Config is where drivers register and how claims are read.
 type Config struct {
-	// RegistryDir is <root-dir>/plugins_registry.
-	RegistryDir string
 	// Client reads ResourceClaims (the Node authorizer lets a node read
 	// those of its pods).
 	Client kubernetes.Interface
@@ -88,9 +86,6 @@ func (m *Manager) record(uid types.UID, claims map[string]prepared) {
 		log.WithError(err).WithField("file", m.cfg.Checkpoint).Warn("dra: checkpoint not written")
 	}
 }
-
-// Start watches the registry dir.
-func (m *Manager) Start(ctx context.Context) error { return m.watch(ctx) }
 
 // claimName is the ResourceClaim a pod's claim entry stands for: named
 // directly, or generated from a template (its name in the pod status).

@@ -1,6 +1,6 @@
 // Package grpcsock serves and dials the node's local gRPC APIs on unix
 // sockets: the device plugin Registration service and the pod resources API
-// it serves, the device plugins and DRA drivers it calls.
+// it serves, the device plugins, DRA and CSI drivers it calls.
 package grpcsock
 
 import (

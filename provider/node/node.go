@@ -59,6 +59,14 @@ type Config struct {
 	// MaxImages of them (nodeStatusMaxImages: -1 all, 0 none).
 	Images    Images
 	MaxImages int32
+	// Volumes, if set, says which attachable volumes the node's pods use
+	// (status.volumesInUse); call UpdateStatus when that changes.
+	Volumes Volumes
+}
+
+// Volumes is the node's CSI plugin (provider/volumes/csi.Manager).
+type Volumes interface {
+	VolumesInUse() []v1.UniqueVolumeName
 }
 
 // Node is hostlet's node: its object, its conditions from real host signals,
@@ -239,6 +247,9 @@ func (n *Node) refresh(ctx context.Context) {
 	next.Status.Images = n.images(ctx, health)
 	next.Status.Features = nodeFeatures()
 	next.Status.Conditions = n.conditions(ctx, health, prev.Status.Conditions)
+	if n.cfg.Volumes != nil {
+		next.Status.VolumesInUse = n.cfg.Volumes.VolumesInUse()
+	}
 	if equality.Semantic.DeepEqual(withoutHeartbeats(prev.Status), withoutHeartbeats(next.Status)) {
 		// Nothing changed here: the Node in the API may have, by someone
 		// else's hand.

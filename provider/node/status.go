@@ -64,6 +64,8 @@ func desiredStatus(api, want v1.NodeStatus, now metav1.Time) v1.NodeStatus {
 	if want.Features != nil {
 		out.Features = want.Features.DeepCopy()
 	}
+	// The kubelet's volumesInUse, which the attach/detach controller reads.
+	out.VolumesInUse = want.VolumesInUse
 	return out
 }
 
@@ -85,6 +87,7 @@ func statusDiff(a, b v1.NodeStatus) []string {
 		{"images", a.Images, b.Images},
 		{"runtimeHandlers", a.RuntimeHandlers, b.RuntimeHandlers},
 		{"features", a.Features, b.Features},
+		{"volumesInUse", a.VolumesInUse, b.VolumesInUse},
 	} {
 		if !equality.Semantic.DeepEqual(f.x, f.y) {
 			out = append(out, f.name)

@@ -38,6 +38,19 @@ func TestDesiredNodeStatus(t *testing.T) {
 		}
 	})
 
+	t.Run("volumes in use", func(t *testing.T) {
+		api := *want.DeepCopy()
+		w := *want.DeepCopy()
+		w.VolumesInUse = []v1.UniqueVolumeName{"kubernetes.io/csi/d^h"}
+		got := desiredStatus(api, w, now)
+		if d := statusDiff(api, got); len(d) != 1 || d[0] != "volumesInUse" {
+			t.Fatalf("diff %v, want volumesInUse", d)
+		}
+		if len(got.VolumesInUse) != 1 || got.VolumesInUse[0] != "kubernetes.io/csi/d^h" {
+			t.Errorf("volumesInUse %v", got.VolumesInUse)
+		}
+	})
+
 	t.Run("marked unknown by the node lifecycle controller", func(t *testing.T) {
 		api := *want.DeepCopy()
 		api.Conditions[0] = v1.NodeCondition{Type: v1.NodeMemoryPressure, Status: v1.ConditionUnknown, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.", LastTransitionTime: t1}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/volumes"
+	"github.com/hostlet/hostlet/provider/volumes/csi"
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -105,7 +106,7 @@ func (r *Runtime) resolveClaims(ctx context.Context, pod *v1.Pod) error {
 // bind-mounted into the pod's volume directory, with the PV's mount
 // options. The PV's path is the host path the cluster's admin gave, used
 // as the kubelet uses it.
-func (r *Runtime) setupClaim(pod *v1.Pod, vol *v1.Volume) error {
+func (r *Runtime) setupClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) error {
 	r.claimsMu.Lock()
 	defer r.claimsMu.Unlock()
 	c := r.claims[pod.UID][vol.Name]
@@ -133,6 +134,18 @@ func (r *Runtime) setupClaim(pod *v1.Pod, vol *v1.Volume) error {
 	}
 	if volumes.ReadWriteOncePod(pv) && r.mountedElsewhere(pv.Name, pod.UID) {
 		return fail("MountVolume.SetUp failed", errors.New("volume uses the ReadWriteOncePod access mode and is already in use by another pod"))
+	}
+	if pv.Spec.CSI != nil {
+		// The driver's calls are not made under the lock every pod's
+		// volumes take.
+		c.mounted = true
+		r.claimsMu.Unlock()
+		err := r.setUpCSI(ctx, pod, vol, c.PVC.Name, pv, c.ReadOnly)
+		r.claimsMu.Lock()
+		if err != nil && r.claims[pod.UID][vol.Name] == c {
+			c.mounted = false
+		}
+		return err
 	}
 	if pv.Spec.HostPath != nil {
 		if err := r.setupHostPath(pv.Spec.HostPath); err != nil {
@@ -168,6 +181,9 @@ func (r *Runtime) setupClaim(pod *v1.Pod, vol *v1.Volume) error {
 func (r *Runtime) claimPath(pod *v1.Pod, c *podClaim) string {
 	if c.PV.Spec.HostPath != nil {
 		return c.PV.Spec.HostPath.Path
+	}
+	if c.PV.Spec.CSI != nil {
+		return csi.TargetPath(r.layout(), pod.UID, c.PV.Name)
 	}
 	return r.layout().PodVolumeDir(pod.UID, volumes.PVPluginName(c.PV), c.PV.Name)
 }

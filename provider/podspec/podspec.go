@@ -53,6 +53,9 @@ type Config struct {
 	ActivePods func() ([]*v1.Pod, bool)
 	// Swap is the node's swap behavior for containers.
 	Swap Swap
+	// CSI, if set, publishes pods' CSI volumes (PersistentVolumes with a
+	// csi source and inline ephemeral ones).
+	CSI CSI
 	// PersistentVolumes, if set, reads the claims of pods' volumes and
 	// their PersistentVolumes (the node's client).
 	PersistentVolumes volumes.API
@@ -214,7 +217,7 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 	// stays, for the orphan sweep to retry, until they are released.
 	if err := r.rt.ReleaseImageVolumes(ctx, uid); err != nil {
 		l.WithError(err).Warn("releasing image volumes; the pod's directory stays for a retry")
-	} else if err := r.teardownVolumes(uid); err != nil {
+	} else if err := r.removePodDir(ctx, uid); err != nil {
 		l.WithError(err).Warn("removing pod dir")
 	}
 	r.forgetClaims(types.UID(uid))

@@ -46,12 +46,15 @@ func (r *Runtime) ReleasePod(ctx context.Context, pod *v1.Pod) {
 	if err := r.rt.RemoveSandbox(ctx, uid); err != nil {
 		l.WithError(err).Warn("removing sandbox")
 	}
-	// Image volumes before the volumes' directory: their snapshots are
-	// released while the pod's directory still tells the sweep to retry.
+	// Image volumes and CSI volumes before the volumes' directory: their
+	// snapshots and publications are released while the pod's directory
+	// still tells the sweep to retry.
 	if err := r.rt.ReleaseImageVolumes(ctx, uid); err != nil {
 		l.WithError(err).Warn("releasing image volumes")
 	}
-	if torn, err := r.teardownPodVolumes(uid); err != nil {
+	if err := r.tearDownCSI(ctx, pod.UID); err != nil {
+		l.WithError(err).Warn("csi volumes not torn down; the pod's volumes stay")
+	} else if torn, err := r.teardownPodVolumes(uid); err != nil {
 		l.WithError(err).Warn("tearing down pod volumes")
 	} else if torn {
 		l.Info("pod volumes torn down")

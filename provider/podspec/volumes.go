@@ -12,6 +12,7 @@ import (
 	"github.com/hostlet/hostlet/expansion"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/volumes"
+	"github.com/hostlet/hostlet/provider/volumes/csi"
 	"github.com/hostlet/hostlet/runtime"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -96,7 +97,9 @@ func (r *Runtime) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 		// The top directory and its new links too.
 		return applyFSGroup(dir, fsGroup, true)
 	case src.PersistentVolumeClaim != nil || src.Ephemeral != nil:
-		return r.setupClaim(pod, vol)
+		return r.setupClaim(ctx, pod, vol)
+	case src.CSI != nil:
+		return r.setUpCSI(ctx, pod, vol, "", nil, false)
 	case src.Image != nil:
 		// Pulled and mounted when a container that mounts it starts (as
 		// the kubelet's image plugin sets nothing up): an absent image
@@ -350,6 +353,11 @@ func (r *Runtime) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		ro := m.ReadOnly || isContentVolume(vol)
 		if vol.HostPath != nil {
 			host = vol.HostPath.Path
+		}
+		if vol.CSI != nil {
+			// Where the driver published it, read-only if the source says so.
+			host = csi.TargetPath(r.layout(), pod.UID, vol.Name)
+			ro = ro || (vol.CSI.ReadOnly != nil && *vol.CSI.ReadOnly)
 		}
 		if _, _, ok := volumes.ClaimName(pod, vol); ok {
 			var claimRO bool

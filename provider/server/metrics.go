@@ -150,7 +150,7 @@ func (s *server) metricsHandlers() (resource, own http.Handler) {
 	res := prometheus.NewRegistry()
 	res.MustRegister(resourceCollector{s})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(hostletCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(hostletCollector{s}, volumeStatsCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range s.cfg.Metrics {
 		reg.MustRegister(c)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/hostlet/hostlet/crash"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/testpanic"
+	"github.com/hostlet/hostlet/provider/volumes/csi"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	log "github.com/sirupsen/logrus"
@@ -57,6 +58,8 @@ type Config struct {
 	Stats   StatsRuntime
 	Usage   DiskUsage
 	Volumes Volumes
+	// CSI, if set, has the CSI drivers' usage of pods' CSI volumes.
+	CSI CSIVolumes
 	// Cgroups are read for /metrics/cadvisor, with Stats (the pods'
 	// network) and Usage (containers' writable layers).
 	Cgroups Cgroups
@@ -81,6 +84,11 @@ type Config struct {
 // Health are the node's named health checks (health.Checks).
 type Health interface {
 	Checkers() []healthz.HealthChecker
+}
+
+// CSIVolumes is the node's CSI plugin (provider/volumes/csi.Manager).
+type CSIVolumes interface {
+	VolumeStats(ctx context.Context, pod *v1.Pod, volName string) (csi.VolumeStats, bool, error)
 }
 
 // Pods finds the pods the node runs (provider.Provider).

@@ -184,6 +184,9 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 	}
 	for _, vol := range pod.Spec.Volumes {
 		if !volumes.HasStats(vol) {
+			if vs, ok := s.csiVolumeStats(ctx, pod, &vol, now); ok {
+				ps.VolumeStats = append(ps.VolumeStats, vs)
+			}
 			continue
 		}
 		dir := s.cfg.Volumes.VolumeDir(pod, vol.Name)
@@ -306,4 +309,25 @@ func memoryLimits(pod *v1.Pod) map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// csiVolumeStats are a pod's CSI volume's figures as its driver reports
+// them (NodeGetVolumeStats), with the claim a PersistentVolume's is of, as
+// the kubelet's volume stats calculator; ok is false for a volume that is
+// not CSI or a driver that does not report.
+func (s *server) csiVolumeStats(ctx context.Context, pod *v1.Pod, vol *v1.Volume, now metav1.Time) (statsv1alpha1.VolumeStats, bool) {
+	if s.cfg.CSI == nil {
+		return statsv1alpha1.VolumeStats{}, false
+	}
+	st, ok, err := s.cfg.CSI.VolumeStats(ctx, pod, vol.Name)
+	if err != nil || !ok {
+		return statsv1alpha1.VolumeStats{}, false
+	}
+	vs := statsv1alpha1.VolumeStats{Name: vol.Name, FsStats: statsv1alpha1.FsStats{Time: now,
+		CapacityBytes: ptr.To(uint64(st.CapacityBytes)), AvailableBytes: ptr.To(uint64(st.AvailableBytes)), UsedBytes: ptr.To(uint64(st.UsedBytes)),
+		Inodes: ptr.To(uint64(st.Inodes)), InodesFree: ptr.To(uint64(st.InodesFree)), InodesUsed: ptr.To(uint64(st.InodesUsed))}}
+	if claim, _, ok := volumes.ClaimName(pod, vol); ok {
+		vs.PVCRef = &statsv1alpha1.PVCReference{Name: claim, Namespace: pod.Namespace}
+	}
+	return vs, true
 }

@@ -202,6 +202,8 @@ func PVPluginName(pv *v1.PersistentVolume) string {
 		return "kubernetes.io/host-path"
 	case pv.Spec.Local != nil:
 		return "kubernetes.io/local-volume"
+	case pv.Spec.CSI != nil:
+		return "kubernetes.io/csi"
 	}
 	return ""
 }

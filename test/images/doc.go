@@ -15,4 +15,9 @@
 // cmd/dig and cmd/getent (over ./resolver) are the dig and getent that the
 // conformance run (test/conformance) puts into its agnhost and
 // jessie-dnsutils stand-ins for the DNS specs' probe pods.
+//
+// csihostdir (cmd/csi-hostdir as a process) is a small real CSI driver,
+// registering through the kubelet's plugin registry, that the CSI e2e tests
+// run next to hostlet: upstream's csi-driver-host-path and
+// node-driver-registrar are not served by the module proxy.
 package images
