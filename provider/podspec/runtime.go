@@ -233,7 +233,7 @@ func (r *Runtime) ensurePulled(ctx context.Context, pod *v1.Pod, container, imag
 			r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", image))
 			return img, nil
 		}
-		if err == nil && !records.MustAttemptPull(image, img.ID, func() ([]pullrecords.Secret, *pullrecords.ServiceAccount) {
+		if err == nil && !records.MustAttemptPull(image, ImageRef(img), func() ([]pullrecords.Secret, *pullrecords.ServiceAccount) {
 			return podCredentials(creds())
 		}) {
 			r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", image))
@@ -262,10 +262,20 @@ func (r *Runtime) ensurePulled(ctx context.Context, pod *v1.Pod, container, imag
 		return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
 	}
 	if records != nil {
-		records.RecordPulled(image, img.ID, pulledWith(used))
+		records.RecordPulled(image, ImageRef(img), pulledWith(used))
 	}
 	r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", image, took.Round(time.Millisecond), took.Round(time.Millisecond), img.Size))
 	return img, nil
+}
+
+// ImageRef keys an image's pull record by its content, as the kubelet's
+// image ID: the manifest digest its names point to (the ID image GC
+// lists), whatever name pulled it.
+func ImageRef(img *runtime.Image) string {
+	if d := img.Digest(); d != "" {
+		return "sha256:" + d
+	}
+	return img.ID
 }
 
 func (r *Runtime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace time.Duration) error {
