@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/distribution/reference"
 
 	"github.com/hostlet/hostlet/provider/credentialprovider"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/pullrecords"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/prometheus/client_golang/prometheus"
+	log "github.com/sirupsen/logrus"
 	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,4 +75,25 @@ func newPullRecords(ctx context.Context, o *options, rt *runtime.Runtime) (*pull
 		return podspec.ImageRef(img), true
 	})
 	return m, nil
+}
+
+// prunePullRecords removes the pull records of images gone, as the
+// kubelet's post-GC hook; the records are keyed by repository digest
+// (podspec.ImageRef), so every name of every image left counts.
+func prunePullRecords(ctx context.Context, rt *runtime.Runtime, pulls *pullrecords.Manager, began time.Time) {
+	imgs, err := rt.ListImages(ctx)
+	if err != nil {
+		log.WithError(err).Warn("Listing images to prune the image pull records")
+		return
+	}
+	var refs []string
+	for _, img := range imgs {
+		for _, n := range img.Names {
+			if named, err := reference.ParseNormalizedNamed(n); err == nil {
+				refs = append(refs, reference.TrimNamed(named).String()+"@"+img.ID)
+			}
+		}
+		refs = append(refs, img.ID)
+	}
+	pulls.Prune(refs, began)
 }

@@ -254,7 +254,7 @@ func run(ctx context.Context, o *options) error {
 	imageGC := gc.NewImageGC(rt, imagePolicy, clock.RealClock{}, events, nd.Ref())
 	containerGC := gc.NewContainerGC(rt, o.containerGCPolicy(), clock.RealClock{}, events, nd.Ref())
 	if pulls != nil {
-		imageGC.OnCollected(pulls.Prune)
+		imageGC.OnCollected(func(_ []string, began time.Time) { prunePullRecords(ctx, rt, pulls, began) })
 	}
 	go imageGC.Run(ctx, o.imageGCPeriod)
 	go containerGC.Run(ctx, o.containerGC)

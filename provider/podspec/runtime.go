@@ -268,15 +268,15 @@ func (r *Runtime) ensurePulled(ctx context.Context, pod *v1.Pod, container, imag
 	return img, nil
 }
 
-// ImageRef keys an image's pull record by its content, as the kubelet's
-// image ID: the manifest digest its names point to (the ID image GC
-// lists), whatever name pulled it.
-func ImageRef(img *runtime.Image) string {
-	if d := img.Digest(); d != "" {
-		return "sha256:" + d
-	}
-	return img.ID
-}
+// ImageRef keys an image's pull record: its repository's digest
+// ("registry/repo@sha256:..."), the imageID hostlet reports. The kubelet
+// keys by the image's ID (its config digest), so that a preloaded image
+// whose content some pod pulled under another name stops being preloaded
+// and must be pulled under its own name (impossible for an image that was
+// only ever imported); keyed by repository, a preloaded name stays
+// preloaded, and a private repository's content is verified under its
+// name all the same.
+func ImageRef(img *runtime.Image) string { return img.ID }
 
 func (r *Runtime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace time.Duration) error {
 	sig := syscall.SIGTERM
