@@ -66,6 +66,17 @@ func NewPolicy(policy kubeletv1beta1.ImagePullCredentialsVerificationPolicy, all
 	}
 }
 
+// ValidateAllowlist is the kubelet's ValidateAllowlistImagesPatterns, for
+// the configuration's validation.
+func ValidateAllowlist(patterns []string) error {
+	for _, p := range patterns {
+		if _, _, err := allowlistPattern(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // allowlistPattern is the kubelet's getAllowlistImagePattern: an image
 // repository without tag or digest, or a prefix ending in "/*".
 func allowlistPattern(pattern string) (string, bool, error) {
