@@ -20,7 +20,8 @@ import (
 // with the pod's (refused by the registry: ErrImagePull) or, with Never,
 // reported absent (ErrImageNeverPull); a pod whose own secret is valid runs
 // after a pull with it; the records survive a restart of hostlet; an image
-// hostlet never pulled (imported) stays every pod's.
+// hostlet never pulled (imported) stays every pod's, unless the policy is
+// AlwaysVerify.
 func TestEnsureSecretPulledImages(t *testing.T) {
 	skipIfNoCluster(t)
 	ctx := ctxT(t)
@@ -146,6 +147,20 @@ func TestEnsureSecretPulledImages(t *testing.T) {
 		waitReady(t, nsB, pod.Name)
 		if got, want := waitEvent(t, nsB, pod.Name, "Pulled"), fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", images.BusyboxRef); got != want {
 			t.Errorf("Pulled event %q, want %q", got, want)
+		}
+	})
+	t.Run("AlwaysVerify", func(t *testing.T) {
+		// The same imported image on a node that verifies every image: no
+		// record names it, so a pod must pull it, which Never forbids.
+		const strict = "hostlet-pullverify-always"
+		extraNode(t, harness.HostletOptions{NodeName: strict, ExtraArgs: []string{
+			"--image-pull-credentials-verification-policy", "AlwaysVerify"}})
+		pod := imagePod(nsB, "preloaded-strict", images.BusyboxRef, v1.PullNever)
+		pod.Spec.NodeName = strict
+		cluster.CreatePod(t, pod)
+		want := fmt.Sprintf("Container image %q is not present with pull policy of Never", images.BusyboxRef)
+		if w := waitWaiting(t, nsB, pod.Name, "ErrImageNeverPull"); w.Message != want {
+			t.Errorf("message %q, want %q", w.Message, want)
 		}
 	})
 }
