@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/hostlet/hostlet/provider/pullrecords"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -224,6 +225,8 @@ func Validate(kc *kubeletv1beta1.KubeletConfiguration, fg featuregate.FeatureGat
 		}
 		if len(kc.PreloadedImagesVerificationAllowlist) > 0 && policy != kubeletv1beta1.NeverVerifyAllowlistedImages {
 			add("can't set `preloadedImagesVerificationAllowlist` if `imagePullCredentialsVertificationPolicy` is not \"NeverVerifyAllowlistedImages\"")
+		} else if err := pullrecords.ValidateAllowlist(kc.PreloadedImagesVerificationAllowlist); err != nil {
+			add("invalid image pattern in `preloadedImagesVerificationAllowlist`: %v", err)
 		}
 	} else {
 		if len(policy) > 0 {

@@ -2,10 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"time"
+
+	"github.com/distribution/reference"
 
 	"github.com/hostlet/hostlet/provider/credentialprovider"
 	"github.com/hostlet/hostlet/provider/podspec"
+	"github.com/hostlet/hostlet/provider/pullrecords"
+	"github.com/hostlet/hostlet/runtime"
 	"github.com/prometheus/client_golang/prometheus"
+	log "github.com/sirupsen/logrus"
 	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,4 +52,48 @@ func (s serviceAccounts) ServiceAccount(ctx context.Context, ns, name string) (*
 
 func (s serviceAccounts) CreateToken(ctx context.Context, ns, name string, req *authv1.TokenRequest) (*authv1.TokenRequest, error) {
 	return s.c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, req, metav1.CreateOptions{})
+}
+
+// newPullRecords is the kubelet's image pull manager: the policy of
+// imagePullCredentialsVerificationPolicy and its allowlist, the records
+// under --root-dir/image_manager, and the pulls a restart interrupted
+// turned into records of the images they left.
+func newPullRecords(ctx context.Context, o *options, rt *runtime.Runtime) (*pullrecords.Manager, error) {
+	policy, err := pullrecords.NewPolicy(o.kubeletConfig.ImagePullCredentialsVerificationPolicy, o.kubeletConfig.PreloadedImagesVerificationAllowlist)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create image pull credentials verification policy: %w", err)
+	}
+	m, err := pullrecords.New(o.rootDir, policy, clock.RealClock{})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create image pull records: %w", err)
+	}
+	m.Recover(func(image string) (string, bool) {
+		img, err := rt.GetImage(ctx, image)
+		if err != nil {
+			return "", false
+		}
+		return podspec.ImageRef(img), true
+	})
+	return m, nil
+}
+
+// prunePullRecords removes the pull records of images gone, as the
+// kubelet's post-GC hook; the records are keyed by repository digest
+// (podspec.ImageRef), so every name of every image left counts.
+func prunePullRecords(ctx context.Context, rt *runtime.Runtime, pulls *pullrecords.Manager, began time.Time) {
+	imgs, err := rt.ListImages(ctx)
+	if err != nil {
+		log.WithError(err).Warn("Listing images to prune the image pull records")
+		return
+	}
+	var refs []string
+	for _, img := range imgs {
+		for _, n := range img.Names {
+			if named, err := reference.ParseNormalizedNamed(n); err == nil {
+				refs = append(refs, reference.TrimNamed(named).String()+"@"+img.ID)
+			}
+		}
+		refs = append(refs, img.ID)
+	}
+	pulls.Prune(refs, began)
 }

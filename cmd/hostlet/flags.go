@@ -44,39 +44,45 @@ type options struct {
 	// credentialProviderConfig and credentialProviderBinDir are the
 	// kubelet's flags (no KubeletConfiguration field has them).
 	credentialProviderConfig string
-	credentialProviderBinDir string
-	cdiSpecDirs              []string
-	address                  string
-	port                     int32
-	tlsCert, tlsKey          string
-	rotateServerCerts        bool
-	rotateCerts              bool
-	clientCA                 string
-	authnCacheTTL            time.Duration
-	authzAllowedTTL          time.Duration
-	authzDeniedTTL           time.Duration
-	streamIdleTimeout        time.Duration
-	clusterDNS               []string
-	clusterDomain            string
-	resolvConf               string
-	systemReserved           map[string]string
-	kubeReserved             map[string]string
-	evictionHard             map[string]string
-	shutdownGrace            time.Duration
-	shutdownCritical         time.Duration
-	statusUpdateFreq         time.Duration
-	statusReportFreq         time.Duration
-	maxImages                int32
-	maxRestartPeriod         time.Duration
-	kubeAPIQPS               int32
-	kubeAPIBurst             int
-	verbosity                int
-	testPanicHooks           bool
-	profiling                bool
-	healthzPort              int32
-	healthzAddress           string
-	systemLogHandler         bool
-	systemLogQuery           bool
+	// pullVerificationPolicy and pullVerificationAllowlist are
+	// imagePullCredentialsVerificationPolicy and
+	// preloadedImagesVerificationAllowlist (o.kubeletConfig has the
+	// effective policy, defaulted with its gate).
+	pullVerificationPolicy    string
+	pullVerificationAllowlist []string
+	credentialProviderBinDir  string
+	cdiSpecDirs               []string
+	address                   string
+	port                      int32
+	tlsCert, tlsKey           string
+	rotateServerCerts         bool
+	rotateCerts               bool
+	clientCA                  string
+	authnCacheTTL             time.Duration
+	authzAllowedTTL           time.Duration
+	authzDeniedTTL            time.Duration
+	streamIdleTimeout         time.Duration
+	clusterDNS                []string
+	clusterDomain             string
+	resolvConf                string
+	systemReserved            map[string]string
+	kubeReserved              map[string]string
+	evictionHard              map[string]string
+	shutdownGrace             time.Duration
+	shutdownCritical          time.Duration
+	statusUpdateFreq          time.Duration
+	statusReportFreq          time.Duration
+	maxImages                 int32
+	maxRestartPeriod          time.Duration
+	kubeAPIQPS                int32
+	kubeAPIBurst              int
+	verbosity                 int
+	testPanicHooks            bool
+	profiling                 bool
+	healthzPort               int32
+	healthzAddress            string
+	systemLogHandler          bool
+	systemLogQuery            bool
 	housekeeping
 	evictionFlags
 	cgroupFlags
@@ -145,6 +151,9 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&o.statusReportFreq, "node-status-report-frequency", 5*time.Minute, "how often unchanged node status is written")
 	fs.Int32Var(&o.maxImages, "node-status-max-images", node.DefaultMaxImages, "the maximum number of images to report in node.status.images (the largest first); -1: no cap")
 	fs.DurationVar(&o.maxRestartPeriod, "max-container-restart-period", 300*time.Second, "longest crash-loop back-off")
+	// Configuration-file fields of the kubelet (it has no such flags).
+	fs.StringVar(&o.pullVerificationPolicy, "image-pull-credentials-verification-policy", "", "whether a pod must hold the credentials of an image already on the node (KubeletEnsureSecretPulledImages): NeverVerify, NeverVerifyPreloadedImages (the default: images not pulled by the node are every pod's), NeverVerifyAllowlistedImages or AlwaysVerify; the KubeletConfiguration's imagePullCredentialsVerificationPolicy")
+	fs.StringSliceVar(&o.pullVerificationAllowlist, "preloaded-images-verification-allowlist", nil, "images (registry/repository, or a prefix ending in /*) never verified under NeverVerifyAllowlistedImages; the KubeletConfiguration's preloadedImagesVerificationAllowlist")
 	fs.Int32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
 	o.housekeeping.flags(fs)

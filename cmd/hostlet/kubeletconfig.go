@@ -128,6 +128,8 @@ var kubeletFields = []kubeletField{
 	flagged("staticPodURLHeader", "manifest-url-header"),
 	flagged("fileCheckFrequency", "file-check-frequency"),
 	flagged("httpCheckFrequency", "http-check-frequency"),
+	flagged("imagePullCredentialsVerificationPolicy", "image-pull-credentials-verification-policy"),
+	flagged("preloadedImagesVerificationAllowlist", "preloaded-images-verification-allowlist"),
 	{path: "mergeDefaultEvictionSettings", use: useLoad},
 
 	// Not implemented, and not to be ignored: a node that does not do what
@@ -140,8 +142,6 @@ var kubeletFields = []kubeletField{
 	refuse("authentication.anonymous.enabled", "refuses anonymous requests"),
 	refuse("authentication.webhook.enabled", "always authenticates bearer tokens with TokenReview"),
 	refuse("authorization.mode", "always authorizes with SubjectAccessReview (Webhook)"),
-	refuse("imagePullCredentialsVerificationPolicy", "does not verify the pull credentials of images already on the node"),
-	refuse("preloadedImagesVerificationAllowlist", "does not verify the pull credentials of images already on the node"),
 	refuse("enableDebuggingHandlers", "always serves logs, exec, attach and port-forward"),
 	refuse("nodeLeaseDurationSeconds", "renews a Lease of 40s"),
 	refuse("kubeletCgroups", "leaves its own cgroup to its unit"),
@@ -235,6 +235,7 @@ var hostletGates = map[string]string{
 	"PodCertificateRequest":                            "gated: projected podCertificate sources",
 	"RecursiveReadOnlyMounts":                          "always: volumeMounts' recursiveReadOnly",
 	"SupplementalGroupsPolicy":                         "always: supplementalGroupsPolicy, status.features, containers' status.user",
+	"KubeletEnsureSecretPulledImages":                  "gated: imagePullCredentialsVerificationPolicy, the pulled-image records",
 }
 
 // resolveKubeletConfig makes the configuration effective as the kubelet
@@ -260,6 +261,11 @@ func (o *options) resolveKubeletConfig(fs *pflag.FlagSet, cmdline map[string]boo
 	gates := kubeletconfig.NewFeatureGate()
 	if err := gates.SetFromMap(kc.FeatureGates); err != nil {
 		return fmt.Errorf("failed to set feature gates from initial flags-based config: %w", err)
+	}
+	// Its default depends on the gate, known only now (the flag's default
+	// is "", which the kubelet's validation refuses with the gate off).
+	if gates.Enabled("KubeletEnsureSecretPulledImages") && kc.ImagePullCredentialsVerificationPolicy == "" {
+		kc.ImagePullCredentialsVerificationPolicy = kubeletv1beta1.NeverVerifyPreloadedImages
 	}
 	if err := kubeletconfig.Validate(kc, gates); err != nil {
 		return fmt.Errorf("failed to validate kubelet configuration, error: %w", err)

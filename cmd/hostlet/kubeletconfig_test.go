@@ -499,3 +499,37 @@ func TestKubeletConfigHealthzAndLogQuery(t *testing.T) {
 		t.Errorf("query without its gate: %v", err)
 	}
 }
+
+// imagePullCredentialsVerificationPolicy: defaulted with its gate, from the
+// file or the flag; refused with the gate off, as the kubelet's validation.
+func TestPullCredentialsVerificationPolicy(t *testing.T) {
+	if got := parseArgs(t).kubeletConfig.ImagePullCredentialsVerificationPolicy; got != kubeletv1beta1.NeverVerifyPreloadedImages {
+		t.Errorf("default %q", got)
+	}
+	if got := parseArgs(t, "--feature-gates", "KubeletEnsureSecretPulledImages=false").kubeletConfig.ImagePullCredentialsVerificationPolicy; got != "" {
+		t.Errorf("gate off: %q", got)
+	}
+	dir := t.TempDir()
+	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\npreloadedImagesVerificationAllowlist: [\"reg.io/team/*\"]\n")
+	o := parseArgs(t, "--config", conf)
+	if o.kubeletConfig.ImagePullCredentialsVerificationPolicy != kubeletv1beta1.NeverVerifyAllowlistedImages ||
+		!reflect.DeepEqual(o.kubeletConfig.PreloadedImagesVerificationAllowlist, []string{"reg.io/team/*"}) || o.pullVerificationPolicy != "NeverVerifyAllowlistedImages" {
+		t.Errorf("from the file: %q %q", o.kubeletConfig.ImagePullCredentialsVerificationPolicy, o.kubeletConfig.PreloadedImagesVerificationAllowlist)
+	}
+	if got := parseArgs(t, "--image-pull-credentials-verification-policy", "AlwaysVerify").kubeletConfig.ImagePullCredentialsVerificationPolicy; got != kubeletv1beta1.AlwaysVerify {
+		t.Errorf("flag: %q", got)
+	}
+	for _, args := range [][]string{
+		{"--image-pull-credentials-verification-policy", "Sometimes"},
+		{"--image-pull-credentials-verification-policy", "AlwaysVerify", "--feature-gates", "KubeletEnsureSecretPulledImages=false"},
+		{"--preloaded-images-verification-allowlist", "reg.io/*"},
+		{"--image-pull-credentials-verification-policy", "NeverVerifyAllowlistedImages", "--preloaded-images-verification-allowlist", "reg.io/app:1.0"},
+	} {
+		var o options
+		if err := o.parse(args); err == nil {
+			t.Errorf("%q accepted", args)
+		} else {
+			t.Logf("%q: %v", args, err)
+		}
+	}
+}

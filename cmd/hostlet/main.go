@@ -30,6 +30,7 @@ import (
 	"github.com/hostlet/hostlet/provider/podcerts"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/podsync"
+	"github.com/hostlet/hostlet/provider/pullrecords"
 	"github.com/hostlet/hostlet/provider/server"
 	"github.com/hostlet/hostlet/provider/staticpod"
 	"github.com/hostlet/hostlet/provider/testpanic"
@@ -220,6 +221,15 @@ func run(ctx context.Context, o *options) error {
 			Pods: podsOf{pod: func(uid types.UID) *v1.Pod { return prov.Pod(uid) }, active: func() []*v1.Pod { return prov.ActivePods() }}})
 		podCertsIface = podCerts
 	}
+	// The kubelet's image pull records, behind their gate.
+	var pulls *pullrecords.Manager
+	var pullsIface podspec.PullRecords
+	if o.gates.Enabled("KubeletEnsureSecretPulledImages") {
+		if pulls, err = newPullRecords(ctx, o, rt); err != nil {
+			return err
+		}
+		pullsIface = pulls
+	}
 	spec := podspec.New(podspec.Config{
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
@@ -228,8 +238,8 @@ func run(ctx context.Context, o *options) error {
 		Devices: dm, Claims: claims, ActivePods: activeAllocated, Swap: swap,
 		PersistentVolumes: c.api.CoreV1(), CSI: csiVolumes,
 		RuntimeClasses: inf.runtimeClasses.Lister(), RuntimeClassesSynced: inf.runtimeClasses.Informer().HasSynced,
-		CredentialProviders: creds,
-		TrustBundles:        trustBundles, Gates: o.gates, PodCertificates: podCertsIface,
+		CredentialProviders: creds, PullRecords: pullsIface,
+		TrustBundles: trustBundles, Gates: o.gates, PodCertificates: podCertsIface,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
@@ -260,6 +270,9 @@ func run(ctx context.Context, o *options) error {
 	})
 	imageGC := gc.NewImageGC(rt, imagePolicy, clock.RealClock{}, events, nd.Ref())
 	containerGC := gc.NewContainerGC(rt, o.containerGCPolicy(), clock.RealClock{}, events, nd.Ref())
+	if pulls != nil {
+		imageGC.OnCollected(func(_ []string, began time.Time) { prunePullRecords(ctx, rt, pulls, began) })
+	}
 	go imageGC.Run(ctx, o.imageGCPeriod)
 	go containerGC.Run(ctx, o.containerGC)
 	usage := diskusage.New(rt, o.volumeStatsPeriod, clock.RealClock{})

@@ -22,7 +22,7 @@ func TestParseDockerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := DockerConfig{"a.io": {"u", "p"}, "b.io": {"user", "pa:ss"}, "c.io": {"user", "pa:ss"}}
+	want := DockerConfig{"a.io": {Username: "u", Password: "p"}, "b.io": {Username: "user", Password: "pa:ss"}, "c.io": {Username: "user", Password: "pa:ss"}}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("%v, want %v", cfg, want)
 	}

@@ -18,6 +18,22 @@ import (
 type AuthConfig struct {
 	Username string
 	Password string
+	// Source is where a pod's own credential came from (a pull secret, or
+	// the service account whose token a plugin was given); nil for the
+	// node's, which every pod may use. The kubelet records it with the
+	// image pulled (KubeletEnsureSecretPulledImages).
+	Source *Source
+}
+
+// Source names the object a credential was given for, as the kubelet's
+// CredentialSource: one of Secret and ServiceAccount.
+type Source struct {
+	Secret, ServiceAccount *Coordinates
+}
+
+// Coordinates name a Secret or ServiceAccount: its namespace, name and UID.
+type Coordinates struct {
+	UID, Namespace, Name string
 }
 
 // DockerConfig maps registry locations ("host[:port][/path]", a scheme or

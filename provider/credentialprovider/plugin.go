@@ -217,6 +217,7 @@ func (p *provider) provide(ctx context.Context, image string, pod Pod) (DockerCo
 		return nil, nil
 	}
 	var token, saKey, tokenHash string
+	var saUID types.UID
 	var annotations map[string]string
 	if p.sa != nil {
 		if pod.ServiceAccountName == "" && p.sa.require {
@@ -233,7 +234,7 @@ func (p *provider) provide(ctx context.Context, image string, pod Pod) (DockerCo
 				}
 				return nil, fmt.Errorf("failed to get service account: %w", err)
 			}
-			annotations = ann
+			annotations, saUID = ann, uid
 			if token, err = p.sa.token(ctx, pod, uid); err != nil {
 				return nil, fmt.Errorf("failed to get service account token: %w", err)
 			}
@@ -278,9 +279,15 @@ func (p *provider) provide(ctx context.Context, image string, pod Pod) (DockerCo
 	default:
 		return nil, fmt.Errorf("credential provider plugin did not return a valid cacheKeyType: %s", resp.CacheKeyType)
 	}
+	// Credentials given for a service account's token are that account's
+	// (the kubelet's ServiceAccountCoordinates), not the node's.
+	var src *Source
+	if token != "" {
+		src = &Source{ServiceAccount: &Coordinates{UID: string(saUID), Namespace: pod.Namespace, Name: pod.ServiceAccountName}}
+	}
 	cfg := make(DockerConfig, len(resp.Auth))
 	for loc, a := range resp.Auth {
-		cfg[loc] = AuthConfig{Username: a.Username, Password: a.Password}
+		cfg[loc] = AuthConfig{Username: a.Username, Password: a.Password, Source: src}
 	}
 	var ttl time.Duration
 	switch {

@@ -166,8 +166,13 @@ func TestProviderServiceAccountTokens(t *testing.T) {
 			ps.plugins[0].sa = &saProvider{audience: "registry", require: true, required: []string{"example.com/role"},
 				optional: []string{"example.com/opt", "example.com/absent"}, cacheType: cacheType, api: sas, clock: clk}
 			pod := Pod{Namespace: "ns", Name: "p", UID: "pod-uid", ServiceAccountName: "puller"}
-			if got := ps.Lookup(ctx, "a.example.com/x", pod); len(got) != 1 {
+			got := ps.Lookup(ctx, "a.example.com/x", pod)
+			if len(got) != 1 {
 				t.Fatalf("credentials %v", got)
+			}
+			// The service account's, for the image's pull record.
+			if s := got[0].Source; s == nil || s.ServiceAccount == nil || *s.ServiceAccount != (Coordinates{UID: "sa-uid", Namespace: "ns", Name: "puller"}) {
+				t.Errorf("source %+v, want the service account ns/puller", s)
 			}
 			req := f.calls[0]
 			if req.ServiceAccountToken != "token-1" || len(req.ServiceAccountAnnotations) != 2 ||

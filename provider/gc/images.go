@@ -88,6 +88,32 @@ type ImageGC struct {
 	// collected is the kubelet's image_garbage_collected_total, by reason
 	// (age or space).
 	collected *prometheus.CounterVec
+	// postGC are the kubelet's post-GC hooks: after images were freed for
+	// space, each gets the images left (their IDs) and when the round began.
+	postGC []func(remaining []string, began time.Time)
+}
+
+// OnCollected adds a hook run after each round that freed space (the
+// kubelet's postGCHooks: the pull records of images gone are pruned).
+func (g *ImageGC) OnCollected(h func(remaining []string, began time.Time)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.postGC = append(g.postGC, h)
+}
+
+// runPostGC hands the hooks every image still known, those in use too:
+// a record of an image in use must not go.
+func (g *ImageGC) runPostGC(began time.Time) {
+	if len(g.postGC) == 0 {
+		return
+	}
+	remaining := make([]string, 0, len(g.records))
+	for id := range g.records {
+		remaining = append(remaining, id)
+	}
+	for _, h := range g.postGC {
+		h(remaining, began)
+	}
 }
 
 func NewImageGC(images Images, policy ImagePolicy, clk clock.Clock, events record.EventRecorder, node *v1.ObjectReference) *ImageGC {
@@ -224,6 +250,7 @@ func (g *ImageGC) GarbageCollect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.runPostGC(now)
 	if freed < toFree {
 		msg := fmt.Sprintf("Insufficient free disk space on the node's image filesystem (%d%% of %s used). "+
 			"Failed to free sufficient space by deleting unused images (freed %d bytes). "+
@@ -246,8 +273,11 @@ func (g *ImageGC) DeleteUnusedImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = g.freeSpace(ctx, math.MaxInt64, imgs, now)
-	return err
+	if _, err = g.freeSpace(ctx, math.MaxInt64, imgs, now); err != nil {
+		return err
+	}
+	g.runPostGC(now)
+	return nil
 }
 
 // freeOld removes the images unused for longer than MaxAge, once hostlet

@@ -243,10 +243,19 @@ func TestDeleteUnusedImages(t *testing.T) {
 	}
 	clk.Step(time.Minute)
 	f.images["c"] = &runtime.StoredImage{ID: "c", Size: 10}
+	// The post-GC hooks (the pull records' pruning) get every image left,
+	// those in use too, and when the round began.
+	var left []string
+	var began time.Time
+	g.OnCollected(func(remaining []string, at time.Time) { left, began = remaining, at })
 	if err := g.DeleteUnusedImages(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"a", "b"}; !slices.Equal(f.removed, want) {
 		t.Fatalf("removed %q, want %q", f.removed, want)
+	}
+	slices.Sort(left)
+	if want := []string{"c", "pinned", "used"}; !slices.Equal(left, want) || !began.Equal(clk.Now()) {
+		t.Errorf("hook got %q at %v, want %q at %v", left, began, want, clk.Now())
 	}
 }

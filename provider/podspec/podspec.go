@@ -68,6 +68,11 @@ type Config struct {
 	// (docker config files, credential provider plugins), tried after the
 	// pod's pull secrets.
 	CredentialProviders CredentialProviders
+	// PullRecords, if set, are the kubelet's image pull records
+	// (KubeletEnsureSecretPulledImages): a pod uses an image present only
+	// with credentials that pulled it, or as its policy allows; nil: the
+	// gate off, every image present is every pod's.
+	PullRecords PullRecords
 	// TrustBundles, if set, answers projected clusterTrustBundle sources
 	// (the ClusterTrustBundleProjection gate on); nil, they fail as with
 	// the kubelet's gate off.

@@ -2,11 +2,15 @@ package podspec
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/distribution/reference"
 	"github.com/hostlet/hostlet/provider/credentialprovider"
+	"github.com/hostlet/hostlet/provider/pullrecords"
 	"github.com/hostlet/hostlet/runtime"
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -51,6 +55,13 @@ func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod, image string
 			// The kubelet fails the pull on such a secret; it is skipped here.
 			continue
 		}
+		// Marked as this secret's: an image it pulls is recorded as pulled
+		// with it (KubeletEnsureSecretPulledImages).
+		src := &credentialprovider.Source{Secret: &credentialprovider.Coordinates{UID: string(s.UID), Namespace: s.Namespace, Name: s.Name}}
+		for loc, a := range cfg {
+			a.Source = src
+			cfg[loc] = a
+		}
 		secrets.Add(cfg)
 	}
 	out := secrets.Lookup(repo)
@@ -65,22 +76,81 @@ func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod, image string
 // pull pulls image as the kubelet's runtime manager: without credentials
 // when none matched, else with each in turn until one works, the errors of
 // all tried aggregated. Each credential is offered to every host the pull
-// authenticates with, as CRI does with the one the kubelet passes.
-func (r *Runtime) pull(ctx context.Context, image string, creds []credentialprovider.AuthConfig) (*runtime.Image, time.Duration, error) {
+// authenticates with, as CRI does with the one the kubelet passes. used is
+// the credential that worked (nil: none was tried).
+func (r *Runtime) pull(ctx context.Context, image string, creds []credentialprovider.AuthConfig) (img *runtime.Image, total time.Duration, used *credentialprovider.AuthConfig, err error) {
 	if len(creds) == 0 {
-		return r.rt.PullImage(ctx, image, nil)
+		img, took, err := r.rt.PullImage(ctx, image, nil)
+		return img, took, nil, err
 	}
 	var errs []error
-	var total time.Duration
-	for _, a := range creds {
+	for i := range creds {
+		a := &creds[i]
 		img, took, err := r.rt.PullImage(ctx, image, func(string) (string, string, error) {
 			return a.Username, a.Password, nil
 		})
 		total += took
 		if err == nil {
-			return img, total, nil
+			return img, total, a, nil
 		}
 		errs = append(errs, err)
 	}
-	return nil, total, utilerrors.NewAggregate(errs)
+	return nil, total, nil, utilerrors.NewAggregate(errs)
+}
+
+// PullRecords are the kubelet's image pull records (pullrecords.Manager):
+// which credentials pulled each image, and whether a pod must pull an
+// image present to prove its own.
+type PullRecords interface {
+	MustAttemptPull(image, imageRef string, pod pullrecords.PodCredentials) bool
+	RecordIntent(image string) error
+	RecordPulled(image, imageRef string, creds *pullrecords.Credentials)
+	RecordFailed(image string)
+}
+
+// podCredentials are the pod's own among creds, as the kubelet's
+// getPodCredentials: its secrets with their content's hash, and the first
+// service account a plugin was given a token of; the node's are no pod's.
+func podCredentials(creds []credentialprovider.AuthConfig) ([]pullrecords.Secret, *pullrecords.ServiceAccount) {
+	var secrets []pullrecords.Secret
+	var sa *pullrecords.ServiceAccount
+	for _, a := range creds {
+		switch {
+		case a.Source == nil:
+		case a.Source.Secret != nil:
+			c := a.Source.Secret
+			secrets = append(secrets, pullrecords.Secret{UID: c.UID, Namespace: c.Namespace, Name: c.Name, CredentialHash: credentialHash(a)})
+		case a.Source.ServiceAccount != nil && sa == nil:
+			c := a.Source.ServiceAccount
+			sa = &pullrecords.ServiceAccount{UID: c.UID, Namespace: c.Namespace, Name: c.Name}
+		}
+	}
+	return secrets, sa
+}
+
+// pulledWith is what a pull with used records, as the kubelet's
+// trackedToImagePullCreds: none or the node's make the image every pod's.
+func pulledWith(used *credentialprovider.AuthConfig) *pullrecords.Credentials {
+	switch {
+	case used == nil || used.Source == nil:
+		return &pullrecords.Credentials{NodePodsAccessible: true}
+	case used.Source.Secret != nil:
+		s, _ := podCredentials([]credentialprovider.AuthConfig{*used})
+		return &pullrecords.Credentials{KubernetesSecrets: s}
+	default:
+		_, sa := podCredentials([]credentialprovider.AuthConfig{*used})
+		return &pullrecords.Credentials{KubernetesServiceAccounts: []pullrecords.ServiceAccount{*sa}}
+	}
+}
+
+// credentialHash is the kubelet's hashAuthConfig: SHA-256 of the
+// credential as JSON, so that a secret's content is compared, not only its
+// name.
+func credentialHash(a credentialprovider.AuthConfig) string {
+	b, _ := json.Marshal(struct {
+		Username string `json:"username,omitempty"`
+		Password string `json:"password,omitempty"`
+	}{a.Username, a.Password})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

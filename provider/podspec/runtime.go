@@ -16,6 +16,8 @@ import (
 	"github.com/hostlet/hostlet/expansion"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/probes"
+	"github.com/hostlet/hostlet/provider/credentialprovider"
+	"github.com/hostlet/hostlet/provider/pullrecords"
 	"github.com/hostlet/hostlet/runtime"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -219,30 +221,62 @@ func (r *Runtime) ensurePulled(ctx context.Context, pod *v1.Pod, container, imag
 		r.event(pod, container, v1.EventTypeWarning, "InspectFailed", msg)
 		return nil, &lifecycle.Failure{Reason: "InvalidImageName", Message: msg}
 	}
+	// The pod's credentials are looked up once, and only when needed.
+	creds := sync.OnceValue(func() []credentialprovider.AuthConfig { return r.pullCredentials(ctx, pod, image) })
+	records := r.cfg.PullRecords
 	if policy != v1.PullAlways {
 		img, err := r.rt.GetImage(ctx, image)
-		if err == nil {
+		if err != nil && !errdefs.IsNotFound(err) {
+			return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
+		}
+		if err == nil && records == nil {
 			r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", image))
 			return img, nil
 		}
-		if !errdefs.IsNotFound(err) {
-			return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
+		if err == nil && !records.MustAttemptPull(image, ImageRef(img), func() ([]pullrecords.Secret, *pullrecords.ServiceAccount) {
+			return podCredentials(creds())
+		}) {
+			r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", image))
+			return img, nil
 		}
 		if policy == v1.PullNever {
+			// Absent, or present but not the pod's to use: the kubelet
+			// says the same of both, so as not to reveal a private image.
 			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
 			r.event(pod, container, v1.EventTypeWarning, "ErrImageNeverPull", msg)
 			return nil, &lifecycle.Failure{Reason: "ErrImageNeverPull", Message: msg}
 		}
 	}
+	if records != nil {
+		if err := records.RecordIntent(image); err != nil {
+			return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: fmt.Sprintf("Failed to record image pull intent for container image %q: %v", image, err)}
+		}
+	}
 	r.event(pod, container, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", image))
-	img, took, err := r.pull(ctx, image, r.pullCredentials(ctx, pod, image))
+	img, took, used, err := r.pull(ctx, image, creds())
 	if err != nil {
+		if records != nil {
+			records.RecordFailed(image)
+		}
 		r.event(pod, container, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", image, err))
 		return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
+	}
+	if records != nil {
+		records.RecordPulled(image, ImageRef(img), pulledWith(used))
 	}
 	r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", image, took.Round(time.Millisecond), took.Round(time.Millisecond), img.Size))
 	return img, nil
 }
+
+// ImageRef keys an image's pull record: its repository's digest
+// ("registry/repo@sha256:..."), the imageID hostlet reports. The kubelet
+// keys by the image's ID (its config digest), so that a preloaded image
+// whose content some pod pulled under another name stops being preloaded
+// and must be pulled under its own name (impossible for an image that was
+// only ever imported); keyed by repository, a preloaded name stays
+// preloaded, and a private repository's content is verified under its
+// name all the same.
+func ImageRef(img *runtime.Image) string { return img.ID }
 
 func (r *Runtime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace time.Duration) error {
 	sig := syscall.SIGTERM

@@ -100,10 +100,13 @@ func TestImagePulls(t *testing.T) {
 		}
 	})
 	t.Run("present IfNotPresent", func(t *testing.T) {
+		// With the secret that pulled it (KubeletEnsureSecretPulledImages:
+		// see TestEnsureSecretPulledImages for a pod without).
 		pod := imagePod(ns, "cached", ref, v1.PullIfNotPresent)
+		pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
 		cluster.CreatePod(t, pod)
 		waitReady(t, ns, pod.Name)
-		if msg, want := waitEvent(t, ns, pod.Name, "Pulled"), fmt.Sprintf("Container image %q already present on machine", ref); msg != want {
+		if msg, want := waitEvent(t, ns, pod.Name, "Pulled"), fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", ref); msg != want {
 			t.Errorf("Pulled event %q, want %q", msg, want)
 		}
 	})

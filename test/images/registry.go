@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -24,9 +25,10 @@ import (
 // AuthRealm is the realm of the basic auth challenge.
 const AuthRealm = "hostlet-test"
 
-// BasicAuth is the one user a Registry accepts.
+// BasicAuth is the user a Registry accepts (and Also, further ones).
 type BasicAuth struct {
 	User, Password string
+	Also           []BasicAuth
 }
 
 // Registry is an in-memory OCI distribution registry on loopback, spoken to
@@ -57,9 +59,14 @@ func StartRegistry(addr string, auth *BasicAuth) (*Registry, error) {
 func requireBasicAuth(next http.Handler, want BasicAuth) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		user, pass, ok := req.BasicAuth()
-		if !ok ||
-			subtle.ConstantTimeCompare([]byte(user), []byte(want.User)) != 1 ||
-			subtle.ConstantTimeCompare([]byte(pass), []byte(want.Password)) != 1 {
+		match := func(a BasicAuth) bool {
+			return subtle.ConstantTimeCompare([]byte(user), []byte(a.User)) == 1 &&
+				subtle.ConstantTimeCompare([]byte(pass), []byte(a.Password)) == 1
+		}
+		if ok && !match(want) {
+			ok = slices.ContainsFunc(want.Also, match)
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="`+AuthRealm+`"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
