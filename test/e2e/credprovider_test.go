@@ -52,14 +52,7 @@ func TestCredentialProviderPlugins(t *testing.T) {
 	skipIfNoCluster(t)
 	ctx := ctxT(t)
 	ns := cluster.NewNamespace(t)
-	reg, err := images.StartRegistry("127.0.0.1:0", &images.BasicAuth{User: "cp-user", Password: "cp-pw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	if err := cluster.AllowInsecureRegistry(reg.Addr()); err != nil {
-		t.Fatal(err)
-	}
+	reg := privateRegistry(t, &images.BasicAuth{User: "cp-user", Password: "cp-pw"})
 	img := localImage(t, images.BusyboxRef)
 	private, err := reg.Push(ctx, img, "private/cp:1.0")
 	if err != nil {

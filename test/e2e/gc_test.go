@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/hostlet/hostlet/test/harness"
 	testimages "github.com/hostlet/hostlet/test/images"
@@ -17,15 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 )
 
-// Image GC over its high threshold removes an unused image and keeps the
-// one a container uses and a pinned one, with the kubelet's events when it
-// cannot free enough. The node has a containerd namespace of its own, so
-// the shared node's images are out of reach; a high threshold of 1% makes
-// this disk's usage cross it without filling anything.
-func TestImageGC(t *testing.T) {
-	skipIfNoCluster(t)
-	const name = "hostlet-imagegc"
-	const ctrdNS = "hostlet-imagegc"
+// imageGCNamespace gives an image GC test a containerd namespace of its
+// own, so the shared node's images are out of its reach, holding busybox,
+// testapp and testapp-stopsignal; its images are removed with the test.
+func imageGCNamespace(t *testing.T, ctrdNS string) (*containerd.Client, context.Context) {
+	t.Helper()
 	cl := cluster.ContainerdClient()
 	nctx := namespaces.WithNamespace(context.Background(), ctrdNS)
 	t.Cleanup(func() {
@@ -39,6 +36,19 @@ func TestImageGC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return cl, nctx
+}
+
+// Image GC over its high threshold removes an unused image and keeps the
+// one a container uses and a pinned one, with the kubelet's events when it
+// cannot free enough. The node has a containerd namespace of its own, so
+// the shared node's images are out of reach; a high threshold of 1% makes
+// this disk's usage cross it without filling anything.
+func TestImageGC(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-imagegc"
+	const ctrdNS = "hostlet-imagegc"
+	cl, nctx := imageGCNamespace(t, ctrdNS)
 	// Pinned as containerd's CRI plugin pins its sandbox image.
 	pinned, err := cl.ImageService().Get(nctx, testimages.TestappStopSignalRef)
 	if err != nil {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/hostlet/hostlet/test/images"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // localImage returns the locally built archive of ref (cached by BuildAll).
@@ -63,25 +61,12 @@ func TestImagePulls(t *testing.T) {
 	skipIfNoCluster(t)
 	ctx := ctxT(t)
 	ns := cluster.NewNamespace(t)
-	auth := &images.BasicAuth{User: "puller", Password: "pw"}
-	reg, err := images.StartRegistry("127.0.0.1:0", auth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	if err := cluster.AllowInsecureRegistry(reg.Addr()); err != nil {
-		t.Fatal(err)
-	}
+	reg := privateRegistry(t, &images.BasicAuth{User: "puller", Password: "pw"})
 	ref, err := reg.Push(ctx, localImage(t, images.BusyboxRef), "private/busybox:1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.Addr(), base64.StdEncoding.EncodeToString([]byte("puller:pw")))
-	if _, err := cluster.Client().CoreV1().Secrets(ns).Create(ctx, &v1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "regcred"}, Type: v1.SecretTypeDockerConfigJson,
-		Data: map[string][]byte{v1.DockerConfigJsonKey: []byte(cfg)}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	pullSecret(t, ns, reg.Addr(), "puller", "pw")
 
 	t.Run("with pull secret", func(t *testing.T) {
 		pod := imagePod(ns, "authed", ref, v1.PullAlways)

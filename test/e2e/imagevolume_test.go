@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -30,24 +29,12 @@ func TestImageVolume(t *testing.T) {
 	skipIfNoCluster(t)
 	ctx := ctxT(t)
 	ns := cluster.NewNamespace(t)
-	reg, err := images.StartRegistry("127.0.0.1:0", &images.BasicAuth{User: "puller", Password: "pw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	if err := cluster.AllowInsecureRegistry(reg.Addr()); err != nil {
-		t.Fatal(err)
-	}
+	reg := privateRegistry(t, &images.BasicAuth{User: "puller", Password: "pw"})
 	ref, err := reg.Push(ctx, localImage(t, images.TestappRef), "vol/testapp:1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.Addr(), base64.StdEncoding.EncodeToString([]byte("puller:pw")))
-	if _, err := cluster.Client().CoreV1().Secrets(ns).Create(ctx, &v1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "regcred"}, Type: v1.SecretTypeDockerConfigJson,
-		Data: map[string][]byte{v1.DockerConfigJsonKey: []byte(cfg)}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	pullSecret(t, ns, reg.Addr(), "puller", "pw")
 	volPod := func(name, image string, policy v1.PullPolicy, mounts ...v1.VolumeMount) *v1.Pod {
 		p := busybox(ns, name, "sleep", "3600")
 		p.Spec.Volumes = []v1.Volume{{Name: "img", VolumeSource: v1.VolumeSource{
@@ -286,19 +273,7 @@ func TestImageGCKeepsImageVolumes(t *testing.T) {
 	skipIfNoCluster(t)
 	const name = "hostlet-imagegc-vol"
 	const ctrdNS = "hostlet-imagegc-vol"
-	cl := cluster.ContainerdClient()
-	nctx := namespaces.WithNamespace(context.Background(), ctrdNS)
-	t.Cleanup(func() {
-		imgs, _ := cl.ImageService().List(nctx)
-		for _, img := range imgs {
-			_ = cl.ImageService().Delete(nctx, img.Name)
-		}
-	})
-	for _, ref := range []string{images.BusyboxRef, images.TestappRef, images.TestappStopSignalRef} {
-		if _, err := harness.ImportArchive(ctxT(t), cl, ctrdNS, localImage(t, ref).Archive); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cl, nctx := imageGCNamespace(t, ctrdNS)
 	// Images are safe for their first 30 s (as in TestImageGC): time for
 	// the pod to mount one.
 	extraNode(t, harness.HostletOptions{NodeName: name, ExtraArgs: []string{

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"github.com/hostlet/hostlet/test/harness"
 	"github.com/hostlet/hostlet/test/images"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // KubeletEnsureSecretPulledImages (on by default, the policy
@@ -25,15 +23,8 @@ import (
 func TestEnsureSecretPulledImages(t *testing.T) {
 	skipIfNoCluster(t)
 	ctx := ctxT(t)
-	reg, err := images.StartRegistry("127.0.0.1:0", &images.BasicAuth{User: "owner", Password: "pw",
+	reg := privateRegistry(t, &images.BasicAuth{User: "owner", Password: "pw",
 		Also: []images.BasicAuth{{User: "other-team", Password: "pw2"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	if err := cluster.AllowInsecureRegistry(reg.Addr()); err != nil {
-		t.Fatal(err)
-	}
 	private, err := reg.Push(ctx, localImage(t, images.BusyboxRef), "private/verified:1.0")
 	if err != nil {
 		t.Fatal(err)
@@ -41,15 +32,7 @@ func TestEnsureSecretPulledImages(t *testing.T) {
 	const name = "hostlet-pullverify"
 	h := extraNode(t, harness.HostletOptions{NodeName: name})
 	onNode := func(p *v1.Pod) *v1.Pod { p.Spec.NodeName = name; return p }
-	secret := func(ns, user, pw string) {
-		t.Helper()
-		cfg := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.Addr(), base64.StdEncoding.EncodeToString([]byte(user+":"+pw)))
-		if _, err := cluster.Client().CoreV1().Secrets(ns).Create(ctx, &v1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "regcred"}, Type: v1.SecretTypeDockerConfigJson,
-			Data: map[string][]byte{v1.DockerConfigJsonKey: []byte(cfg)}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	secret := func(ns, user, pw string) { t.Helper(); pullSecret(t, ns, reg.Addr(), user, pw) }
 	withSecret := func(p *v1.Pod) *v1.Pod {
 		p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
 		return p
