@@ -26,6 +26,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/hostlet/hostlet/test/images"
 )
 
 // imageFormat is part of every image's cache key: bump it when the way the
@@ -339,7 +341,7 @@ func writeDockerArchive(path string, refs []string, img v1.Image) error {
 }
 
 // readImageInputs gathers the binaries: busybox from Debian's
-// busybox-static, agnhost, nnp and the porter certificate from the tools
+// busybox-static (its sh made to keep every environment variable), agnhost, nnp and the porter certificate from the tools
 // dir (test/cluster/e2e/build.sh), curl, nc and pause (test/conformance), dig and
 // getent (test/images/cmd) built from this module.
 func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInputs, error) {
@@ -373,6 +375,11 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 		if *p.dst, err = os.ReadFile(out); err != nil {
 			return in, err
 		}
+	}
+	// Upstream's busybox sh passes environment variables of any name on
+	// (the ConfigMap and Secret env specs); Debian's build does not.
+	if in.busybox, err = images.KeepBadEnvNames(in.busybox); err != nil {
+		return in, err
 	}
 	if in.agnhostBusybox, err = noNCApplet(in.busybox); err != nil {
 		return in, err

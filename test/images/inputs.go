@@ -48,12 +48,17 @@ func busyboxApplets(ctx context.Context, path string) ([]string, error) {
 	return applets, nil
 }
 
+// readBusybox reads Debian's static busybox with its sh passing on every
+// environment variable, as upstream's does (KeepBadEnvNames).
 func readBusybox() ([]byte, error) {
 	b, err := os.ReadFile(busyboxPath)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s is missing: apt-get install -y busybox-static", busyboxPath)
 	}
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	return KeepBadEnvNames(b)
 }
 
 // moduleRoot finds the hostlet checkout: from this source file when the
