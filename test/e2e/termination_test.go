@@ -132,7 +132,7 @@ func TestSidecarsStopAfterMainInReverseOrder(t *testing.T) {
 	// Each records when its SIGTERM arrived (uptime, 10 ms resolution),
 	// then takes a while to exit.
 	trap := func(name string, delay string) []string {
-		return []string{"sh", "-c", "trap 'cut -d\" \" -f1 /proc/uptime > /out/" + name + "; sleep " + delay + "; exit 0' TERM; while true; do sleep 0.1; done"}
+		return []string{"sh", "-c", "trap 'cut -d\" \" -f1 /proc/uptime > /out/" + name + "; sleep " + delay + "; exit 0' TERM; touch /out/" + name + ".trapped; while true; do sleep 0.1; done"}
 	}
 	pod := busybox(ns, "order", trap("main", "1")...)
 	pod.Spec.RestartPolicy = v1.RestartPolicyAlways
@@ -145,6 +145,17 @@ func TestSidecarsStopAfterMainInReverseOrder(t *testing.T) {
 	}
 	cluster.CreatePod(t, pod)
 	waitPhase(t, ns, "order", v1.PodRunning)
+	// Running says the containers started, not that their shells have set
+	// their traps: a SIGTERM before that is ignored (a PID 1 without a
+	// handler), and the container is killed at the end of the grace period.
+	pollUntil(t, time.Minute, "every container to set its trap", func() bool {
+		for _, n := range []string{"main", "side1", "side2"} {
+			if _, err := os.Stat(filepath.Join(hostDir, n+".trapped")); err != nil {
+				return false
+			}
+		}
+		return true
+	})
 	deleteAndWatch(t, ns, "order", metav1.DeleteOptions{})
 	stamp := func(n string) float64 {
 		b, err := os.ReadFile(filepath.Join(hostDir, n))
