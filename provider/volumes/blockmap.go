@@ -64,6 +64,11 @@ func (l Layout) MapBlock(plugin, pv, dev string, uid types.UID) (string, error) 
 		return "", err
 	}
 	link := filepath.Join(dir, pv)
+	// Volumes are set up again on every resync: a link already right is
+	// left alone, never missing while a container is being created.
+	if target, err := os.Readlink(link); err == nil && target == dev {
+		return link, nil
+	}
 	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
