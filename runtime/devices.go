@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 
 	"github.com/containerd/containerd/v2/core/containers"
@@ -57,7 +58,14 @@ func (r *Runtime) deviceOpts(d Devices) []oci.SpecOpts {
 		if perms == "" {
 			perms = "rwm"
 		}
-		opts = append(opts, oci.WithDevices(n.HostPath, n.ContainerPath, perms))
+		// A host path may be a symlink to the device (a block volume's
+		// link in the pod's directory): containerd's CRI resolves it, as
+		// oci.WithDevices, which reads the path's own mode, does not.
+		host := n.HostPath
+		if p, err := filepath.EvalSymlinks(host); err == nil {
+			host = p
+		}
+		opts = append(opts, oci.WithDevices(host, n.ContainerPath, perms))
 	}
 	if len(d.Annotations) > 0 {
 		opts = append(opts, oci.WithAnnotations(d.Annotations))

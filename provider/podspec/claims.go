@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/provider/volumes/csi"
+	"github.com/hostlet/hostlet/runtime"
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -120,6 +122,9 @@ func (r *Runtime) setupClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 	if volumes.PVPluginName(pv) == "" {
 		return fail("MountVolume.SetUp failed", errors.New("volume type not supported by hostlet"))
 	}
+	if c.Block() {
+		return r.mapClaim(pod, c, fail)
+	}
 	if err := volumes.CheckNodeAffinity(pv, r.cfg.Node.Labels()); err != nil {
 		return fail("MountVolume.NodeAffinity check failed", err)
 	}
@@ -173,6 +178,69 @@ func (r *Runtime) setupClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 	}
 	c.mounted = true
 	return nil
+}
+
+// mapClaim maps a block PV (volumeMode: Block) for the pod as the
+// kubelet's GenerateMapVolumeFunc does, with its messages: only the local
+// volume plugin among hostlet's maps devices (the hostPath plugin is no
+// block plugin for the kubelet either; CSI block volumes are not done
+// yet), the node affinity must match, a ReadWriteOncePod volume is one
+// pod's, and the PV's path must be a block device. Called with claimsMu
+// held.
+func (r *Runtime) mapClaim(pod *v1.Pod, c *podClaim, fail func(string, error) error) error {
+	pv := c.PV
+	switch {
+	case pv.Spec.HostPath != nil:
+		return &lifecycle.Failure{Reason: "FailedMount", Message: fmt.Sprintf(
+			"MapVolume.FindMapperPluginBySpec failed to find BlockVolumeMapper plugin. Volume plugin is nil. for volume %q", pv.Name)}
+	case pv.Spec.CSI != nil:
+		return &lifecycle.Failure{Reason: "FailedMapVolume", Message: fmt.Sprintf(
+			"MapVolume.SetUpDevice failed for volume %q : CSI block volumes are not supported by hostlet", pv.Name)}
+	}
+	mapFail := func(prefix string, err error) error {
+		f := fail(prefix, err).(*lifecycle.Failure)
+		f.Reason = "FailedMapVolume"
+		return f
+	}
+	if err := volumes.CheckNodeAffinity(pv, r.cfg.Node.Labels()); err != nil {
+		// The kubelet's event for this one is FailedMount.
+		return fail("MapVolume.NodeAffinity check failed", err)
+	}
+	if volumes.ReadWriteOncePod(pv) && r.mountedElsewhere(pv.Name, pod.UID) {
+		return mapFail("MapVolume.MapPodDevice failed", errors.New("volume uses the ReadWriteOncePod access mode and is already in use by another pod"))
+	}
+	dev, err := volumes.BlockDevice(pv.Spec.Local.Path)
+	if err != nil {
+		return mapFail("MapVolume.EvalHostSymlinks failed", err)
+	}
+	plugin := volumes.PVPluginName(pv)
+	if _, err := r.layout().MapBlock(plugin, pv.Name, dev, pod.UID); err != nil {
+		return mapFail("MapVolume.MapBlockVolume failed", err)
+	}
+	c.mounted = true
+	return nil
+}
+
+// claimDevice is the host path (the pod's symlink to the device) and the
+// cgroup access of a container's volumeDevice, as the kubelet's
+// makeBlockVolumes gives it to the runtime: "mrw", or "r" for a claim the
+// pod's volume source says is read-only.
+func (r *Runtime) claimDevice(pod *v1.Pod, d v1.VolumeDevice) (runtime.DeviceNode, error) {
+	if !filepath.IsAbs(d.DevicePath) {
+		return runtime.DeviceNode{}, fmt.Errorf("error DevicePath `%s` must be an absolute path", d.DevicePath)
+	}
+	r.claimsMu.Lock()
+	defer r.claimsMu.Unlock()
+	c := r.claims[pod.UID][d.Name]
+	if c == nil || !c.mounted || !c.Block() {
+		return runtime.DeviceNode{}, fmt.Errorf("cannot find volume %q to pass into container", d.Name)
+	}
+	perms := "mrw"
+	if c.ReadOnly {
+		perms = "r"
+	}
+	link := filepath.Join(r.layout().PodDeviceMapPath(pod.UID, volumes.PVPluginName(c.PV)), c.PV.Name)
+	return runtime.DeviceNode{HostPath: link, ContainerPath: d.DevicePath, Permissions: perms}, nil
 }
 
 // claimPath is where the containers mount a claim's PV from: a hostPath

@@ -79,5 +79,8 @@ func (r *Runtime) removePodDir(ctx context.Context, uid string) error {
 	if err := r.tearDownCSI(ctx, types.UID(uid)); err != nil {
 		return fmt.Errorf("csi volumes not torn down; the pod's directory stays: %w", err)
 	}
+	if _, err := r.layout().TearDownBlock(types.UID(uid)); err != nil {
+		return fmt.Errorf("block volumes not unmapped; the pod's directory stays: %w", err)
+	}
 	return r.teardownVolumes(uid)
 }

@@ -63,6 +63,15 @@ func (r *Runtime) containerDevices(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if r.cfg.Claims != nil {
 		dev.CDI = r.cfg.Claims.ContainerCDI(pod, c)
 	}
+	// Block PVs the container uses through volumeDevices come first, as
+	// the kubelet's makeBlockVolumes hands them to the runtime.
+	for _, d := range c.VolumeDevices {
+		n, err := r.claimDevice(pod, d)
+		if err != nil {
+			return nil, nil, dev, err
+		}
+		dev.Nodes = append(dev.Nodes, n)
+	}
 	if r.cfg.Devices == nil {
 		return nil, nil, dev, nil
 	}

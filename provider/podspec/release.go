@@ -54,9 +54,11 @@ func (r *Runtime) ReleasePod(ctx context.Context, pod *v1.Pod) {
 	}
 	if err := r.tearDownCSI(ctx, pod.UID); err != nil {
 		l.WithError(err).Warn("csi volumes not torn down; the pod's volumes stay")
+	} else if unmapped, err := r.layout().TearDownBlock(pod.UID); err != nil {
+		l.WithError(err).Warn("block volumes not unmapped; the pod's volumes stay")
 	} else if torn, err := r.teardownPodVolumes(uid); err != nil {
 		l.WithError(err).Warn("tearing down pod volumes")
-	} else if torn {
+	} else if torn || unmapped {
 		l.Info("pod volumes torn down")
 	}
 	r.forgetClaims(pod.UID)

@@ -39,6 +39,12 @@ type Claim struct {
 // pod's volume directory and in MountVolume events.
 func (c *Claim) Name() string { return c.PV.Name }
 
+// Block is whether the claim's PV is a block device the pod's containers
+// get through volumeDevices (volumeMode: Block), not a mount.
+func (c *Claim) Block() bool {
+	return c.PV.Spec.VolumeMode != nil && *c.PV.Spec.VolumeMode == v1.PersistentVolumeBlock
+}
+
 // pvcProtectionFinalizer keeps a claim in use from going away: a claim
 // being deleted with it is still usable (it waits for the pods to go).
 const pvcProtectionFinalizer = "kubernetes.io/pvc-protection"
@@ -95,9 +101,6 @@ func Resolve(ctx context.Context, api API, pod *v1.Pod, vol *v1.Volume) (*Claim,
 	}
 	if devices[vol.Name] && mode != v1.PersistentVolumeBlock {
 		return nil, fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeDevices", vol.Name, mode)
-	}
-	if mode == v1.PersistentVolumeBlock {
-		return nil, fmt.Errorf("volume %s has volumeMode %s, which hostlet does not support", vol.Name, mode)
 	}
 	return &Claim{PVC: pvc, PV: pv, ReadOnly: readOnly}, nil
 }

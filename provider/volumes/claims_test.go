@@ -119,7 +119,8 @@ func TestResolveVolumeModes(t *testing.T) {
 	}
 	pv.Spec.VolumeMode = ptr.To(v1.PersistentVolumeBlock)
 	api = fake.NewClientset(pvc, pv).CoreV1()
-	if _, err := Resolve(context.Background(), api, pod, &pod.Spec.Volumes[0]); err == nil || !strings.Contains(err.Error(), "hostlet does not support") {
+	c, err := Resolve(context.Background(), api, pod, &pod.Spec.Volumes[0])
+	if err != nil || !c.Block() {
 		t.Errorf("block PV as a device: %v", err)
 	}
 }

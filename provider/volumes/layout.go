@@ -88,3 +88,32 @@ func (l Layout) PluginDir(plugin string) string {
 // PluginsRegistryDir is where plugins (CSI and DRA drivers) put their
 // registration sockets.
 func (l Layout) PluginsRegistryDir() string { return filepath.Join(l.root, "plugins_registry") }
+
+// Block volumes (volumeMode: Block, used through volumeDevices) are mapped
+// as the kubelet maps them, two ways per pod:
+//
+//	<root>/plugins/kubernetes.io~<plugin>/volumeDevices/<pv>/<uid>   the device bind-mounted on a file (the global map path)
+//	<root>/pods/<uid>/volumeDevices/kubernetes.io~<plugin>/<pv>      a symlink to the device (the pod device map path)
+//
+// The container's device is the symlink's target; the bind mount is what
+// tells a restarted node (and anyone reading the host) which pods use it.
+const volumeDevicesDir = "volumeDevices"
+
+// GlobalMapPath is the directory holding a block PV's per-pod bind mounts
+// of its device, of the volume plugin with that qualified name (escaped as
+// the kubelet's GetVolumeDevicePluginDir has it).
+func (l Layout) GlobalMapPath(plugin, pv string) string {
+	return filepath.Join(l.root, "plugins", strings.ReplaceAll(plugin, "/", "~"), volumeDevicesDir, pv)
+}
+
+// PodVolumeDevicesDir holds the pod's block volumes' symlinks, one
+// directory per volume plugin.
+func (l Layout) PodVolumeDevicesDir(uid types.UID) string {
+	return filepath.Join(l.PodDir(uid), volumeDevicesDir)
+}
+
+// PodDeviceMapPath is the directory of the pod's symlinks to the devices
+// of the volume plugin with that qualified name; each is named by its PV.
+func (l Layout) PodDeviceMapPath(uid types.UID, plugin string) string {
+	return filepath.Join(l.PodVolumeDevicesDir(uid), strings.ReplaceAll(plugin, "/", "~"))
+}

@@ -30,6 +30,11 @@ func TestLayoutIsTheKubelets(t *testing.T) {
 		{l.SubPathTarget("u1", "data", "app", 2), "/var/lib/kubelet/pods/u1/volume-subpaths/data/app/2"},
 		{l.PluginDir("kubernetes.io/csi"), "/var/lib/kubelet/plugins/kubernetes.io/csi"},
 		{l.PluginsRegistryDir(), "/var/lib/kubelet/plugins_registry"},
+		// The local volume plugin's block paths (its GetGlobalMapPath and
+		// GetPodDeviceMapPath).
+		{l.GlobalMapPath("kubernetes.io/local-volume", "pv-1"), "/var/lib/kubelet/plugins/kubernetes.io~local-volume/volumeDevices/pv-1"},
+		{l.PodVolumeDevicesDir("u1"), "/var/lib/kubelet/pods/u1/volumeDevices"},
+		{l.PodDeviceMapPath("u1", "kubernetes.io/local-volume"), "/var/lib/kubelet/pods/u1/volumeDevices/kubernetes.io~local-volume"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %s, want %s", c.got, c.want)

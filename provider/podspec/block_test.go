@@ -1,0 +1,93 @@
+package podspec
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/volumes"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// blockPod is pod name using claim as the block volume "a" at /dev/xvda.
+func blockPod(name, claim string, readOnly bool) *v1.Pod {
+	pod := claimPod(name, claim, readOnly)
+	pod.Spec.Containers[0].VolumeMounts = nil
+	pod.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "a", DevicePath: "/dev/xvda"}}
+	return pod
+}
+
+// A Block PV is mapped only by the local volume plugin (the kubelet's
+// hostPath plugin is no block plugin; CSI block is not done), on its node,
+// when its path is a block device; each refusal is the kubelet's message.
+func TestClaimBlockPVRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name   string
+		src    v1.PersistentVolumeSource
+		node   string
+		reason string
+		want   string
+	}{
+		{name: "hostPath", src: v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir}}, reason: "FailedMount",
+			want: `MapVolume.FindMapperPluginBySpec failed to find BlockVolumeMapper plugin. Volume plugin is nil. for volume "pv-b"`},
+		{name: "csi", src: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}}, reason: "FailedMapVolume",
+			want: `MapVolume.SetUpDevice failed for volume "pv-b" : CSI block volumes are not supported by hostlet`},
+		{name: "other node", src: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dir}}, node: "node2", reason: "FailedMount",
+			want: `MapVolume.NodeAffinity check failed for volume "pv-b" : no matching NodeSelectorTerms`},
+		{name: "a directory", src: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dir}}, reason: "FailedMapVolume",
+			want: `MapVolume.EvalHostSymlinks failed for volume "pv-b" : ` + dir + ` is not a block device`},
+		{name: "missing", src: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: filepath.Join(dir, "none")}}, reason: "FailedMapVolume",
+			want: `MapVolume.EvalHostSymlinks failed for volume "pv-b" : lstat ` + filepath.Join(dir, "none") + `: no such file or directory`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pvc, pv := boundClaim("data", "pv-b", c.src)
+			pv.Spec.VolumeMode = ptr.To(v1.PersistentVolumeBlock)
+			if c.node != "" {
+				onNode(pv, c.node)
+			}
+			r, _ := claimFixture(t, pvc, pv)
+			err := r.setupVolumes(context.Background(), blockPod("p", "data", false), nil)
+			var f *lifecycle.Failure
+			if !errors.As(err, &f) || f.Reason != c.reason || f.Message != c.want {
+				t.Errorf("got %v\nwant %s: %s", err, c.reason, c.want)
+			}
+		})
+	}
+}
+
+// A mapped claim is the container's device by the pod's symlink, "mrw"
+// or, for a read-only claim, "r", as the kubelet's makeBlockVolumes; a
+// device path must be absolute and its volume mapped.
+func TestClaimDevice(t *testing.T) {
+	_, pv := boundClaim("data", "pv-b", v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/dev/sdz"}})
+	pv.Spec.VolumeMode = ptr.To(v1.PersistentVolumeBlock)
+	r, _ := claimFixture(t)
+	pod := blockPod("p", "data", false)
+	if _, err := r.claimDevice(pod, v1.VolumeDevice{Name: "a", DevicePath: "/dev/xvda"}); err == nil ||
+		err.Error() != `cannot find volume "a" to pass into container` {
+		t.Errorf("unmapped: %v", err)
+	}
+	if _, err := r.claimDevice(pod, v1.VolumeDevice{Name: "a", DevicePath: "xvda"}); err == nil ||
+		err.Error() != "error DevicePath `xvda` must be an absolute path" {
+		t.Errorf("relative: %v", err)
+	}
+	link := filepath.Join(r.layout().PodDeviceMapPath(pod.UID, "kubernetes.io/local-volume"), "pv-b")
+	for _, ro := range []bool{false, true} {
+		r.claimsMu.Lock()
+		r.claims = map[types.UID]map[string]*podClaim{pod.UID: {"a": {Claim: &volumes.Claim{PV: pv, ReadOnly: ro}, mounted: true}}}
+		r.claimsMu.Unlock()
+		n, err := r.claimDevice(pod, v1.VolumeDevice{Name: "a", DevicePath: "/dev/xvda"})
+		want := "mrw"
+		if ro {
+			want = "r"
+		}
+		if err != nil || n.HostPath != link || n.ContainerPath != "/dev/xvda" || n.Permissions != want {
+			t.Errorf("read-only %v: %+v %v", ro, n, err)
+		}
+	}
+}
