@@ -9,7 +9,6 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hostlet/hostlet/crash"
 	"github.com/hostlet/hostlet/lifecycle"
@@ -44,6 +43,10 @@ type Config struct {
 	Host       Host
 	Events     lifecycle.Recorder
 	Node       Node
+	// Registry holds the pods the provider runs; made before it (by
+	// NewRegistry) for the parts it runs pods through that read it (the
+	// pod spec translation), else a new one.
+	Registry *Registry
 }
 
 // Containers is what the provider uses of the container runtime
@@ -105,13 +108,8 @@ type Provider struct {
 	node   Node
 	prober *probes.Prober
 
-	// Pods are identified by UID: a pod recreated under a reused name is a
-	// new pod with its own worker while the old one finishes its teardown.
-	// byName points at the newest incarnation of each name.
-	mu     sync.Mutex
-	pods   map[types.UID]*podEntry
-	byName map[string]types.UID
-	gone   map[types.UID]time.Time
+	// The registry's mu guards the provider's fields below too.
+	*Registry
 	// resizes are the pods whose resize waits for room; resizesReady is
 	// set once every pod of the node is known again (resize.go).
 	resizes      []types.UID
@@ -130,10 +128,14 @@ type Provider struct {
 
 // New creates the provider; Run must be called before pods arrive.
 func New(ctx context.Context, cfg Config) *Provider {
+	reg := cfg.Registry
+	if reg == nil {
+		reg = NewRegistry()
+	}
 	return &Provider{
 		cfg: cfg, ctx: ctx, client: cfg.Client, rt: cfg.Containers, host: cfg.Host, events: cfg.Events, node: cfg.Node,
-		pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{}, gone: map[types.UID]time.Time{},
-		prober: probes.NewProber(), statuses: cfg.Statuses, lister: cfg.Pods, podsSynced: cfg.PodsSynced,
+		Registry: reg,
+		prober:   probes.NewProber(), statuses: cfg.Statuses, lister: cfg.Pods, podsSynced: cfg.PodsSynced,
 	}
 }
 
@@ -290,13 +292,6 @@ func (p *Provider) cleanupHost(uid, namespace, name string) {
 // emptyDir no longer holds the node's disk until the pod is deleted.
 func (p *Provider) released(pod *v1.Pod) {
 	p.host.ReleasePod(context.WithoutCancel(p.ctx), pod)
-}
-
-// ActivePods returns the pods the node runs that have not finished.
-func (p *Provider) ActivePods() []*v1.Pod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.admittedPods()
 }
 
 // Done is closed once the node has finished the pod of this UID and

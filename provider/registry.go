@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
@@ -28,8 +29,33 @@ type podEntry struct {
 // its termination over.
 const goneTTL = 10 * time.Minute
 
+// Registry is the pods the provider runs. It is made before the provider,
+// so that what the provider runs pods through (podspec, podcerts) can read
+// it, and no late binding closes that loop.
+type Registry struct {
+	// Pods are identified by UID: a pod recreated under a reused name is a
+	// new pod with its own worker while the old one finishes its teardown.
+	// byName points at the newest incarnation of each name.
+	mu     sync.Mutex
+	pods   map[types.UID]*podEntry
+	byName map[string]types.UID
+	gone   map[types.UID]time.Time
+}
+
+// NewRegistry makes an empty registry, for Config.Registry.
+func NewRegistry() *Registry {
+	return &Registry{pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{}, gone: map[types.UID]time.Time{}}
+}
+
+// ActivePods returns the pods the node runs that have not finished.
+func (p *Registry) ActivePods() []*v1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.admittedPods()
+}
+
 // Pod returns the newest object of a pod the node runs, or nil.
-func (p *Provider) Pod(uid types.UID) *v1.Pod {
+func (p *Registry) Pod(uid types.UID) *v1.Pod {
 	e := p.entry(uid)
 	if e == nil {
 		return nil
@@ -124,7 +150,7 @@ func (p *Provider) markGone(uid types.UID) {
 }
 
 // entry is the registered worker of a pod, or nil.
-func (p *Provider) entry(uid types.UID) *podEntry {
+func (p *Registry) entry(uid types.UID) *podEntry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pods[uid]
@@ -134,7 +160,7 @@ func (p *Provider) entry(uid types.UID) *podEntry {
 // admitted and not finished, counted from the moment of its admission (its
 // spec, before its worker's first status), as the kubelet counts them.
 // Called with mu.
-func (p *Provider) admittedPods() []*v1.Pod {
+func (p *Registry) admittedPods() []*v1.Pod {
 	out := make([]*v1.Pod, 0, len(p.pods))
 	for _, e := range p.pods {
 		pod := e.worker.Allocated()

@@ -24,8 +24,7 @@ func registryPod(name string, uid types.UID) *v1.Pod {
 // an API view (the informer cache) the test fills.
 func testRegistry(t *testing.T) (*Provider, cache.Indexer) {
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	p := &Provider{ctx: context.Background(), pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{},
-		gone: map[types.UID]time.Time{}, lister: corelisters.NewPodLister(idx)}
+	p := &Provider{ctx: context.Background(), Registry: NewRegistry(), lister: corelisters.NewPodLister(idx)}
 	return p, idx
 }
 

@@ -12,16 +12,23 @@ import (
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 )
+
+// newDevices is the device manager, under the root dir as the kubelet's;
+// active are the pods whose devices stay assigned.
+func newDevices(rootDir string, active func() ([]*v1.Pod, bool)) (*devices.Manager, error) {
+	return devices.New(devices.Config{Dir: filepath.Join(rootDir, "device-plugins"), ActivePods: active})
+}
 
 // startDevices serves the device plugin Registration service and the pod
 // resources API under the root dir, as the kubelet does under its own.
-func startDevices(ctx context.Context, rootDir string, dm *devices.Manager, nd *node.Node, inf *nodeInformers) error {
+func startDevices(ctx context.Context, rootDir string, dm *devices.Manager, nd *node.Node, activePods func() ([]*v1.Pod, bool)) error {
 	if err := dm.Start(ctx, nd.UpdateStatus); err != nil {
 		return err
 	}
 	active := func() []*v1.Pod {
-		pods, _ := inf.activePods()
+		pods, _ := activePods()
 		return pods
 	}
 	if err := podresources.Serve(ctx, podresources.Config{
@@ -33,14 +40,20 @@ func startDevices(ctx context.Context, rootDir string, dm *devices.Manager, nd *
 	return nil
 }
 
-// activePods are the node's pods not finished, as the API has them, and
-// its static pods; ok is
-// false until the pod cache has synced (nothing is known to be gone yet).
-func (i *nodeInformers) activePods() ([]*v1.Pod, bool) {
-	if !i.pods.Informer().HasSynced() {
+// nodePods are the node's pods as the API has them, and its static pods
+// (which the static pod manager knows).
+type nodePods struct {
+	api    coreinformers.PodInformer
+	static *staticpod.Manager
+}
+
+// active are the node's pods not finished; ok is false until the pod
+// cache has synced (nothing is known to be gone yet).
+func (n nodePods) active() ([]*v1.Pod, bool) {
+	if !n.api.Informer().HasSynced() {
 		return nil, false
 	}
-	all, err := i.pods.Lister().List(labels.Everything())
+	all, err := n.api.Lister().List(labels.Everything())
 	if err != nil {
 		return nil, false
 	}
@@ -52,8 +65,5 @@ func (i *nodeInformers) activePods() ([]*v1.Pod, bool) {
 			out = append(out, p)
 		}
 	}
-	if i.staticPods != nil {
-		out = append(out, i.staticPods()...)
-	}
-	return out, true
+	return append(out, n.static.ActivePods()...), true
 }

@@ -7,13 +7,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hostlet/hostlet/provider"
 	"github.com/hostlet/hostlet/provider/diskusage"
 	"github.com/hostlet/hostlet/provider/eviction"
+	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 )
 
 // evictionFlags are the kubelet's eviction settings beyond --eviction-hard
@@ -139,3 +143,12 @@ func (e evictionStats) RootfsUsage(ctx context.Context, id string) (runtime.Disk
 }
 
 func (e evictionStats) DirUsage(dir string) (runtime.DiskUsage, error) { return e.usage.DirUsage(dir) }
+
+// newEvictions is the eviction manager: it observes the node's signals,
+// measures pods with the runtime and the disk usage cache, ends pods
+// through the provider and reclaims disk through the GCs first.
+func newEvictions(cfg eviction.Config, nd *node.Node, prov *provider.Provider, rt *runtime.Runtime, layout volumes.Layout, usage *diskusage.Cache,
+	imageGC *gc.ImageGC, containerGC *gc.ContainerGC, events record.EventRecorder) *eviction.Manager {
+	return eviction.New(cfg, nd, prov, evictionStats{rt, layout, usage}, containerGC.GarbageCollect, imageGC.DeleteUnusedImages,
+		events, nd.Ref(), clock.RealClock{})
+}

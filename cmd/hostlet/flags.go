@@ -2,11 +2,12 @@ package main
 
 import (
 	"fmt"
-	"github.com/hostlet/hostlet/runtime"
 	"os"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/hostlet/hostlet/runtime"
 
 	"github.com/hostlet/hostlet/kubeletconfig"
 	"github.com/hostlet/hostlet/provider/node"

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"time"
 	"unicode"
 
 	"github.com/hostlet/hostlet/provider/gc"
+	"github.com/hostlet/hostlet/provider/pullrecords"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 )
 
 // housekeeping are the settings of what keeps a long-running node's disk
@@ -105,4 +110,17 @@ func logDirValid(d string) error {
 		}
 	}
 	return nil
+}
+
+// newGarbageCollectors are the image and dead-container GCs; the image GC
+// prunes the pull records (nil with their gate off) of what it freed, as
+// the kubelet's post-GC hook.
+func newGarbageCollectors(ctx context.Context, o *options, policy gc.ImagePolicy, rt *runtime.Runtime, events record.EventRecorder,
+	nodeRef *v1.ObjectReference, pulls *pullrecords.Manager) (*gc.ImageGC, *gc.ContainerGC) {
+	imageGC := gc.NewImageGC(rt, policy, clock.RealClock{}, events, nodeRef)
+	containerGC := gc.NewContainerGC(rt, o.containerGCPolicy(), clock.RealClock{}, events, nodeRef)
+	if pulls != nil {
+		imageGC.OnCollected(func(_ []string, began time.Time) { prunePullRecords(ctx, rt, pulls, began) })
+	}
+	return imageGC, containerGC
 }

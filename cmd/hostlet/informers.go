@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 
-	v1 "k8s.io/api/core/v1"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -25,9 +23,6 @@ type nodeInformers struct {
 	services       coreinformers.ServiceInformer
 	node           coreinformers.NodeInformer
 	runtimeClasses nodeinformers.RuntimeClassInformer
-	// staticPods lists the static pods the node runs (set once the
-	// provider exists): activePods counts them in place of their mirrors.
-	staticPods func() []*v1.Pod
 
 	podFactory, serviceFactory, nodeFactory informers.SharedInformerFactory
 }

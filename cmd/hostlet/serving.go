@@ -3,10 +3,22 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"path/filepath"
+	"strconv"
+	"time"
 
+	"github.com/hostlet/hostlet/probes"
+	"github.com/hostlet/hostlet/provider"
+	"github.com/hostlet/hostlet/provider/diskusage"
+	"github.com/hostlet/hostlet/provider/health"
 	"github.com/hostlet/hostlet/provider/join"
+	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/server"
+	"github.com/hostlet/hostlet/provider/volumes"
+	"github.com/hostlet/hostlet/provider/volumes/csi"
+	"github.com/hostlet/hostlet/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -66,4 +78,35 @@ func selfSigned(name, certFile, keyFile string) error {
 	}
 	log.WithField("certificate", certFile).Info("serving a self-signed certificate (no --tls-cert-file, no --rotate-server-certificates)")
 	return nil
+}
+
+// serverParts are what the kubelet API serves.
+type serverParts struct {
+	client  kubernetes.Interface
+	prov    *provider.Provider
+	inf     *nodeInformers
+	rt      *runtime.Runtime
+	events  provider.Recorder
+	node    *node.Node
+	usage   *diskusage.Cache
+	csi     *csi.Manager
+	metrics []prometheus.Collector
+	checks  *health.Checks
+}
+
+// serve starts the kubelet API with its certificate.
+func serve(ctx context.Context, o *options, name string, cert server.Certificate, p serverParts) error {
+	return server.Serve(ctx, server.Config{
+		Addr: net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),
+		Cert: cert, ClientCAFile: o.clientCA,
+		AuthCache:         server.AuthCache{TokenTTL: o.authnCacheTTL, AllowedTTL: o.authzAllowedTTL, DeniedTTL: o.authzDeniedTTL},
+		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
+		NodeName: name, Client: p.client, Pods: p.prov, APIPods: p.inf.pods.Lister(), Runtime: p.rt, Events: p.events,
+		Node: p.node, Stats: p.rt, Usage: p.usage, Volumes: volumes.NewLayout(o.rootDir), CSI: p.csi, Cgroups: p.rt, Metrics: p.metrics,
+		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
+		Profiling:    o.profiling,
+		Configz:      o.kubeletConfig,
+		Health:       p.checks,
+		SystemLogs:   o.systemLogHandler, SystemLogQuery: o.systemLogQuery && o.gates.Enabled("NodeLogQuery"),
+	})
 }

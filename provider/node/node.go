@@ -60,8 +60,28 @@ type Config struct {
 	Images    Images
 	MaxImages int32
 	// Volumes, if set, says which attachable volumes the node's pods use
-	// (status.volumesInUse); call UpdateStatus when that changes.
+	// (status.volumesInUse); call UpdateStatus (or Requests.Request) when
+	// that changes.
 	Volumes Volumes
+	// Requests, if set, are the node's status re-evaluation requests
+	// (UpdateStatus): made before the node, they let a part the node reads
+	// (Volumes) ask for one without waiting for the node to exist.
+	Requests StatusRequests
+}
+
+// StatusRequests asks a node to re-evaluate its status now rather than at
+// the next interval. Requests not yet served fold into one.
+type StatusRequests chan struct{}
+
+// NewStatusRequests makes the requests for Config.Requests.
+func NewStatusRequests() StatusRequests { return make(StatusRequests, 1) }
+
+// Request asks for a status re-evaluation.
+func (r StatusRequests) Request() {
+	select {
+	case r <- struct{}{}:
+	default:
+	}
 }
 
 // Volumes is the node's CSI plugin (provider/volumes/csi.Manager).
@@ -86,7 +106,7 @@ type Node struct {
 	// apiChanged is kicked by every change of the Node in the API.
 	apiChanged chan struct{}
 	// statusNow is kicked by UpdateStatus.
-	statusNow chan struct{}
+	statusNow StatusRequests
 }
 
 // Pressure is the eviction manager's view of the node's pressure
@@ -114,7 +134,11 @@ type Runtime interface {
 }
 
 func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
-	n := &Node{cfg: cfg, rt: rt, apiChanged: make(chan struct{}, 1), statusNow: make(chan struct{}, 1)}
+	statusNow := cfg.Requests
+	if statusNow == nil {
+		statusNow = NewStatusRequests()
+	}
+	n := &Node{cfg: cfg, rt: rt, apiChanged: make(chan struct{}, 1), statusNow: statusNow}
 	if cfg.Informer != nil {
 		n.watchAPI(cfg.Informer)
 	}
@@ -267,12 +291,7 @@ func (n *Node) refresh(ctx context.Context) {
 
 // UpdateStatus has the node re-evaluated now rather than at the next
 // interval: a host signal changed (the CNI config, say).
-func (n *Node) UpdateStatus() {
-	select {
-	case n.statusNow <- struct{}{}:
-	default:
-	}
-}
+func (n *Node) UpdateStatus() { n.statusNow.Request() }
 
 func withoutHeartbeats(s v1.NodeStatus) v1.NodeStatus {
 	s = *s.DeepCopy()
