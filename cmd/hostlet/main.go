@@ -91,6 +91,11 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := o.startTracing(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	nodeCfg, err := o.nodeConfig(name, nodeIP)
 	if err != nil {
 		return err
@@ -240,6 +245,7 @@ func run(ctx context.Context, o *options) error {
 		RuntimeClasses: inf.runtimeClasses.Lister(), RuntimeClassesSynced: inf.runtimeClasses.Informer().HasSynced,
 		CredentialProviders: creds, PullRecords: pullsIface,
 		TrustBundles: trustBundles, Gates: o.gates, PodCertificates: podCertsIface,
+		TracerProvider: o.tracer,
 	})
 	backoff := lifecycle.DefaultBackoff
 	backoff.Max = o.maxRestartPeriod
@@ -248,6 +254,7 @@ func run(ctx context.Context, o *options) error {
 		NodeIPs: []string{nodeIP}, RootDir: o.rootDir, PodLogsDir: o.podLogsDir, Backoff: backoff,
 		Client: c.api, Statuses: pods.Statuses(), Pods: inf.pods.Lister(), PodsSynced: inf.pods.Informer().HasSynced,
 		Containers: rt, Host: spec, Events: podEvents, Node: nd,
+		TracerProvider: o.tracer,
 	})
 	shutdown := node.NewShutdownManager(node.ShutdownConfig{
 		GracePeriod: o.shutdownGrace, CriticalGracePeriod: o.shutdownCritical,
@@ -440,6 +447,7 @@ func newRuntime(o *options, nodeIP string, eventStream func(error)) (*runtime.Ru
 		PodLogsDir:        o.podLogsDir,
 		ContainerLogsDir:  o.containerLogsDir,
 		EventStream:       eventStream,
+		TracerProvider:    o.tracer,
 	})
 }
 
