@@ -90,7 +90,8 @@ func attrs(kvs []*commonpb.KeyValue) map[string]string {
 // (samplingRatePerMillion 1000000) exports to the OTLP gRPC endpoint, as
 // service "kubelet" on its host, the spans of a pod's run: syncPod with
 // the kubelet's k8s.pod attributes, the image pull (pullPolicy Always from
-// a loopback registry) inside it, and containerd's gRPC calls inside that.
+// a loopback registry) inside it, and containerd's gRPC calls inside that;
+// the API client's requests.
 func TestTracing(t *testing.T) {
 	skipIfNoCluster(t)
 	ctx := ctxT(t)
@@ -154,6 +155,19 @@ func TestTracing(t *testing.T) {
 		}
 		col.mu.Unlock()
 		t.Fatal(err)
+	}
+	// The API client's requests (the pod's status written, the Lease
+	// renewed) are spans too, as the kubelet's.
+	err = col.waitFor(ctx, "API client spans", func(spans []collected) bool {
+		for _, s := range spans {
+			if strings.HasPrefix(s.span.Name, "HTTP ") && s.resource["host.name"] == name {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Error(err)
 	}
 	col.mu.Lock()
 	defer col.mu.Unlock()
