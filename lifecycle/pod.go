@@ -10,6 +10,7 @@ import (
 
 	"github.com/hostlet/hostlet/probes"
 	log "github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,9 @@ type Config struct {
 	// VolumeMounts, if set, are a container's status.volumeMounts (with
 	// each read-only mount's recursiveReadOnly as the node resolves it).
 	VolumeMounts func(pod *v1.Pod, c *v1.Container) []v1.VolumeMountStatus
+	// Tracer, if set, traces each sync (the kubelet's syncPod and
+	// syncTerminatingPod spans); nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // container is the worker's record of one container name across attempts.
@@ -301,6 +305,8 @@ func (p *Pod) syncOnce(ctx context.Context) time.Time {
 		p.syncCancel = nil
 		p.mu.Unlock()
 	}()
+	sctx, span := p.startSpan(sctx, "syncPod")
+	defer span.End()
 	return p.sync(sctx)
 }
 

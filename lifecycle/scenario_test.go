@@ -14,6 +14,7 @@ import (
 
 	"github.com/hostlet/hostlet/probes"
 	log "github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -35,6 +36,7 @@ type scenario struct {
 	resume chan struct{}
 	timer  <-chan time.Time
 	done   chan *v1.Pod
+	tracer trace.Tracer
 }
 
 // TestMain keeps the workers' logs out of the test output unless -v.
@@ -66,6 +68,7 @@ func newScenario(t *testing.T, pod *v1.Pod, setup ...func(*scenario)) *scenario 
 	s.w = NewPod(pod, Config{
 		Runtime: rt, Recorder: s.ev, Backoff: DefaultBackoff, Prober: s.pr, Clock: clk,
 		HostIPs:    []string{"192.0.2.1"},
+		Tracer:     s.tracer,
 		Terminated: func(p *v1.Pod) { s.done <- p },
 		Released: func(p *v1.Pod) {
 			rt.mu.Lock()

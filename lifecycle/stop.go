@@ -24,6 +24,8 @@ func (p *Pod) specGrace() time.Duration {
 // terminate runs the deletion of the pod and hands the final status to
 // Terminated.
 func (p *Pod) terminate(ctx context.Context) {
+	ctx, span := p.startSpan(ctx, "syncTerminatingPod")
+	defer span.End()
 	grace := p.specGrace()
 	if g := p.pod.DeletionGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second

@@ -15,6 +15,7 @@ import (
 	"github.com/hostlet/hostlet/probes"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,7 +48,14 @@ type Config struct {
 	// NewRegistry) for the parts it runs pods through that read it (the
 	// pod spec translation), else a new one.
 	Registry *Registry
+	// TracerProvider, if set, traces the pod workers' syncs (the kubelet's
+	// syncPod spans); nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
+
+// instrumentationScope names the pod workers' tracer, as the kubelet's
+// "k8s.io/kubernetes/pkg/kubelet".
+const instrumentationScope = "github.com/hostlet/hostlet/provider"
 
 // Containers is what the provider uses of the container runtime
 // (runtime.Runtime) itself: exits, logs, and what exists for the sweep.

@@ -118,6 +118,9 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		Released:   p.released,
 		Prober:     p.prober,
 	}
+	if p.cfg.TracerProvider != nil {
+		cfg.Tracer = p.cfg.TracerProvider.Tracer(instrumentationScope)
+	}
 	if vm, ok := p.host.(volumeMountReporter); ok {
 		cfg.VolumeMounts = func(pod *v1.Pod, c *v1.Container) []v1.VolumeMountStatus {
 			return vm.VolumeMountStatuses(wctx, pod, c)

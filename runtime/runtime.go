@@ -13,6 +13,7 @@ import (
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 )
 
@@ -51,6 +52,10 @@ type Config struct {
 	// watcher's): nil once it is subscribed after containerd answered, the
 	// error when it breaks. The node's health check reads it.
 	EventStream func(error)
+	// TracerProvider, if set, traces every containerd gRPC call (its
+	// client's stats handler), as the kubelet's CRI client does with its
+	// tracing configuration; nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Runtime talks to one containerd.
@@ -115,7 +120,8 @@ func New(cfg Config) (*Runtime, error) {
 	// start (and report the runtime as down) while containerd is not up yet.
 	client, err := containerd.New(strings.TrimPrefix(cfg.Endpoint, "unix://"),
 		containerd.WithDefaultNamespace(cfg.Namespace),
-		containerd.WithTimeout(0))
+		containerd.WithTimeout(0),
+		containerd.WithExtraDialOpts(tracingDialOpts(cfg.TracerProvider)))
 	if err != nil {
 		return nil, fmt.Errorf("containerd client: %w", err)
 	}

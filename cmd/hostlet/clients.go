@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/tracing"
 )
 
 // clients are the node's API clients, as the kubelet has them: events get
@@ -40,6 +41,12 @@ func newClients(ctx context.Context, o *options) (clients, error) {
 	// The kubelet's API client limits (--kube-api-qps/--kube-api-burst).
 	restCfg.QPS, restCfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
 	restCfg.UserAgent = "hostlet/" + node.KubeletVersion
+	// Traced as the kubelet's API client (startTracing ran before): each
+	// request a span, a child of the caller's (a pod's sync), its trace
+	// context passed on to the API server.
+	if o.tracer != nil {
+		restCfg.Wrap(tracing.WrapperFor(o.tracer))
+	}
 	var c clients
 	if c.api, err = kubernetes.NewForConfig(restCfg); err != nil {
 		return clients{}, err

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hostlet/hostlet/runtime"
-
 	"github.com/hostlet/hostlet/kubeletconfig"
 	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/runtime"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -93,6 +93,9 @@ type options struct {
 	// and the drop-ins', the flags' over them; gates its feature gates.
 	kubeletConfig *kubeletv1beta1.KubeletConfiguration
 	gates         featuregate.FeatureGate
+	// tracer is the tracer provider of kubeletConfig's tracing
+	// (startTracing); nil before.
+	tracer trace.TracerProvider
 	// warnings are what the configuration sets that hostlet ignores, to
 	// be logged once logging is set up.
 	warnings []string

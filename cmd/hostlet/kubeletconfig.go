@@ -30,6 +30,9 @@ const (
 	useFlag fieldUse = iota
 	// useLoad: taken into account while the file is loaded.
 	useLoad
+	// useFile: implemented, set in the file only (the kubelet has no flag
+	// for it either); read from the effective configuration.
+	useFile
 	// useRefuse: hostlet does not implement it; a value other than the
 	// kubelet's default stops hostlet at start, naming the field.
 	useRefuse
@@ -131,6 +134,8 @@ var kubeletFields = []kubeletField{
 	flagged("imagePullCredentialsVerificationPolicy", "image-pull-credentials-verification-policy"),
 	flagged("preloadedImagesVerificationAllowlist", "preloaded-images-verification-allowlist"),
 	{path: "mergeDefaultEvictionSettings", use: useLoad},
+	// OpenTelemetry spans to an OTLP gRPC collector (tracing.go).
+	{path: "tracing", use: useFile},
 
 	// Not implemented, and not to be ignored: a node that does not do what
 	// its configuration says would surprise (security, placement, what the
@@ -171,7 +176,6 @@ var kubeletFields = []kubeletField{
 	refuse("reservedMemory", "has no memory manager"),
 	refuse("seccompDefault", "runs containers Unconfined unless their seccompProfile says otherwise"),
 	refuse("registerNode", "always registers the Node"),
-	refuse("tracing", "has no tracing"),
 	refuse("localStorageCapacityIsolation", "always accounts and limits local ephemeral storage"),
 	refuse("imageServiceEndpoint", "pulls images through containerRuntimeEndpoint's containerd"),
 	refuse("userNamespaces", "gives each pod 65536 IDs"),
@@ -236,6 +240,7 @@ var hostletGates = map[string]string{
 	"RecursiveReadOnlyMounts":                          "always: volumeMounts' recursiveReadOnly",
 	"SupplementalGroupsPolicy":                         "always: supplementalGroupsPolicy, status.features, containers' status.user",
 	"KubeletEnsureSecretPulledImages":                  "gated: imagePullCredentialsVerificationPolicy, the pulled-image records",
+	"KubeletTracing":                                   "always: tracing (GA, locked on)",
 }
 
 // resolveKubeletConfig makes the configuration effective as the kubelet

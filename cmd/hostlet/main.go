@@ -76,6 +76,12 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	// Before the clients: the API client's requests are traced too.
+	stopTracing, err := o.startTracing(ctx, s.name)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if err := prepareRootDir(o.rootDir); err != nil {
 		return err
 	}

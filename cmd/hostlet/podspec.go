@@ -84,6 +84,7 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 		RuntimeClasses: p.inf.runtimeClasses.Lister(), RuntimeClassesSynced: p.inf.runtimeClasses.Informer().HasSynced,
 		CredentialProviders: p.creds, PullRecords: pulls,
 		TrustBundles: trustBundles, Gates: o.gates, PodCertificates: podCerts,
+		TracerProvider: o.tracer,
 	})
 }
 

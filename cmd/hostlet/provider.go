@@ -23,5 +23,6 @@ func newProvider(ctx context.Context, o *options, nodeIP string, client kubernet
 		NodeIPs: []string{nodeIP}, RootDir: o.rootDir, PodLogsDir: o.podLogsDir, Backoff: backoff,
 		Client: client, Statuses: pods.Statuses(), Pods: inf.pods.Lister(), PodsSynced: inf.pods.Informer().HasSynced,
 		Containers: rt, Host: spec, Events: events, Node: nd, Registry: reg,
+		TracerProvider: o.tracer,
 	})
 }

@@ -28,5 +28,6 @@ func newRuntime(o *options, nodeIP string, eventStream func(error)) (*runtime.Ru
 		PodLogsDir:        o.podLogsDir,
 		ContainerLogsDir:  o.containerLogsDir,
 		EventStream:       eventStream,
+		TracerProvider:    o.tracer,
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sys/unix"
 	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
@@ -84,6 +85,9 @@ type Config struct {
 	// Gates are the kubelet's feature gates hostlet runs with (EnvFiles,
 	// HostnameOverride); nil: their defaults.
 	Gates featuregate.FeatureGate
+	// TracerProvider, if set, traces image pulls (a pullImage span, child
+	// of the worker's sync); nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Objects fetches the ConfigMaps, Secrets and service-account tokens a

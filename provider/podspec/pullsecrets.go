@@ -9,9 +9,14 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/credentialprovider"
 	"github.com/hostlet/hostlet/provider/pullrecords"
 	"github.com/hostlet/hostlet/runtime"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 )
@@ -78,7 +83,16 @@ func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod, image string
 // all tried aggregated. Each credential is offered to every host the pull
 // authenticates with, as CRI does with the one the kubelet passes. used is
 // the credential that worked (nil: none was tried).
-func (r *Runtime) pull(ctx context.Context, image string, creds []credentialprovider.AuthConfig) (img *runtime.Image, total time.Duration, used *credentialprovider.AuthConfig, err error) {
+func (r *Runtime) pull(ctx context.Context, pod *v1.Pod, image string, creds []credentialprovider.AuthConfig) (img *runtime.Image, total time.Duration, used *credentialprovider.AuthConfig, err error) {
+	ctx, span := r.tracer().Start(ctx, "pullImage", trace.WithAttributes(
+		append(lifecycle.PodAttributes(pod), attribute.String("image", image))...))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	if len(creds) == 0 {
 		img, took, err := r.rt.PullImage(ctx, image, nil)
 		return img, took, nil, err
@@ -97,6 +111,18 @@ func (r *Runtime) pull(ctx context.Context, image string, creds []credentialprov
 	}
 	return nil, total, nil, utilerrors.NewAggregate(errs)
 }
+
+// tracer is where pull spans go: none without a TracerProvider.
+func (r *Runtime) tracer() trace.Tracer {
+	if r.cfg.TracerProvider == nil {
+		return noop.Tracer{}
+	}
+	return r.cfg.TracerProvider.Tracer(instrumentationScope)
+}
+
+// instrumentationScope names hostlet's spans' tracer, as the kubelet's
+// "k8s.io/kubernetes/pkg/kubelet".
+const instrumentationScope = "github.com/hostlet/hostlet/provider/podspec"
 
 // PullRecords are the kubelet's image pull records (pullrecords.Manager):
 // which credentials pulled each image, and whether a pod must pull an

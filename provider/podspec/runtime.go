@@ -253,7 +253,7 @@ func (r *Runtime) ensurePulled(ctx context.Context, pod *v1.Pod, container, imag
 		}
 	}
 	r.event(pod, container, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", image))
-	img, took, used, err := r.pull(ctx, image, creds())
+	img, took, used, err := r.pull(ctx, pod, image, creds())
 	if err != nil {
 		if records != nil {
 			records.RecordFailed(image)
