@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"k8s.io/utils/clock"
 	"testing"
 	"time"
 
@@ -25,7 +26,8 @@ func registryPod(name string, uid types.UID) *v1.Pod {
 func testRegistry(t *testing.T) (*Provider, cache.Indexer) {
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	p := &Provider{ctx: context.Background(), pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{},
-		gone: map[types.UID]time.Time{}, lister: corelisters.NewPodLister(idx)}
+		gone: map[types.UID]time.Time{}, lister: corelisters.NewPodLister(idx),
+		teardowns: map[types.UID]chan struct{}{}, clock: clock.RealClock{}}
 	return p, idx
 }
 
@@ -172,8 +174,9 @@ type cleanupHost struct {
 
 func newCleanupHost() *cleanupHost { return &cleanupHost{cleaned: make(chan string, 10)} }
 
-func (h *cleanupHost) Cleanup(_ context.Context, uid, namespace, name string) {
+func (h *cleanupHost) Cleanup(_ context.Context, uid, namespace, name string) error {
 	h.cleaned <- uid + " " + namespace + "/" + name
+	return nil
 }
 
 // A pod that ended before hostlet restarted has no worker; when the API's
