@@ -14,6 +14,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -542,7 +543,12 @@ func TestVolumeTeardownHoldsDeletion(t *testing.T) {
 	}
 
 	d.FailUnpublish(false)
-	waitGone(t, ns, pod.Name)
+	// The next retry comes after the back-off reached so far (at most
+	// the kubelet's 2m2s).
+	pollUntil(t, 3*time.Minute, "the pod removed once its volume is torn down", func() bool {
+		_, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 	calls := csiCalls(t, state, "NodeUnpublishVolume")
 	if last := calls[len(calls)-1]; last.Error != "" {
 		t.Errorf("pod removed before a successful NodeUnpublishVolume: %+v", last)
