@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/utils/clock"
 )
 
 // Config is what the provider needs: the node's facts and, explicitly, the
@@ -51,6 +52,8 @@ type Config struct {
 	// TracerProvider, if set, traces the pod workers' syncs (the kubelet's
 	// syncPod spans); nil traces nothing.
 	TracerProvider trace.TracerProvider
+	// Clock times the retries of a pod's volume teardown (real if nil).
+	Clock clock.Clock
 }
 
 // instrumentationScope names the pod workers' tracer, as the kubelet's
@@ -76,7 +79,9 @@ type Host interface {
 	lifecycle.Runtime
 	ContainerInfo(pod *v1.Pod, st runtime.ContainerStatus) lifecycle.ContainerInfo
 	PodUpdated(old, pod *v1.Pod)
-	Cleanup(ctx context.Context, uid, namespace, name string)
+	// Cleanup removes a pod's containers, sandbox, volumes and logs; an
+	// error means some of its volumes are not torn down yet (to retry).
+	Cleanup(ctx context.Context, uid, namespace, name string) error
 	// ReleasePod frees what a pod that ended holds on the host (volumes,
 	// sandbox, cgroup), keeping its containers for their logs.
 	ReleasePod(ctx context.Context, pod *v1.Pod)
@@ -132,6 +137,11 @@ type Provider struct {
 	// releasedTerminal are the pods that ended without a worker whose
 	// leftovers the sweep released (sweep.go); owned by the sweep.
 	releasedTerminal map[types.UID]bool
+	clock            clock.Clock
+	// teardowns are the pods whose host teardown is under way, closed
+	// once it is done (teardown.go).
+	teardownMu sync.Mutex
+	teardowns  map[types.UID]chan struct{}
 }
 
 // New creates the provider; Run must be called before pods arrive.
@@ -140,7 +150,11 @@ func New(ctx context.Context, cfg Config) *Provider {
 	if reg == nil {
 		reg = NewRegistry()
 	}
-	return &Provider{
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Provider{clock: clk, teardowns: map[types.UID]chan struct{}{},
 		cfg: cfg, ctx: ctx, client: cfg.Client, rt: cfg.Containers, host: cfg.Host, events: cfg.Events, node: cfg.Node,
 		Registry: reg,
 		prober:   probes.NewProber(), statuses: cfg.Statuses, lister: cfg.Pods, podsSynced: cfg.PodsSynced,
@@ -227,7 +241,7 @@ func (p *Provider) RemovePod(ctx context.Context, pod *v1.Pod) (err error) {
 				// A panic in the cleanup costs this pod's cleanup (the
 				// sweep retries it), not the node.
 				defer crash.Recover(lifecycle.PodLogger(pod), nil)
-				p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
+				_ = p.tearDown(p.ctx, pod.UID, pod.Namespace, pod.Name)
 			}()
 		}
 		return nil
@@ -287,12 +301,6 @@ func (p *Provider) GetPods(ctx context.Context) ([]*v1.Pod, error) {
 		}
 	}
 	return out, nil
-}
-
-// cleanupHost removes everything hostlet made for a pod, to the end
-// whatever happens to the provider's context.
-func (p *Provider) cleanupHost(uid, namespace, name string) {
-	p.host.Cleanup(context.WithoutCancel(p.ctx), uid, namespace, name)
 }
 
 // released frees what a pod that ended without being deleted holds on the

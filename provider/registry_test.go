@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"k8s.io/utils/clock"
 	"testing"
 	"time"
 
@@ -24,7 +25,8 @@ func registryPod(name string, uid types.UID) *v1.Pod {
 // an API view (the informer cache) the test fills.
 func testRegistry(t *testing.T) (*Provider, cache.Indexer) {
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	p := &Provider{ctx: context.Background(), Registry: NewRegistry(), lister: corelisters.NewPodLister(idx)}
+	p := &Provider{ctx: context.Background(), Registry: NewRegistry(), lister: corelisters.NewPodLister(idx),
+		teardowns: map[types.UID]chan struct{}{}, clock: clock.RealClock{}}
 	return p, idx
 }
 
@@ -171,8 +173,9 @@ type cleanupHost struct {
 
 func newCleanupHost() *cleanupHost { return &cleanupHost{cleaned: make(chan string, 10)} }
 
-func (h *cleanupHost) Cleanup(_ context.Context, uid, namespace, name string) {
+func (h *cleanupHost) Cleanup(_ context.Context, uid, namespace, name string) error {
 	h.cleaned <- uid + " " + namespace + "/" + name
+	return nil
 }
 
 // A pod that ended before hostlet restarted has no worker; when the API's

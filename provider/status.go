@@ -36,9 +36,9 @@ func (p *Provider) publish(pod *v1.Pod) {
 // is still cleaned up; the status manager keeps retrying the write.
 const finalStatusWait = 30 * time.Second
 
-// terminated removes a deleted pod's object with grace 0 once its final
-// status is written (as the kubelet does once everything stopped) and
-// cleans the host.
+// terminated cleans a deleted pod off the host and removes its object with
+// grace 0 once its final status is written and its volumes are torn down
+// (as the kubelet does once everything stopped and was reclaimed).
 func (p *Provider) terminated(pod *v1.Pod) {
 	ctx := p.ctx
 	l := lifecycle.PodLogger(pod)
@@ -57,16 +57,6 @@ func (p *Provider) terminated(pod *v1.Pod) {
 			l.WithError(err).Warn("final pod status not yet in the API; removing the pod anyway")
 		}
 	}
-	if !static {
-		zero := int64(0)
-		err := p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-			GracePeriodSeconds: &zero,
-			Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
-		})
-		if err != nil && !podsync.Gone(err) && !apierrors.IsConflict(err) {
-			l.WithError(err).Warn("deleting pod")
-		}
-	}
 	p.mu.Lock()
 	if e := p.pods[pod.UID]; e != nil {
 		e.cancel()
@@ -79,6 +69,23 @@ func (p *Provider) terminated(pod *v1.Pod) {
 	p.mu.Unlock()
 	// Its resources are free: a deferred resize may fit now.
 	p.retryResizes()
-	p.cleanupHost(string(pod.UID), pod.Namespace, pod.Name)
+	// The object stays (Terminating) until the pod's volumes are torn
+	// down, as the kubelet's status manager deletes a pod only once
+	// PodResourcesAreReclaimed: a volume that does not unmount is retried
+	// with back-off and holds the pod in the API, where it is seen.
+	if err := p.tearDown(ctx, pod.UID, pod.Namespace, pod.Name); err != nil {
+		l.WithError(err).Warn("pod teardown interrupted; the next start's sweep finishes it")
+		return
+	}
 	l.Info("pod cleaned up on the host")
+	if !static {
+		zero := int64(0)
+		err := p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: &zero,
+			Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
+		})
+		if err != nil && !podsync.Gone(err) && !apierrors.IsConflict(err) {
+			l.WithError(err).Warn("deleting pod")
+		}
+	}
 }

@@ -98,7 +98,14 @@ func (p *Provider) sweep(ctx context.Context, pods corelisters.PodLister) {
 			continue
 		}
 		log.WithFields(log.Fields{"uid": uid, "pod": key(ref.namespace, ref.name)}).Info("removing leftovers of a pod that no longer exists")
-		p.cleanupHost(string(uid), ref.namespace, ref.name)
+		if p.tearingDown(uid) {
+			continue // its retries are under way
+		}
+		// Once here; what resists (a volume that does not unmount) is
+		// retried with back-off until it goes, with an event on the pod.
+		if err := p.host.Cleanup(context.WithoutCancel(ctx), string(uid), ref.namespace, ref.name); err != nil {
+			p.tearDownInBackground(uid, ref.namespace, ref.name)
+		}
 	}
 	if n := p.rt.RemoveDeadLogLinks(ctx); n > 0 {
 		log.WithField("links", n).Info("removed container log symlinks whose log file is gone")

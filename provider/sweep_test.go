@@ -33,8 +33,9 @@ type sweepHost struct {
 	cleaned, released []string
 }
 
-func (h *sweepHost) Cleanup(_ context.Context, uid, namespace, name string) {
+func (h *sweepHost) Cleanup(_ context.Context, uid, namespace, name string) error {
 	h.cleaned = append(h.cleaned, uid+" "+namespace+"/"+name)
+	return nil
 }
 
 // The sweep removes what this hostlet made for pods that are gone, and
@@ -139,10 +140,10 @@ func (c hostContainers) PodCgroupUIDs() ([]string, error) { return c.h.cgroups, 
 
 func (c hostContainers) RemoveDeadLogLinks(context.Context) int { return 0 }
 
-func (h *hostState) Cleanup(_ context.Context, uid, namespace, name string) {
+func (h *hostState) Cleanup(_ context.Context, uid, namespace, name string) error {
 	h.cleaned = append(h.cleaned, uid+" "+namespace+"/"+name)
 	if uid == h.stuck {
-		return
+		return nil
 	}
 	h.list = slices.DeleteFunc(h.list, func(c runtime.ContainerStatus) bool { return c.PodUID == uid })
 	h.cgroups = slices.DeleteFunc(h.cgroups, func(u string) bool { return u == uid })
@@ -150,6 +151,7 @@ func (h *hostState) Cleanup(_ context.Context, uid, namespace, name string) {
 	if namespace != "" {
 		_ = os.RemoveAll(filepath.Join(h.logs, namespace+"_"+name+"_"+uid))
 	}
+	return nil
 }
 
 // What `hostlet leave` cleans once hostlet is stopped: every pod this

@@ -7,6 +7,7 @@ package podspec
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -193,12 +194,19 @@ func (r *Runtime) hostIPs() []string { return r.cfg.HostIPs }
 func (r *Runtime) allocatable() v1.ResourceList { return r.cfg.Node.Allocatable() }
 
 // Cleanup removes everything hostlet made for a pod: containers, the
-// sandbox (CNI DEL, netns), the pod's cgroup, volumes and logs.
-func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
+// sandbox (CNI DEL, netns), the pod's cgroup, volumes and logs. An error
+// says which volumes are not torn down (still mounted, a driver's
+// NodeUnpublish failed): the pod's directory stays and the caller retries.
+func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) (err error) {
 	l := log.WithFields(log.Fields{"pod": key(namespace, name), "uid": uid})
 	// Also run on a goroutine of its own (a delete of a pod without a
-	// worker): a panic costs this cleanup, which the orphan sweep retries.
-	defer crash.Recover(l, nil)
+	// worker): a panic costs this attempt, which is retried.
+	defer func() {
+		if p := recover(); p != nil {
+			crash.Handle(p, l, nil)
+			err = fmt.Errorf("pod cleanup panicked: %v", p)
+		}
+	}()
 	r.tokens.forget(types.UID(uid))
 	if r.cfg.PodCertificates != nil {
 		r.cfg.PodCertificates.ForgetPod(types.UID(uid))
@@ -224,16 +232,18 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) {
 	r.removePodCgroup(uid, l)
 	// A pod's image volume snapshots are found by its UID: its directory
 	// stays, for the orphan sweep to retry, until they are released.
+	var volErr error
 	if err := r.rt.ReleaseImageVolumes(ctx, uid); err != nil {
-		l.WithError(err).Warn("releasing image volumes; the pod's directory stays for a retry")
+		volErr = fmt.Errorf("UnmountVolume.TearDown failed for the image volumes of pod %q: %w", uid, err)
 	} else if err := r.removePodDir(ctx, uid); err != nil {
-		l.WithError(err).Warn("removing pod dir")
+		volErr = err
 	}
 	r.forgetClaims(types.UID(uid))
 	r.userns.Release(types.UID(uid))
 	if namespace != "" {
 		r.rt.RemoveLogs(namespace, name, uid)
 	}
+	return volErr
 }
 
 func key(ns, name string) string { return ns + "/" + name }

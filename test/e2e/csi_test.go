@@ -14,6 +14,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -495,4 +496,71 @@ func TestCSIOnlineExpansion(t *testing.T) {
 		t.Errorf("NodeExpandVolume calls %+v", calls)
 	}
 	removePod(t, ns, pod.Name)
+}
+
+// A pod whose volume does not tear down (the driver's NodeUnpublishVolume
+// fails) stays in the API, Terminating, with a FailedUnmount warning that
+// gives the failure, while the node retries with back-off; once the driver
+// unpublishes, the pod's volume is unpublished and unstaged, nothing of it
+// is left mounted, and then the pod is removed (the kubelet deletes a pod
+// only once its volumes are torn down).
+func TestVolumeTeardownHoldsDeletion(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	name := csiDriverName(ns)
+	state := t.TempDir()
+	csiDriverObject(t, name, false, "", storagev1.VolumeLifecyclePersistent)
+	d, _ := startCSIDriver(t, name, state)
+	pv := ns + "-held"
+	persistentVolume(t, pv, "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol-h"}}, nil)
+	claim(t, ns, "data", "", pv)
+	pod := claimPodSpec(ns, "app", "data", false)
+	pod.Spec.NodeName = nodeName
+	cluster.CreatePod(t, pod)
+	running := waitReady(t, ns, pod.Name)
+
+	d.FailUnpublish(true)
+	// A grace period, so that the API keeps the pod for the node to
+	// delete (grace 0 would remove it at once).
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(1))}); err != nil {
+		t.Fatal(err)
+	}
+	awaitEvent(t, ns, pod.Name, func(reason, msg string) bool {
+		return reason == "FailedUnmount" && strings.Contains(msg, "UnmountVolume.TearDown failed for volume") &&
+			strings.Contains(msg, "injected NodeUnpublishVolume failure")
+	})
+	// Retried: a second failed unpublish, and the pod still there,
+	// Terminating, its final status written.
+	pollUntil(t, time.Minute, "NodeUnpublishVolume retried", func() bool {
+		return len(csiCalls(t, state, "NodeUnpublishVolume")) >= 2
+	})
+	held, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), pod.Name, metav1.GetOptions{})
+	if err != nil || held.UID != running.UID || held.DeletionTimestamp == nil {
+		t.Fatalf("pod while its volume resists teardown: %v (err %v), want it Terminating", held, err)
+	}
+	if len(csiCalls(t, state, "NodeUnstageVolume")) != 0 {
+		t.Error("unstaged while still published")
+	}
+
+	d.FailUnpublish(false)
+	// The next retry comes after the back-off reached so far (at most
+	// the kubelet's 2m2s).
+	pollUntil(t, 3*time.Minute, "the pod removed once its volume is torn down", func() bool {
+		_, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	calls := csiCalls(t, state, "NodeUnpublishVolume")
+	if last := calls[len(calls)-1]; last.Error != "" {
+		t.Errorf("pod removed before a successful NodeUnpublishVolume: %+v", last)
+	}
+	if n := len(csiCalls(t, state, "NodeUnstageVolume")); n != 1 {
+		t.Errorf("NodeUnstageVolume called %d times before the pod's removal, want once", n)
+	}
+	podDir := filepath.Join(node.RootDir(), "pods", string(running.UID))
+	if mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(podDir)); err != nil || len(mounts) != 0 {
+		t.Errorf("left mounted of the pod: %v %v", mounts, err)
+	}
+	if _, err := os.Stat(podDir); !os.IsNotExist(err) {
+		t.Errorf("pod directory left: %v", err)
+	}
 }

@@ -70,6 +70,17 @@ type Driver struct {
 
 	mu         sync.Mutex
 	registered chan Registration
+	// failUnpublish makes NodeUnpublishVolume fail (a test's fault).
+	failUnpublish bool
+}
+
+// FailUnpublish makes NodeUnpublishVolume fail with Internal (the volume
+// stays published) until it is called with false: a teardown that fails
+// for as long as a test needs, in the driver run in the test's process.
+func (d *Driver) FailUnpublish(fail bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failUnpublish = fail
 }
 
 // Registration is the node's answer to the driver's registration.
@@ -274,6 +285,13 @@ func (d *Driver) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolu
 }
 
 func (d *Driver) NodeUnpublishVolume(_ context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
+	d.mu.Lock()
+	fail := d.failUnpublish
+	d.mu.Unlock()
+	if fail {
+		err := status.Error(codes.Internal, "injected NodeUnpublishVolume failure")
+		return nil, d.record(Call{Method: "NodeUnpublishVolume", Volume: req.VolumeId, Target: req.TargetPath}, err)
+	}
 	err := unmount(req.TargetPath)
 	if err == nil && checkID(req.VolumeId) == nil && strings.HasPrefix(req.VolumeId, "csi-") {
 		// An inline ephemeral volume (its handle is the kubelet's
