@@ -49,6 +49,16 @@ func csiDriverObject(t *testing.T, name string, attach bool, audience string, mo
 	})
 }
 
+// csiClaimPod makes the PV pv (class, if any) of driver's volume handle,
+// the claim "data" bound to it in ns, and returns (not created) a pod
+// using the claim.
+func csiClaimPod(t *testing.T, ns, driver, pv, class, handle string) *v1.Pod {
+	t.Helper()
+	persistentVolume(t, pv, class, v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: handle}}, nil)
+	claim(t, ns, "data", class, pv)
+	return claimPodSpec(ns, "app", "data", false)
+}
+
 // startCSIDriver runs the driver until stop (or the test's end) and waits
 // for the node to accept its registration.
 func startCSIDriver(t *testing.T, name, state string) (d *csihostdir.Driver, stop func()) {
@@ -321,9 +331,7 @@ func TestCSIAttachRequired(t *testing.T) {
 	csiDriverObject(t, name, true, "", storagev1.VolumeLifecyclePersistent)
 	_, _ = startCSIDriver(t, name, state)
 	pv := ns + "-att"
-	persistentVolume(t, pv, "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol-a"}}, nil)
-	claim(t, ns, "data", "", pv)
-	pod := claimPodSpec(ns, "app", "data", false)
+	pod := csiClaimPod(t, ns, name, pv, "", "vol-a")
 	cluster.CreatePod(t, pod)
 	awaitEvent(t, ns, pod.Name, func(reason, msg string) bool {
 		return reason == "FailedMount" && strings.HasPrefix(msg, `MountVolume.WaitForAttach failed for volume "`+pv+`" : volume vol-a `)
@@ -387,9 +395,7 @@ func TestCSIHostletRestart(t *testing.T) {
 	csiDriverObject(t, name, false, "", storagev1.VolumeLifecyclePersistent)
 	d, _ := startCSIDriver(t, name, state)
 	pv := ns + "-rs"
-	persistentVolume(t, pv, "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol-r"}}, nil)
-	claim(t, ns, "data", "", pv)
-	pod := claimPodSpec(ns, "app", "data", false)
+	pod := csiClaimPod(t, ns, name, pv, "", "vol-r")
 	pod.Spec.NodeName = nodeName
 	cluster.CreatePod(t, pod)
 	running := waitReady(t, ns, pod.Name)
@@ -452,9 +458,7 @@ func TestCSIOnlineExpansion(t *testing.T) {
 		_ = cluster.Client().StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
 	})
 	pvName := ns + "-grow"
-	persistentVolume(t, pvName, class, v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol-g"}}, nil)
-	claim(t, ns, "data", class, pvName)
-	pod := claimPodSpec(ns, "app", "data", false)
+	pod := csiClaimPod(t, ns, name, pvName, class, "vol-g")
 	cluster.CreatePod(t, pod)
 	waitReady(t, ns, pod.Name)
 
@@ -512,9 +516,7 @@ func TestVolumeTeardownHoldsDeletion(t *testing.T) {
 	csiDriverObject(t, name, false, "", storagev1.VolumeLifecyclePersistent)
 	d, _ := startCSIDriver(t, name, state)
 	pv := ns + "-held"
-	persistentVolume(t, pv, "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol-h"}}, nil)
-	claim(t, ns, "data", "", pv)
-	pod := claimPodSpec(ns, "app", "data", false)
+	pod := csiClaimPod(t, ns, name, pv, "", "vol-h")
 	pod.Spec.NodeName = nodeName
 	cluster.CreatePod(t, pod)
 	running := waitReady(t, ns, pod.Name)
