@@ -318,6 +318,13 @@ func TestOrphanSweepAfterCrash(t *testing.T) {
 	cluster.CreatePod(t, busybox(ns, "orphan", "sleep", "3600"))
 	p := waitPhase(t, ns, "orphan", v1.PodRunning)
 	id := strings.TrimPrefix(status(p, "c").ContainerID, "containerd://")
+	logDir := filepath.Join(node.PodLogsDir(), ns+"_orphan_"+string(p.UID))
+	link := filepath.Join(node.ContainerLogsDir(), "orphan_"+ns+"_c-"+id+".log")
+	// Checked before the crash: once hostlet is back its sweep may remove the
+	// link before the test looks.
+	if _, err := os.Lstat(link); err != nil {
+		t.Fatalf("no log symlink of the running container: %v", err)
+	}
 	node.Kill()
 	zero := int64(0)
 	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), "orphan", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
@@ -326,11 +333,6 @@ func TestOrphanSweepAfterCrash(t *testing.T) {
 	waitGone(t, ns, "orphan")
 	if err := node.Restart(ctxT(t)); err != nil {
 		t.Fatal(err)
-	}
-	logDir := filepath.Join(node.PodLogsDir(), ns+"_orphan_"+string(p.UID))
-	link := filepath.Join(node.ContainerLogsDir(), "orphan_"+ns+"_c-"+id+".log")
-	if _, err := os.Lstat(link); err != nil {
-		t.Fatalf("no log symlink of the running container: %v", err)
 	}
 	pollUntil(t, time.Minute, "the orphan's container, pod directory and logs to be removed", func() bool {
 		_, err := cluster.ContainerdClient().LoadContainer(ctxT(t), id)
