@@ -241,6 +241,7 @@ var hostletGates = map[string]string{
 	"SupplementalGroupsPolicy":                         "always: supplementalGroupsPolicy, status.features, containers' status.user",
 	"KubeletEnsureSecretPulledImages":                  "gated: imagePullCredentialsVerificationPolicy, the pulled-image records",
 	"KubeletTracing":                                   "always: tracing (GA, locked on)",
+	"NodeDeclaredFeatures":                             "gated: status.declaredFeatures and PodFeatureUnsupported admission",
 }
 
 // resolveKubeletConfig makes the configuration effective as the kubelet

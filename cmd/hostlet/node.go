@@ -10,6 +10,7 @@ import (
 	"github.com/hostlet/hostlet/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/featuregate"
 )
 
 // nodeConfig is the node as the flags describe it.
@@ -33,11 +34,23 @@ func (o *options) nodeConfig(name, nodeIP string) (node.Config, error) {
 	if err != nil {
 		return node.Config{}, err
 	}
+	var declared *node.DeclaredFeatures
+	if o.gates != nil && o.gates.Enabled("NodeDeclaredFeatures") {
+		// Only gates of behaviour hostlet has count: a feature it lacks is
+		// never declared, whatever the gate says.
+		has := func(gate string) bool {
+			_, ok := hostletGates[gate]
+			return ok && o.gates.Enabled(featuregate.Feature(gate))
+		}
+		if declared, err = node.NewDeclaredFeatures(has, node.KubeletVersion); err != nil {
+			return node.Config{}, err
+		}
+	}
 	return node.Config{
 		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
 		Labels: o.nodeLabels, Taints: taints, MaxPods: o.maxPods, Reserved: reserved,
 		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: node.KubeletVersion,
-		MaxImages: o.maxImages,
+		MaxImages: o.maxImages, DeclaredFeatures: declared,
 	}, nil
 }
 

@@ -23,8 +23,8 @@ const systemCriticalPriority = 2000000000
 // Admit decides whether the node runs a newly bound pod, in the order and
 // with the reasons and messages of the kubelet's admit handlers: eviction
 // (pressure), sysctls, device assignment, then the general predicates (OS,
-// resources, node affinity, host ports, NoExecute taints), AppArmor, then
-// node shutdown. ok is false with the
+// resources, node affinity, host ports, NoExecute taints), AppArmor, the
+// declared features, then node shutdown. ok is false with the
 // kubelet's reason and message.
 func (n *Node) Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok bool) {
 	if reason, msg, ok := admitPressure(pod, n.pressureConditions()); !ok {
@@ -39,6 +39,9 @@ func (n *Node) Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok boo
 	}
 	if ok {
 		reason, msg, ok = admitAppArmor(pod, runtime.AppArmorEnabled())
+	}
+	if ok {
+		reason, msg, ok = n.cfg.DeclaredFeatures.admit(pod)
 	}
 	if ok && n.ShuttingDown() {
 		reason, msg, ok = "NodeShutdown", "Pod was rejected as the node is shutting down.", false

@@ -67,6 +67,9 @@ type Config struct {
 	// (UpdateStatus): made before the node, they let a part the node reads
 	// (Volumes) ask for one without waiting for the node to exist.
 	Requests StatusRequests
+	// DeclaredFeatures, if set (the NodeDeclaredFeatures gate), fills
+	// status.declaredFeatures and refuses pods needing features it lacks.
+	DeclaredFeatures *DeclaredFeatures
 }
 
 // StatusRequests asks a node to re-evaluate its status now rather than at
@@ -183,6 +186,7 @@ func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
 	node.Status.NodeInfo = n.nodeInfo(ctx, health)
 	node.Status.RuntimeHandlers = n.runtimeHandlers(ctx, health)
 	node.Status.Features = nodeFeatures()
+	node.Status.DeclaredFeatures = cfg.DeclaredFeatures.Names()
 	n.node = node
 	node.Status.Conditions = n.conditions(ctx, health, nil)
 	return n, nil
@@ -270,6 +274,7 @@ func (n *Node) refresh(ctx context.Context) {
 	next.Status.RuntimeHandlers = n.runtimeHandlers(ctx, health)
 	next.Status.Images = n.images(ctx, health)
 	next.Status.Features = nodeFeatures()
+	next.Status.DeclaredFeatures = n.cfg.DeclaredFeatures.Names()
 	next.Status.Conditions = n.conditions(ctx, health, prev.Status.Conditions)
 	if n.cfg.Volumes != nil {
 		next.Status.VolumesInUse = n.cfg.Volumes.VolumesInUse()
