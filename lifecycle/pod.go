@@ -43,6 +43,9 @@ type Config struct {
 	// VolumeMounts, if set, are a container's status.volumeMounts (with
 	// each read-only mount's recursiveReadOnly as the node resolves it).
 	VolumeMounts func(pod *v1.Pod, c *v1.Container) []v1.VolumeMountStatus
+	// Allocator admits the pod's in-place resizes and records what it
+	// admitted (resize.go); nil records nothing and admits no resize.
+	Allocator Allocator
 	// Tracer, if set, traces each sync (the kubelet's syncPod and
 	// syncTerminatingPod spans); nil traces nothing.
 	Tracer trace.Tracer
@@ -109,6 +112,9 @@ type Pod struct {
 	// pod's resources (resize.go).
 	alloc                           Allocation
 	resizePending, resizeInProgress *v1.PodCondition
+	// resources are the containers' resources of the newest object the
+	// node handed on, whose change is a resize (ResizeRequested).
+	resources []v1.ResourceRequirements
 
 	// Owned by the worker goroutine.
 	ctx      context.Context
@@ -164,6 +170,7 @@ func NewPod(pod *v1.Pod, cfg Config) *Pod {
 		stopped:     make(chan struct{}),
 		startedIDs:  map[string]bool{},
 		containers:  map[string]*container{},
+		resources:   containerResources(pod),
 	}
 }
 
@@ -708,7 +715,13 @@ func (p *Pod) publish() {
 }
 
 func (p *Pod) event(container, eventType, reason, msg string) {
+	p.recordEvent(p.pod, container, eventType, reason, msg)
+}
+
+// recordEvent emits an event about pod (the worker's spec, or from another
+// goroutine its newest object), or one of its containers.
+func (p *Pod) recordEvent(pod *v1.Pod, container, eventType, reason, msg string) {
 	if p.cfg.Recorder != nil {
-		p.cfg.Recorder.Event(p.pod, container, eventType, reason, msg)
+		p.cfg.Recorder.Event(pod, container, eventType, reason, msg)
 	}
 }

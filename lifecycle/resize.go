@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
+	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // Events of an in-place resize, as the kubelet names them.
@@ -104,6 +107,21 @@ func (p *Pod) SetAllocation(a Allocation) {
 	p.mu.Unlock()
 }
 
+// Admitted gives a new worker the allocation its pod was admitted with and
+// records it with the node; it reports whether the spec asks for more than
+// it (a resize while hostlet was down), a resize for the node to decide.
+func (p *Pod) Admitted(a Allocation) (pending bool) {
+	p.SetAllocation(a)
+	pod := p.Object()
+	if p.cfg.Allocator != nil {
+		if err := p.cfg.Allocator.SaveAllocation(pod.UID, a); err != nil {
+			PodLogger(pod).WithError(err).Warn("recording the pod's allocated resources")
+		}
+	}
+	_, pending = a.Apply(pod)
+	return pending && pod.DeletionTimestamp == nil
+}
+
 // Allocation is what the node admitted for the pod's containers.
 func (p *Pod) Allocation() Allocation {
 	p.mu.Lock()
@@ -124,10 +142,108 @@ func (p *Pod) Allocated() *v1.Pod {
 	return out
 }
 
-// Allocate records a resize the node admitted at generation: it is no
+// ResizeRequested handles a pod update (after Update): a change of its
+// containers' resources is a resize, which it reports for the node to
+// decide (DecideResize); one reverted before it was admitted clears its
+// pending condition.
+func (p *Pod) ResizeRequested(pod *v1.Pod) bool {
+	res := containerResources(pod)
+	p.mu.Lock()
+	seen := p.resources
+	p.resources = res
+	p.mu.Unlock()
+	if pod.DeletionTimestamp != nil || equality.Semantic.DeepEqual(seen, res) {
+		return false
+	}
+	if _, pending := p.Allocation().Apply(pod); !pending {
+		p.setResizePending("", "", pod.Generation)
+		return false
+	}
+	return true
+}
+
+// containerResources are the resources of every container of the pod
+// (init ones first), whose change is a resize.
+func containerResources(pod *v1.Pod) []v1.ResourceRequirements {
+	var out []v1.ResourceRequirements
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		out = append(out, c.Resources)
+	}
+	return out
+}
+
+// DecideResize is the kubelet's handlePodResourcesResize: the resize of the
+// newest object is admitted (allocated, recorded, in progress) or left
+// pending, Infeasible or Deferred, with the kubelet's events. It reports
+// whether the node should ask again (Deferred). The node serializes the
+// decisions with its admissions: two never count the same room.
+func (p *Pod) DecideResize() (deferred bool) {
+	pod := p.Object()
+	if pod.DeletionTimestamp != nil || p.cfg.Allocator == nil {
+		return false
+	}
+	l := PodLogger(pod)
+	if _, pending := p.Allocation().Apply(pod); !pending {
+		p.setResizePending("", "", pod.Generation)
+		return false
+	}
+	reason, msg, ok := p.cfg.Allocator.AdmitResize(pod)
+	if !ok {
+		if p.setResizePending(reason, msg, pod.Generation) {
+			l.WithFields(log.Fields{"reason": reason, "message": msg}).Info("pod resize pending")
+			ev := EventResizeDeferred
+			if reason == v1.PodReasonInfeasible {
+				ev = EventResizeInfeasible
+			}
+			p.recordEvent(pod, "", v1.EventTypeWarning, ev, ResizeMessage("Pod resize "+reason, pod, pod.Generation, msg))
+		}
+		return reason == v1.PodReasonDeferred
+	}
+	a := AllocationOf(pod)
+	if err := p.cfg.Allocator.SaveAllocation(pod.UID, a); err != nil {
+		// Not admitted until it is on record: retried as a deferred one.
+		l.WithError(err).Warn("recording the pod's allocated resources")
+		return true
+	}
+	p.allocate(a, pod.Generation)
+	l.Info("pod resize admitted")
+	p.recordEvent(pod, "", v1.EventTypeNormal, EventResizeStarted, ResizeMessage("Pod resize started", pod, pod.Generation, ""))
+	return false
+}
+
+// OrderResizes sorts pending resizes in the kubelet's order: those not
+// asking for more first, then by priority, then Guaranteed pods.
+func OrderResizes(pods []*Pod) {
+	slices.SortStableFunc(pods, func(a, b *Pod) int { return a.resizeRank() - b.resizeRank() })
+}
+
+// resizeRank orders pending resizes (lower first).
+func (p *Pod) resizeRank() int {
+	pod := p.Object()
+	rank := 0
+	if increasesRequests(p.Allocation(), pod) {
+		rank = 1 << 40
+	}
+	if pod.Spec.Priority != nil {
+		rank -= int(*pod.Spec.Priority) * 2
+	}
+	if pod.Status.QOSClass != v1.PodQOSGuaranteed {
+		rank++
+	}
+	return rank
+}
+
+func increasesRequests(a Allocation, pod *v1.Pod) bool {
+	allocated, _ := a.Apply(pod)
+	opts := resourcehelper.PodResourcesOptions{}
+	was, want := resourcehelper.PodRequests(allocated, opts), resourcehelper.PodRequests(pod, opts)
+	return want.Memory().Cmp(*was.Memory()) > 0 || want.Cpu().Cmp(*was.Cpu()) > 0
+}
+
+// allocate records a resize the node admitted at generation: it is no
 // longer pending, and in progress until every running container runs
 // with it (the kubelet's allocation manager starts it over at each one).
-func (p *Pod) Allocate(a Allocation, generation int64) {
+func (p *Pod) allocate(a Allocation, generation int64) {
 	p.mu.Lock()
 	p.alloc = a
 	p.resizePending = nil
@@ -136,10 +252,10 @@ func (p *Pod) Allocate(a Allocation, generation int64) {
 	p.poke()
 }
 
-// SetResizePending sets the PodResizePending condition (reason Infeasible
+// setResizePending sets the PodResizePending condition (reason Infeasible
 // or Deferred), or clears it with an empty reason. It reports whether the
 // reason or generation changed, when the kubelet emits its event.
-func (p *Pod) SetResizePending(reason, message string, generation int64) bool {
+func (p *Pod) setResizePending(reason, message string, generation int64) bool {
 	p.mu.Lock()
 	prev := p.resizePending
 	if reason == "" {
