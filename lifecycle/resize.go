@@ -102,9 +102,9 @@ func ResizeMessage(prefix string, pod *v1.Pod, generation int64, errMsg string) 
 // SetAllocation gives a new worker the allocation its pod was admitted
 // with.
 func (p *Pod) SetAllocation(a Allocation) {
-	p.mu.Lock()
-	p.alloc = a
-	p.mu.Unlock()
+	p.shared.mu.Lock()
+	p.shared.alloc = a
+	p.shared.mu.Unlock()
 }
 
 // Admitted gives a new worker the allocation its pod was admitted with and
@@ -124,21 +124,21 @@ func (p *Pod) Admitted(a Allocation) (pending bool) {
 
 // Allocation is what the node admitted for the pod's containers.
 func (p *Pod) Allocation() Allocation {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.alloc
+	p.shared.mu.Lock()
+	defer p.shared.mu.Unlock()
+	return p.shared.alloc
 }
 
 // Allocated is the pod as it runs, for the node's accounting: its latest
 // status (the object before the first), with the allocated resources.
 func (p *Pod) Allocated() *v1.Pod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pod := p.status
+	p.shared.mu.Lock()
+	defer p.shared.mu.Unlock()
+	pod := p.shared.status
 	if pod == nil {
-		pod = p.latest
+		pod = p.shared.latest
 	}
-	out, _ := p.alloc.Apply(pod)
+	out, _ := p.shared.alloc.Apply(pod)
 	return out
 }
 
@@ -148,10 +148,10 @@ func (p *Pod) Allocated() *v1.Pod {
 // pending condition.
 func (p *Pod) ResizeRequested(pod *v1.Pod) bool {
 	res := containerResources(pod)
-	p.mu.Lock()
-	seen := p.resources
-	p.resources = res
-	p.mu.Unlock()
+	p.shared.mu.Lock()
+	seen := p.shared.resources
+	p.shared.resources = res
+	p.shared.mu.Unlock()
 	if pod.DeletionTimestamp != nil || equality.Semantic.DeepEqual(seen, res) {
 		return false
 	}
@@ -244,11 +244,11 @@ func increasesRequests(a Allocation, pod *v1.Pod) bool {
 // longer pending, and in progress until every running container runs
 // with it (the kubelet's allocation manager starts it over at each one).
 func (p *Pod) allocate(a Allocation, generation int64) {
-	p.mu.Lock()
-	p.alloc = a
-	p.resizePending = nil
-	p.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, nil, "", "", generation)
-	p.mu.Unlock()
+	p.shared.mu.Lock()
+	p.shared.alloc = a
+	p.shared.resizePending = nil
+	p.shared.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, nil, "", "", generation)
+	p.shared.mu.Unlock()
 	p.poke()
 }
 
@@ -256,28 +256,28 @@ func (p *Pod) allocate(a Allocation, generation int64) {
 // or Deferred), or clears it with an empty reason. It reports whether the
 // reason or generation changed, when the kubelet emits its event.
 func (p *Pod) setResizePending(reason, message string, generation int64) bool {
-	p.mu.Lock()
-	prev := p.resizePending
+	p.shared.mu.Lock()
+	prev := p.shared.resizePending
 	if reason == "" {
-		p.resizePending = nil
+		p.shared.resizePending = nil
 	} else {
-		p.resizePending = p.resizeCondition(v1.PodResizePending, prev, reason, message, generation)
+		p.shared.resizePending = p.resizeCondition(v1.PodResizePending, prev, reason, message, generation)
 	}
-	changed := (prev == nil) != (p.resizePending == nil) ||
+	changed := (prev == nil) != (p.shared.resizePending == nil) ||
 		(prev != nil && (prev.Reason != reason || prev.ObservedGeneration != generation))
-	p.mu.Unlock()
+	p.shared.mu.Unlock()
 	p.poke()
 	return changed
 }
 
 // ResizePending is the reason of the pending resize ("" when none).
 func (p *Pod) ResizePending() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.resizePending == nil {
+	p.shared.mu.Lock()
+	defer p.shared.mu.Unlock()
+	if p.shared.resizePending == nil {
 		return ""
 	}
-	return p.resizePending.Reason
+	return p.shared.resizePending.Reason
 }
 
 // resizeCondition is a resize condition as the kubelet's status manager
@@ -403,15 +403,15 @@ func (p *Pod) resize(ctx context.Context) time.Time {
 // resizeFailed marks the resize in progress with the Error reason; the
 // event is emitted when the condition changes, as the kubelet does.
 func (p *Pod) resizeFailed(msg string) {
-	p.mu.Lock()
-	prev := p.resizeInProgress
+	p.shared.mu.Lock()
+	prev := p.shared.resizeInProgress
 	gen := p.pod.Generation
 	if prev != nil {
 		gen = prev.ObservedGeneration
 	}
-	p.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, prev, v1.PodReasonError, msg, gen)
+	p.shared.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, prev, v1.PodReasonError, msg, gen)
 	changed := prev == nil || prev.Reason != v1.PodReasonError || prev.Message != msg
-	p.mu.Unlock()
+	p.shared.mu.Unlock()
 	if changed {
 		p.event("", v1.EventTypeWarning, EventResizeError, ResizeMessage("Pod resize error", p.pod, gen, msg))
 	}
@@ -433,18 +433,18 @@ func (p *Pod) resizeProgress() {
 			}
 		}
 	}
-	p.mu.Lock()
-	prev := p.resizeInProgress
+	p.shared.mu.Lock()
+	prev := p.shared.resizeInProgress
 	switch {
 	case inProgress && prev == nil:
-		p.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, nil, "", "", p.pod.Generation)
+		p.shared.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, nil, "", "", p.pod.Generation)
 	case !inProgress && prev != nil:
-		p.resizeInProgress = nil
+		p.shared.resizeInProgress = nil
 	}
 	if p.finished {
-		p.resizePending = nil
+		p.shared.resizePending = nil
 	}
-	p.mu.Unlock()
+	p.shared.mu.Unlock()
 	if !inProgress && prev != nil && !p.finished && !p.stopping {
 		p.logger().Info("pod resize completed")
 		p.event("", v1.EventTypeNormal, EventResizeCompleted, ResizeMessage("Pod resize completed", p.pod, prev.ObservedGeneration, ""))
@@ -453,13 +453,13 @@ func (p *Pod) resizeProgress() {
 
 // resizeConditions are the resize conditions the status reports.
 func (p *Pod) resizeConditions() []v1.PodCondition {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.shared.mu.Lock()
+	defer p.shared.mu.Unlock()
 	var out []v1.PodCondition
 	if p.finished {
 		return nil
 	}
-	for _, c := range []*v1.PodCondition{p.resizePending, p.resizeInProgress} {
+	for _, c := range []*v1.PodCondition{p.shared.resizePending, p.shared.resizeInProgress} {
 		if c != nil {
 			out = append(out, *c)
 		}
