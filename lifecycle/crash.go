@@ -99,12 +99,12 @@ func (p *Pod) ensureUnlocked(l *log.Entry) {
 	// Real time, not the pod's clock: this waits for other goroutines.
 	wall := clock.RealClock{}
 	deadline := wall.Now().Add(time.Second)
-	for !p.mu.TryLock() {
+	for !p.shared.mu.TryLock() {
 		if wall.Now().After(deadline) {
 			l.Fatal("a panic left the pod's state locked; exiting")
 			return // only when a test replaced logrus's exit
 		}
 		wall.Sleep(10 * time.Millisecond)
 	}
-	p.mu.Unlock()
+	p.shared.mu.Unlock()
 }

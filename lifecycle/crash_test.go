@@ -133,7 +133,7 @@ func TestEnsureUnlockedExitsOnAbandonedLock(t *testing.T) {
 	if exited != 0 {
 		t.Fatal("exited with the lock free")
 	}
-	w.mu.Lock()
+	w.shared.mu.Lock()
 	w.ensureUnlocked(log.NewEntry(std))
 	if exited != 1 {
 		t.Fatal("no exit with the lock abandoned")

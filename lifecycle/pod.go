@@ -2,8 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -43,6 +41,9 @@ type Config struct {
 	// VolumeMounts, if set, are a container's status.volumeMounts (with
 	// each read-only mount's recursiveReadOnly as the node resolves it).
 	VolumeMounts func(pod *v1.Pod, c *v1.Container) []v1.VolumeMountStatus
+	// Allocator admits the pod's in-place resizes and records what it
+	// admitted (resize.go); nil records nothing and admits no resize.
+	Allocator Allocator
 	// Tracer, if set, traces each sync (the kubelet's syncPod and
 	// syncTerminatingPod spans); nil traces nothing.
 	Tracer trace.Tracer
@@ -80,41 +81,72 @@ type container struct {
 	actualFor string
 }
 
-// Pod runs one pod: it owns that pod's state in a single goroutine; other
-// goroutines only leave updates in its mailbox.
+// Pod runs one pod in a single goroutine (Run). Its fields are of three
+// kinds, and where a field is declared says which: those set by NewPod and
+// never changed, which anyone reads; sharedState, which other goroutines
+// (the provider, the runtime's exit events, probe workers) touch only under
+// its mu; and workerState, the worker goroutine's alone (and of the
+// goroutines it waits for, each given one container: stopAll), which
+// nothing else reads, so it needs no lock.
 type Pod struct {
 	cfg   Config
 	clock clock.WithTickerAndDelayedExecution
-
-	mu          sync.Mutex
-	latest      *v1.Pod
-	exits       []ContainerInfo
-	status      *v1.Pod
-	wake        chan struct{}
-	done        chan struct{}
-	terminating bool
+	// wake is poked when the mailbox has something; done is closed when
+	// the worker finished a deleted pod, stopped when a Stop is done.
+	wake, done, stopped chan struct{}
 	// resumed is set for a pod already being deleted when its worker was
 	// created (hostlet restarted mid-termination): it only finishes that
 	// termination, with the grace period left.
 	resumed bool
-	// syncCancel interrupts the sync in progress (a pull, a hook, a start)
-	// when the pod's deletion arrives.
-	syncCancel context.CancelFunc
-	stopReq    *StopRequest
-	stopped    chan struct{}
-	// probeResults and startedIDs are written by probe workers.
+	// idle is called (by tests) each time the worker waits for its next
+	// event, with its timer's channel.
+	idle func(timer <-chan time.Time)
+
+	shared sharedState
+	workerState
+}
+
+// sharedState is what other goroutines hand the worker (its mailbox, which
+// the worker drains at each turn) and what the worker publishes for them.
+// Guarded by mu, held for moments only (never across a runtime call).
+type sharedState struct {
+	mu sync.Mutex
+
+	// The mailbox: the newest API object and whether it is being deleted
+	// (Update), the runtime's exits (Exited), the node's stop (Stop), the
+	// probe workers' verdicts and which instances passed their startup
+	// probe.
+	latest       *v1.Pod
+	terminating  bool
+	exits        []ContainerInfo
+	stopReq      *StopRequest
 	probeResults []probeResult
 	startedIDs   map[string]bool
-	// alloc and the resize conditions are the node's admission of the
-	// pod's resources (resize.go).
+	// syncCancel interrupts the sync in progress (a pull, a hook, a start)
+	// when the pod's deletion arrives (set by the worker, called by Update).
+	syncCancel context.CancelFunc
+
+	// status is the pod with the status the worker last published (Status).
+	status *v1.Pod
+
+	// The pod's in-place resize (resize.go), decided by DecideResize on the
+	// node's goroutine and actuated by the worker: alloc is what the node
+	// admitted, the resize conditions what the status reports, resources
+	// the containers' resources of the newest object the node handed on
+	// (whose change is a resize: ResizeRequested).
 	alloc                           Allocation
 	resizePending, resizeInProgress *v1.PodCondition
+	resources                       []v1.ResourceRequirements
+}
 
-	// Owned by the worker goroutine.
+// workerState is the worker goroutine's own: the pod as it runs and the
+// record of each of its containers. Nothing else reads it.
+type workerState struct {
 	ctx      context.Context
 	stopping bool
 	// pod is the spec as it runs (desired, with the allocated resources);
-	// desired is the object as the API has it.
+	// desired is the object as the API has it. Both are taken from the
+	// mailbox at each turn (drain).
 	pod, desired *v1.Pod
 	containers   map[string]*container
 	podIPs       []string
@@ -133,9 +165,6 @@ type Pod struct {
 	// podCgroupShrink: a resize's pod-level decrease is still to be made
 	// (its containers are resized already; resize.go).
 	podCgroupShrink bool
-	// idle is called (by tests) each time the worker waits for its next
-	// event, with its timer's channel.
-	idle func(timer <-chan time.Time)
 }
 
 // StopRequest asks the node to end a pod without deleting it: its
@@ -154,39 +183,42 @@ func NewPod(pod *v1.Pod, cfg Config) *Pod {
 		clk = clock.RealClock{}
 	}
 	return &Pod{
-		cfg:         cfg,
-		clock:       clk,
-		latest:      pod,
-		terminating: deleting,
-		resumed:     deleting,
-		wake:        make(chan struct{}, 1),
-		done:        make(chan struct{}),
-		stopped:     make(chan struct{}),
-		startedIDs:  map[string]bool{},
-		containers:  map[string]*container{},
+		cfg:     cfg,
+		clock:   clk,
+		resumed: deleting,
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+		shared: sharedState{
+			latest:      pod,
+			terminating: deleting,
+			startedIDs:  map[string]bool{},
+			resources:   containerResources(pod),
+		},
+		workerState: workerState{containers: map[string]*container{}},
 	}
 }
 
 // Update hands the worker the newest pod object (spec, metadata, deletion).
 // A deletion interrupts whatever the worker is doing.
 func (p *Pod) Update(pod *v1.Pod) {
-	p.mu.Lock()
-	p.latest = pod
+	p.shared.mu.Lock()
+	p.shared.latest = pod
 	if pod.DeletionTimestamp != nil {
-		p.terminating = true
-		if p.syncCancel != nil {
-			p.syncCancel()
+		p.shared.terminating = true
+		if p.shared.syncCancel != nil {
+			p.shared.syncCancel()
 		}
 	}
-	p.mu.Unlock()
+	p.shared.mu.Unlock()
 	p.poke()
 }
 
 // Exited reports a container exit heard from the runtime.
 func (p *Pod) Exited(info ContainerInfo) {
-	p.mu.Lock()
-	p.exits = append(p.exits, info)
-	p.mu.Unlock()
+	p.shared.mu.Lock()
+	p.shared.exits = append(p.shared.exits, info)
+	p.shared.mu.Unlock()
 	p.poke()
 }
 
@@ -195,11 +227,11 @@ func (p *Pod) Exited(info ContainerInfo) {
 // it held on the host is released (as the kubelet's eviction manager waits
 // for an evicted pod's resources to be reclaimed).
 func (p *Pod) Stop(req StopRequest) <-chan struct{} {
-	p.mu.Lock()
-	if p.stopReq == nil {
-		p.stopReq = &req
+	p.shared.mu.Lock()
+	if p.shared.stopReq == nil {
+		p.shared.stopReq = &req
 	}
-	p.mu.Unlock()
+	p.shared.mu.Unlock()
 	p.poke()
 	return p.stopped
 }
@@ -207,17 +239,17 @@ func (p *Pod) Stop(req StopRequest) <-chan struct{} {
 // Status returns the pod with its latest computed status, or nil before the
 // first sync.
 func (p *Pod) Status() *v1.Pod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.status
+	p.shared.mu.Lock()
+	defer p.shared.mu.Unlock()
+	return p.shared.status
 }
 
 // Object returns the newest pod object the worker was given (spec and
 // metadata; its status is the API's, not the computed one).
 func (p *Pod) Object() *v1.Pod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.latest
+	p.shared.mu.Lock()
+	defer p.shared.mu.Unlock()
+	return p.shared.latest
 }
 
 // Done is closed when the worker has finished a deleted pod.
@@ -235,13 +267,12 @@ func (p *Pod) logger() *log.Entry {
 }
 
 // Run is the worker loop; it returns when ctx ends or the pod is gone.
+// Each turn takes the mailbox, syncs, reports, and waits for the next
+// event or the time the sync asked for.
 func (p *Pod) Run(ctx context.Context) {
 	p.ctx = ctx
 	defer p.stopProbes()
-	p.mu.Lock()
-	p.desired = p.latest
-	p.pod, _ = p.alloc.Apply(p.latest)
-	p.mu.Unlock()
+	p.desired, p.pod = p.shared.spec()
 	p.adopt(ctx)
 	timer := p.clock.NewTimer(0)
 	defer timer.Stop()
@@ -252,31 +283,8 @@ func (p *Pod) Run(ctx context.Context) {
 			return
 		}
 		next := p.syncOnce(ctx)
-		p.resizeProgress()
-		p.publish()
-		if p.finished && !p.released {
-			p.released = true
-			if p.cfg.Released != nil {
-				p.cfg.Released(p.Status())
-			}
-		}
-		if p.failure != nil && !p.stopDone {
-			p.stopDone = true
-			close(p.stopped)
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C():
-			default:
-			}
-		}
-		if !next.IsZero() {
-			if d := next.Sub(p.clock.Now()); d > 0 {
-				timer.Reset(d)
-			} else {
-				p.poke()
-			}
-		}
+		p.report()
+		p.rearm(timer, next)
 		if p.idle != nil {
 			p.idle(timer.C())
 		}
@@ -289,50 +297,107 @@ func (p *Pod) Run(ctx context.Context) {
 	}
 }
 
+// report publishes what the sync changed: the resize's progress, the
+// status, and once the pod ended its release (Released) and the end of a
+// Stop.
+func (p *Pod) report() {
+	p.resizeProgress()
+	p.publish()
+	if p.finished && !p.released {
+		p.released = true
+		if p.cfg.Released != nil {
+			p.cfg.Released(p.Status())
+		}
+	}
+	if p.failure != nil && !p.stopDone {
+		p.stopDone = true
+		close(p.stopped)
+	}
+}
+
+// rearm sets timer to fire at next (a next passed pokes the worker at
+// once; zero leaves it stopped).
+func (p *Pod) rearm(timer clock.Timer, next time.Time) {
+	if !timer.Stop() {
+		select {
+		case <-timer.C():
+		default:
+		}
+	}
+	if !next.IsZero() {
+		if d := next.Sub(p.clock.Now()); d > 0 {
+			timer.Reset(d)
+		} else {
+			p.poke()
+		}
+	}
+}
+
 // syncOnce runs one sync under a context the pod's deletion cancels.
 func (p *Pod) syncOnce(ctx context.Context) time.Time {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p.mu.Lock()
-	if p.terminating {
-		p.mu.Unlock()
+	p.shared.mu.Lock()
+	if p.shared.terminating {
+		p.shared.mu.Unlock()
 		return time.Time{}
 	}
-	p.syncCancel = cancel
-	p.mu.Unlock()
+	p.shared.syncCancel = cancel
+	p.shared.mu.Unlock()
 	defer func() {
-		p.mu.Lock()
-		p.syncCancel = nil
-		p.mu.Unlock()
+		p.shared.mu.Lock()
+		p.shared.syncCancel = nil
+		p.shared.mu.Unlock()
 	}()
 	sctx, span := p.startSpan(sctx, "syncPod")
 	defer span.End()
 	return p.sync(sctx)
 }
 
+// mail is what the worker takes out of its mailbox at one turn.
+type mail struct {
+	// desired is the newest object; pod, the same as it runs: with what
+	// the node allocated, not a resize it has not admitted.
+	desired, pod *v1.Pod
+	exits        []ContainerInfo
+	results      []probeResult
+	stop         *StopRequest
+	terminating  bool
+}
+
+// spec is the newest object, and the same as the pod runs it: with what
+// the node allocated, not a resize it has not admitted.
+func (s *sharedState) spec() (desired, pod *v1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pod, _ = s.alloc.Apply(s.latest)
+	return s.latest, pod
+}
+
+// take empties the mailbox of what is consumed once (exits, probe
+// verdicts) and reads the rest.
+func (s *sharedState) take() mail {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := mail{desired: s.latest, exits: s.exits, results: s.probeResults, stop: s.stopReq, terminating: s.terminating}
+	m.pod, _ = s.alloc.Apply(s.latest)
+	s.exits, s.probeResults = nil, nil
+	return m
+}
+
 // drain applies the mailbox; it returns false once termination is requested.
 func (p *Pod) drain() bool {
-	p.mu.Lock()
-	// The pod runs with what the node allocated, not a resize it has not
-	// admitted.
-	p.desired = p.latest
-	p.pod, _ = p.alloc.Apply(p.latest)
-	exits := p.exits
-	p.exits = nil
-	terminating := p.terminating
-	stop := p.stopReq
-	results := p.probeResults
-	p.probeResults = nil
-	p.mu.Unlock()
-	for _, r := range results {
+	m := p.shared.take()
+	p.desired, p.pod = m.desired, m.pod
+	for _, r := range m.results {
 		p.applyProbe(r)
 	}
-	if stop != nil && p.failure == nil {
-		p.stopAll(context.Background(), stop.Grace)
-		p.failure = stop
+	if m.stop != nil && p.failure == nil {
+		p.stopAll(context.Background(), m.stop.Grace)
+		p.failure = m.stop
 		p.finished = true
 	}
-	for _, e := range exits {
+	for _, e := range m.exits {
 		if c := p.containers[e.Name]; c != nil && c.cur.ID == e.ID {
 			if !c.cur.Exited && e.Exited {
 				p.logger().WithFields(log.Fields{"container": e.Name, "exitCode": e.ExitCode, "reason": e.Reason}).Info("container exited")
@@ -344,7 +409,7 @@ func (p *Pod) drain() bool {
 			}
 		}
 	}
-	return !terminating
+	return !m.terminating
 }
 
 // adopt rebuilds state from what the runtime still has of this pod (after a
@@ -379,10 +444,7 @@ func (p *Pod) adopt(ctx context.Context) {
 			}
 		}
 	}
-	p.mu.Lock()
-	resumed := p.resumed
-	p.mu.Unlock()
-	if resumed {
+	if p.resumed {
 		// Only its termination is left: nothing is set up again and no
 		// probe runs, so readiness never comes back.
 		p.sandboxOK = p.cfg.Runtime.SandboxReady(p.pod)
@@ -441,274 +503,34 @@ func (p *Pod) isTerminalPhase() bool {
 	return Terminal(p.pod.Status.Phase)
 }
 
-// sync moves the pod one step toward its spec and returns when it wants to
-// run again (zero: only on an event).
-func (p *Pod) sync(ctx context.Context) time.Time {
-	if p.finished {
-		return time.Time{}
-	}
-	now := p.clock.Now()
-	if p.startTime.IsZero() {
-		p.startTime = metav1.NewTime(now)
-	}
-	var deadline time.Time
-	if d := p.pod.Spec.ActiveDeadlineSeconds; d != nil {
-		deadline = p.startTime.Add(time.Duration(*d) * time.Second)
-		if !now.Before(deadline) {
-			p.exceedDeadline(ctx)
-			return time.Time{}
-		}
-	}
-	if !p.sandboxOK || !p.cfg.Runtime.SandboxReady(p.pod) {
-		if p.sandboxOK {
-			// The sandbox was lost: everything starts over in a new one, init
-			// containers included, as the kubelet does.
-			p.logger().Warn("pod sandbox lost; recreating")
-			p.initialized, p.sandboxOK = false, false
-			p.rerunInit()
-		}
-		if p.mainDone() || p.initFailed() {
-			// Nothing of the pod is to run again (its containers exited
-			// before a restart of hostlet): it gets no new sandbox and no
-			// volumes, as the kubelet's computePodActions, and ends as it is.
-			p.finish(ctx)
-			return time.Time{}
-		}
-		if now.Before(p.sandboxRetry) {
-			return p.sandboxRetry
-		}
-		ips, err := p.cfg.Runtime.PrepareSandbox(ctx, p.pod)
-		if err != nil && ctx.Err() != nil {
-			// Interrupted by the pod's deletion.
-			return time.Time{}
-		}
-		if err != nil {
-			reason, msg := "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error()
-			var f *Failure
-			if errors.As(err, &f) {
-				reason, msg = f.Reason, f.Message
-			}
-			p.event("", v1.EventTypeWarning, reason, msg)
-			p.sandboxDelay = sandboxRetry.next(p.sandboxDelay)
-			if reason == NetworkNotReady {
-				p.sandboxDelay = sandboxRetry.initial
-			}
-			p.sandboxRetry = now.Add(p.sandboxDelay)
-			return p.sandboxRetry
-		}
-		p.podIPs, p.sandboxOK, p.sandboxDelay = ips, true, 0
-		p.logger().WithField("ips", ips).Info("pod sandbox ready")
-	}
-
-	p.probeKills(ctx)
-
-	var wakeAt time.Time
-	soonest := func(t time.Time) {
-		if !t.IsZero() && (wakeAt.IsZero() || t.Before(wakeAt)) {
-			wakeAt = t
-		}
-	}
-	soonest(deadline)
-	soonest(p.resize(ctx))
-	soonest(p.startEphemeral(ctx))
-	spec := &p.pod.Spec
-	if !p.initialized {
-		for i := range spec.InitContainers {
-			c := &spec.InitContainers[i]
-			rec := p.record(c.Name)
-			if IsSidecar(c) {
-				if !rec.cur.Running {
-					soonest(p.ensureRunning(ctx, c, rec))
-				}
-				if !rec.cur.Running || !rec.started {
-					// The next container waits for this one to be up and
-					// through its startup probe, as with the kubelet.
-					return wakeAt
-				}
-				continue
-			}
-			switch {
-			case rec.cur.Running:
-				return wakeAt
-			case rec.rerun:
-				soonest(p.ensureRunning(ctx, c, rec))
-				return wakeAt
-			case rec.cur.Exited && rec.cur.ExitCode == 0:
-				continue
-			case rec.cur.Exited && !ShouldRestart(c, spec, rec.cur.ExitCode):
-				p.finish(ctx)
-				return time.Time{}
-			default:
-				soonest(p.ensureRunning(ctx, c, rec))
-				return wakeAt
-			}
-		}
-		p.initialized = true
-	} else {
-		// After initialization only sidecars are kept running.
-		for i := range spec.InitContainers {
-			c := &spec.InitContainers[i]
-			if rec := p.record(c.Name); IsSidecar(c) && !rec.cur.Running && !p.mainDone() {
-				soonest(p.ensureRunning(ctx, c, rec))
-			}
-		}
-	}
-	for i := range spec.Containers {
-		c := &spec.Containers[i]
-		rec := p.record(c.Name)
-		if rec.cur.Running || (rec.cur.Exited && !ShouldRestart(c, spec, rec.cur.ExitCode)) {
-			continue
-		}
-		soonest(p.ensureRunning(ctx, c, rec))
-	}
-	if p.mainDone() {
-		p.finish(ctx)
-		return time.Time{}
-	}
-	return wakeAt
-}
-
-// mainDone reports that every main container exited for good.
-func (p *Pod) mainDone() bool {
-	spec := &p.pod.Spec
-	for i := range spec.Containers {
-		c := &spec.Containers[i]
-		rec := p.containers[c.Name]
-		if rec == nil || !rec.cur.Exited || ShouldRestart(c, spec, rec.cur.ExitCode) {
-			return false
-		}
-	}
-	return true
-}
-
-// initFailed reports that an init container failed for good, which ends
-// the pod.
-func (p *Pod) initFailed() bool {
-	spec := &p.pod.Spec
-	for i := range spec.InitContainers {
-		c := &spec.InitContainers[i]
-		rec := p.containers[c.Name]
-		if !IsSidecar(c) && rec != nil && !rec.rerun && rec.cur.Exited && rec.cur.ExitCode != 0 && !ShouldRestart(c, spec, rec.cur.ExitCode) {
-			return true
-		}
-	}
-	return false
-}
-
-// ensureRunning starts or restarts a container unless it must wait (back-off
-// or a retry); it returns when to come back.
-func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container) time.Time {
-	now := p.clock.Now()
-	if rec.cur.Exited && rec.retryAt.IsZero() {
-		// A fresh exit: the back-off decides when the restart may happen.
-		var at time.Time
-		var delay time.Duration
-		if rec.probeKilled {
-			at, delay = p.cfg.Backoff.afterProbeKill(&rec.bo, rec.prev, rec.cur, now)
-		} else {
-			at, delay = p.cfg.Backoff.next(&rec.bo, rec.cur.StartedAt, rec.cur.FinishedAt)
-		}
-		rec.retryAt, rec.retryDelay = at, delay
-		p.logger().WithFields(log.Fields{"container": c.Name, "exitCode": rec.cur.ExitCode, "backoff": delay}).Info("container will be restarted")
-		if err := p.cfg.Runtime.RecordBackoff(ctx, rec.cur.ID, delay, rec.bo.delay); err != nil {
-			p.logger().WithError(err).Debug("recording back-off")
-		}
-	}
-	if now.Before(rec.retryAt) {
-		if rec.cur.Exited {
-			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
-				rec.retryDelay, c.Name, p.pod.Name, p.pod.Namespace, p.pod.UID)
-			if rec.waiting == nil || rec.waiting.Reason != "CrashLoopBackOff" {
-				p.event(c.Name, v1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, p.pod.Name, p.pod.Namespace, p.pod.UID))
-			}
-			rec.waiting = &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: msg}
-		} else if rec.waiting != nil && rec.waiting.Reason == "ErrImagePull" {
-			img := c.Image
-			if rec.pullImage != "" {
-				img = rec.pullImage
-			}
-			p.event(c.Name, v1.EventTypeNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", img))
-			rec.waiting = &v1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: fmt.Sprintf("Back-off pulling image %q: %s", img, rec.waiting.Message)}
-		}
-		return rec.retryAt
-	}
-	attempt := 0
-	if rec.cur.ID != "" {
-		attempt = rec.cur.Attempt + 1
-	}
-	info, err := p.cfg.Runtime.StartContainer(ctx, p.pod, c, attempt)
-	if err != nil && ctx.Err() != nil {
-		// Interrupted by the pod's deletion: the termination stops and
-		// removes whatever was made.
-		return time.Time{}
-	}
-	var failure *Failure
-	if err != nil && !errors.As(err, &failure) {
-		failure = &Failure{Reason: "RunContainerError", Message: err.Error()}
-	}
-	if failure != nil && failure.Info == nil {
-		// Nothing was created: the container waits with the reason and the
-		// start is retried (image pulls with their own back-off).
-		p.event(c.Name, v1.EventTypeWarning, "Failed", "Error: "+failure.eventText())
-		rec.waiting = &v1.ContainerStateWaiting{Reason: failure.Reason, Message: failure.Message}
-		rec.pullImage = failure.Image
-		rec.failures++
-		rec.retryDelay = p.cfg.Backoff.startRetry(failure.Reason).next(rec.retryDelay)
-		rec.retryAt = now.Add(rec.retryDelay)
-		return rec.retryAt
-	}
-	if failure != nil {
-		info = *failure.Info
-		p.event(c.Name, v1.EventTypeWarning, "Failed", "Error: "+failure.Message)
-	}
-	if rec.cur.ID != "" {
-		prev := rec.cur
-		if rec.prev != nil && rec.prev.ID != "" {
-			// One dead instance per container is kept, as the kubelet's GC does.
-			if err := p.cfg.Runtime.RemoveContainer(ctx, rec.prev.ID); err != nil {
-				p.logger().WithError(err).Warn("removing old container")
-			}
-		}
-		rec.prev = &prev
-	}
-	rec.cur, rec.waiting, rec.retryAt, rec.failures, rec.probeKilled, rec.rerun = info, nil, time.Time{}, 0, false, false
-	rec.actual, rec.actualFor = c.Resources.DeepCopy(), info.ID
-	if failure != nil {
-		p.logger().WithFields(log.Fields{"container": c.Name, "attempt": attempt, "reason": failure.Reason, "message": failure.Message}).Info("container failed to start")
-	} else {
-		p.logger().WithFields(log.Fields{"container": c.Name, "attempt": attempt}).Info("container started")
-	}
-	if failure == nil {
-		rec.retryDelay = 0
-		if p.postStart(ctx, c, rec) && rec.cur.Running {
-			p.startProbes(c, rec)
-		}
-	}
-	return time.Time{}
-}
-
 // publish computes the status and hands it on when it changed.
 func (p *Pod) publish() {
 	st := p.computeStatus()
-	p.mu.Lock()
-	prev := p.status
+	p.shared.mu.Lock()
+	prev := p.shared.status
 	if prev != nil && equality.Semantic.DeepEqual(prev.Status, st) {
-		p.mu.Unlock()
+		p.shared.mu.Unlock()
 		return
 	}
 	// The pod as the API has it, with its status: a resize not admitted
 	// yet is not shown as undone.
 	out := p.desired.DeepCopy()
 	out.Status = st
-	p.status = out
-	p.mu.Unlock()
+	p.shared.status = out
+	p.shared.mu.Unlock()
 	if p.cfg.Publish != nil {
 		p.cfg.Publish(out)
 	}
 }
 
 func (p *Pod) event(container, eventType, reason, msg string) {
+	p.recordEvent(p.pod, container, eventType, reason, msg)
+}
+
+// recordEvent emits an event about pod (the worker's spec, or from another
+// goroutine its newest object), or one of its containers.
+func (p *Pod) recordEvent(pod *v1.Pod, container, eventType, reason, msg string) {
 	if p.cfg.Recorder != nil {
-		p.cfg.Recorder.Event(p.pod, container, eventType, reason, msg)
+		p.cfg.Recorder.Event(pod, container, eventType, reason, msg)
 	}
 }

@@ -54,14 +54,14 @@ func (p *Pod) startProbes(c *v1.Container, rec *container) {
 		}
 	}
 	started := func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.startedIDs[id]
+		p.shared.mu.Lock()
+		defer p.shared.mu.Unlock()
+		return p.shared.startedIDs[id]
 	}
 	if rec.started {
-		p.mu.Lock()
-		p.startedIDs[id] = true
-		p.mu.Unlock()
+		p.shared.mu.Lock()
+		p.shared.startedIDs[id] = true
+		p.shared.mu.Unlock()
 	}
 	// Closed when the startup probe succeeds: the others probe at once.
 	startedNow := make(chan struct{})
@@ -84,13 +84,13 @@ func (p *Pod) startProbes(c *v1.Container, rec *container) {
 			Metric:   probes.MetricLabels{Namespace: pod.Namespace, Pod: pod.Name, PodUID: string(pod.UID), Container: name},
 			Panicked: p.probePanicked(PodLogger(pod).WithField("container", name), event),
 			Set: func(kind probes.Kind, ok bool) {
-				p.mu.Lock()
+				p.shared.mu.Lock()
 				if kind == probes.Startup && ok {
-					p.startedIDs[id] = true
+					p.shared.startedIDs[id] = true
 					close(startedNow)
 				}
-				p.probeResults = append(p.probeResults, probeResult{name: name, id: id, kind: kind, ok: ok})
-				p.mu.Unlock()
+				p.shared.probeResults = append(p.shared.probeResults, probeResult{name: name, id: id, kind: kind, ok: ok})
+				p.shared.mu.Unlock()
 				p.poke()
 			},
 			Event: func(kind probes.Kind, r probes.Result, out string) {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
+	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // Events of an in-place resize, as the kubelet names them.
@@ -99,69 +102,182 @@ func ResizeMessage(prefix string, pod *v1.Pod, generation int64, errMsg string) 
 // SetAllocation gives a new worker the allocation its pod was admitted
 // with.
 func (p *Pod) SetAllocation(a Allocation) {
-	p.mu.Lock()
-	p.alloc = a
-	p.mu.Unlock()
+	p.shared.mu.Lock()
+	p.shared.alloc = a
+	p.shared.mu.Unlock()
+}
+
+// Admitted gives a new worker the allocation its pod was admitted with and
+// records it with the node; it reports whether the spec asks for more than
+// it (a resize while hostlet was down), a resize for the node to decide.
+func (p *Pod) Admitted(a Allocation) (pending bool) {
+	p.SetAllocation(a)
+	pod := p.Object()
+	if p.cfg.Allocator != nil {
+		if err := p.cfg.Allocator.SaveAllocation(pod.UID, a); err != nil {
+			PodLogger(pod).WithError(err).Warn("recording the pod's allocated resources")
+		}
+	}
+	_, pending = a.Apply(pod)
+	return pending && pod.DeletionTimestamp == nil
 }
 
 // Allocation is what the node admitted for the pod's containers.
 func (p *Pod) Allocation() Allocation {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.alloc
+	p.shared.mu.Lock()
+	defer p.shared.mu.Unlock()
+	return p.shared.alloc
 }
 
 // Allocated is the pod as it runs, for the node's accounting: its latest
 // status (the object before the first), with the allocated resources.
 func (p *Pod) Allocated() *v1.Pod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pod := p.status
+	p.shared.mu.Lock()
+	defer p.shared.mu.Unlock()
+	pod := p.shared.status
 	if pod == nil {
-		pod = p.latest
+		pod = p.shared.latest
 	}
-	out, _ := p.alloc.Apply(pod)
+	out, _ := p.shared.alloc.Apply(pod)
 	return out
 }
 
-// Allocate records a resize the node admitted at generation: it is no
+// ResizeRequested handles a pod update (after Update): a change of its
+// containers' resources is a resize, which it reports for the node to
+// decide (DecideResize); one reverted before it was admitted clears its
+// pending condition.
+func (p *Pod) ResizeRequested(pod *v1.Pod) bool {
+	res := containerResources(pod)
+	p.shared.mu.Lock()
+	seen := p.shared.resources
+	p.shared.resources = res
+	p.shared.mu.Unlock()
+	if pod.DeletionTimestamp != nil || equality.Semantic.DeepEqual(seen, res) {
+		return false
+	}
+	if _, pending := p.Allocation().Apply(pod); !pending {
+		p.setResizePending("", "", pod.Generation)
+		return false
+	}
+	return true
+}
+
+// containerResources are the resources of every container of the pod
+// (init ones first), whose change is a resize.
+func containerResources(pod *v1.Pod) []v1.ResourceRequirements {
+	var out []v1.ResourceRequirements
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		out = append(out, c.Resources)
+	}
+	return out
+}
+
+// DecideResize is the kubelet's handlePodResourcesResize: the resize of the
+// newest object is admitted (allocated, recorded, in progress) or left
+// pending, Infeasible or Deferred, with the kubelet's events. It reports
+// whether the node should ask again (Deferred). The node serializes the
+// decisions with its admissions: two never count the same room.
+func (p *Pod) DecideResize() (deferred bool) {
+	pod := p.Object()
+	if pod.DeletionTimestamp != nil || p.cfg.Allocator == nil {
+		return false
+	}
+	l := PodLogger(pod)
+	if _, pending := p.Allocation().Apply(pod); !pending {
+		p.setResizePending("", "", pod.Generation)
+		return false
+	}
+	reason, msg, ok := p.cfg.Allocator.AdmitResize(pod)
+	if !ok {
+		if p.setResizePending(reason, msg, pod.Generation) {
+			l.WithFields(log.Fields{"reason": reason, "message": msg}).Info("pod resize pending")
+			ev := EventResizeDeferred
+			if reason == v1.PodReasonInfeasible {
+				ev = EventResizeInfeasible
+			}
+			p.recordEvent(pod, "", v1.EventTypeWarning, ev, ResizeMessage("Pod resize "+reason, pod, pod.Generation, msg))
+		}
+		return reason == v1.PodReasonDeferred
+	}
+	a := AllocationOf(pod)
+	if err := p.cfg.Allocator.SaveAllocation(pod.UID, a); err != nil {
+		// Not admitted until it is on record: retried as a deferred one.
+		l.WithError(err).Warn("recording the pod's allocated resources")
+		return true
+	}
+	p.allocate(a, pod.Generation)
+	l.Info("pod resize admitted")
+	p.recordEvent(pod, "", v1.EventTypeNormal, EventResizeStarted, ResizeMessage("Pod resize started", pod, pod.Generation, ""))
+	return false
+}
+
+// OrderResizes sorts pending resizes in the kubelet's order: those not
+// asking for more first, then by priority, then Guaranteed pods.
+func OrderResizes(pods []*Pod) {
+	slices.SortStableFunc(pods, func(a, b *Pod) int { return a.resizeRank() - b.resizeRank() })
+}
+
+// resizeRank orders pending resizes (lower first).
+func (p *Pod) resizeRank() int {
+	pod := p.Object()
+	rank := 0
+	if increasesRequests(p.Allocation(), pod) {
+		rank = 1 << 40
+	}
+	if pod.Spec.Priority != nil {
+		rank -= int(*pod.Spec.Priority) * 2
+	}
+	if pod.Status.QOSClass != v1.PodQOSGuaranteed {
+		rank++
+	}
+	return rank
+}
+
+func increasesRequests(a Allocation, pod *v1.Pod) bool {
+	allocated, _ := a.Apply(pod)
+	opts := resourcehelper.PodResourcesOptions{}
+	was, want := resourcehelper.PodRequests(allocated, opts), resourcehelper.PodRequests(pod, opts)
+	return want.Memory().Cmp(*was.Memory()) > 0 || want.Cpu().Cmp(*was.Cpu()) > 0
+}
+
+// allocate records a resize the node admitted at generation: it is no
 // longer pending, and in progress until every running container runs
 // with it (the kubelet's allocation manager starts it over at each one).
-func (p *Pod) Allocate(a Allocation, generation int64) {
-	p.mu.Lock()
-	p.alloc = a
-	p.resizePending = nil
-	p.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, nil, "", "", generation)
-	p.mu.Unlock()
+func (p *Pod) allocate(a Allocation, generation int64) {
+	p.shared.mu.Lock()
+	p.shared.alloc = a
+	p.shared.resizePending = nil
+	p.shared.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, nil, "", "", generation)
+	p.shared.mu.Unlock()
 	p.poke()
 }
 
-// SetResizePending sets the PodResizePending condition (reason Infeasible
+// setResizePending sets the PodResizePending condition (reason Infeasible
 // or Deferred), or clears it with an empty reason. It reports whether the
 // reason or generation changed, when the kubelet emits its event.
-func (p *Pod) SetResizePending(reason, message string, generation int64) bool {
-	p.mu.Lock()
-	prev := p.resizePending
+func (p *Pod) setResizePending(reason, message string, generation int64) bool {
+	p.shared.mu.Lock()
+	prev := p.shared.resizePending
 	if reason == "" {
-		p.resizePending = nil
+		p.shared.resizePending = nil
 	} else {
-		p.resizePending = p.resizeCondition(v1.PodResizePending, prev, reason, message, generation)
+		p.shared.resizePending = p.resizeCondition(v1.PodResizePending, prev, reason, message, generation)
 	}
-	changed := (prev == nil) != (p.resizePending == nil) ||
+	changed := (prev == nil) != (p.shared.resizePending == nil) ||
 		(prev != nil && (prev.Reason != reason || prev.ObservedGeneration != generation))
-	p.mu.Unlock()
+	p.shared.mu.Unlock()
 	p.poke()
 	return changed
 }
 
 // ResizePending is the reason of the pending resize ("" when none).
 func (p *Pod) ResizePending() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.resizePending == nil {
+	p.shared.mu.Lock()
+	defer p.shared.mu.Unlock()
+	if p.shared.resizePending == nil {
 		return ""
 	}
-	return p.resizePending.Reason
+	return p.shared.resizePending.Reason
 }
 
 // resizeCondition is a resize condition as the kubelet's status manager
@@ -287,15 +403,15 @@ func (p *Pod) resize(ctx context.Context) time.Time {
 // resizeFailed marks the resize in progress with the Error reason; the
 // event is emitted when the condition changes, as the kubelet does.
 func (p *Pod) resizeFailed(msg string) {
-	p.mu.Lock()
-	prev := p.resizeInProgress
+	p.shared.mu.Lock()
+	prev := p.shared.resizeInProgress
 	gen := p.pod.Generation
 	if prev != nil {
 		gen = prev.ObservedGeneration
 	}
-	p.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, prev, v1.PodReasonError, msg, gen)
+	p.shared.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, prev, v1.PodReasonError, msg, gen)
 	changed := prev == nil || prev.Reason != v1.PodReasonError || prev.Message != msg
-	p.mu.Unlock()
+	p.shared.mu.Unlock()
 	if changed {
 		p.event("", v1.EventTypeWarning, EventResizeError, ResizeMessage("Pod resize error", p.pod, gen, msg))
 	}
@@ -317,18 +433,18 @@ func (p *Pod) resizeProgress() {
 			}
 		}
 	}
-	p.mu.Lock()
-	prev := p.resizeInProgress
+	p.shared.mu.Lock()
+	prev := p.shared.resizeInProgress
 	switch {
 	case inProgress && prev == nil:
-		p.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, nil, "", "", p.pod.Generation)
+		p.shared.resizeInProgress = p.resizeCondition(v1.PodResizeInProgress, nil, "", "", p.pod.Generation)
 	case !inProgress && prev != nil:
-		p.resizeInProgress = nil
+		p.shared.resizeInProgress = nil
 	}
 	if p.finished {
-		p.resizePending = nil
+		p.shared.resizePending = nil
 	}
-	p.mu.Unlock()
+	p.shared.mu.Unlock()
 	if !inProgress && prev != nil && !p.finished && !p.stopping {
 		p.logger().Info("pod resize completed")
 		p.event("", v1.EventTypeNormal, EventResizeCompleted, ResizeMessage("Pod resize completed", p.pod, prev.ObservedGeneration, ""))
@@ -337,13 +453,13 @@ func (p *Pod) resizeProgress() {
 
 // resizeConditions are the resize conditions the status reports.
 func (p *Pod) resizeConditions() []v1.PodCondition {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.shared.mu.Lock()
+	defer p.shared.mu.Unlock()
 	var out []v1.PodCondition
 	if p.finished {
 		return nil
 	}
-	for _, c := range []*v1.PodCondition{p.resizePending, p.resizeInProgress} {
+	for _, c := range []*v1.PodCondition{p.shared.resizePending, p.shared.resizeInProgress} {
 		if c != nil {
 			out = append(out, *c)
 		}

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func resources(cpuReq, cpuLim, memReq, memLim string) v1.ResourceRequirements {
@@ -50,7 +51,7 @@ func (s *scenario) condition(t v1.PodConditionType) *v1.PodCondition {
 // admit is the node admitting the resize of pod.
 func (s *scenario) admit(pod *v1.Pod) {
 	s.w.Update(pod)
-	s.w.Allocate(AllocationOf(pod), pod.Generation)
+	s.w.allocate(AllocationOf(pod), pod.Generation)
 	s.settle()
 }
 
@@ -92,7 +93,7 @@ func TestResizeNotAdmitted(t *testing.T) {
 	s.w.SetAllocation(AllocationOf(pod))
 	s.settle()
 	s.w.Update(resized(pod, 0, resources("1", "2", "64Mi", "128Mi")))
-	s.w.SetResizePending(v1.PodReasonDeferred, "Node didn't have enough resource: cpu", 2)
+	s.w.setResizePending(v1.PodReasonDeferred, "Node didn't have enough resource: cpu", 2)
 	s.settle()
 	if got := s.calls("resize"); len(got) != 0 {
 		t.Fatalf("resized before admission: %q", got)
@@ -104,7 +105,7 @@ func TestResizeNotAdmitted(t *testing.T) {
 	if c == nil || c.Reason != v1.PodReasonDeferred || c.ObservedGeneration != 2 {
 		t.Fatalf("PodResizePending %+v", c)
 	}
-	s.w.SetResizePending("", "", 2)
+	s.w.setResizePending("", "", 2)
 	s.settle()
 	if c := s.condition(v1.PodResizePending); c != nil {
 		t.Fatalf("PodResizePending not cleared: %+v", c)
@@ -284,5 +285,98 @@ func TestResizePodCgroupError(t *testing.T) {
 	}
 	if c := s.condition(v1.PodResizeInProgress); c != nil {
 		t.Fatalf("resize still in progress: %+v", c)
+	}
+}
+
+// fakeAllocator answers resizes as told and keeps what it admitted.
+type fakeAllocator struct {
+	reason, msg string
+	asked       int
+	saved       Allocation
+}
+
+func (a *fakeAllocator) AdmitResize(*v1.Pod) (string, string, bool) {
+	a.asked++
+	return a.reason, a.msg, a.reason == ""
+}
+
+func (a *fakeAllocator) SaveAllocation(_ types.UID, alloc Allocation) error {
+	a.saved = alloc
+	return nil
+}
+
+type eventList []string
+
+func (e *eventList) Event(_ *v1.Pod, _, _, reason, _ string) { *e = append(*e, reason) }
+
+// The worker decides its pod's resize with the node's answer: Deferred
+// (one event, asked again), then admitted (recorded, in progress, one
+// ResizeStarted); Infeasible is not asked again; a resize reverted before
+// its admission is no longer pending.
+func TestDecideResize(t *testing.T) {
+	pod := resizablePod(resources("100m", "200m", "64Mi", "128Mi"))
+	node, events := &fakeAllocator{reason: v1.PodReasonDeferred, msg: "Node didn't have enough resource: cpu"}, &eventList{}
+	w := NewPod(pod, Config{Allocator: node, Recorder: events})
+	if w.Admitted(AllocationOf(pod)) || node.saved == nil {
+		t.Fatalf("a pod admitted as its spec asks has a pending resize, or its allocation is not recorded")
+	}
+	want := resized(pod, 0, resources("1", "1", "64Mi", "128Mi"))
+	w.Update(want)
+	if !w.ResizeRequested(want) {
+		t.Fatal("a change of resources is not a resize to decide")
+	}
+	if !w.DecideResize() || !w.DecideResize() || w.ResizePending() != v1.PodReasonDeferred {
+		t.Fatalf("deferred resize not asked again, pending %q", w.ResizePending())
+	}
+	if !slices.Equal(*events, []string{EventResizeDeferred}) {
+		t.Fatalf("events %q", *events)
+	}
+	node.reason = ""
+	if w.DecideResize() || w.ResizePending() != "" || !sameResources(node.saved["a"], want.Spec.Containers[0].Resources) {
+		t.Fatalf("admitted resize: pending %q, recorded %v", w.ResizePending(), node.saved)
+	}
+	if !slices.Equal(*events, []string{EventResizeDeferred, EventResizeStarted}) {
+		t.Fatalf("events %q", *events)
+	}
+	if w.ResizeRequested(want) {
+		t.Fatal("the same resources again are a new resize")
+	}
+
+	node.reason = v1.PodReasonInfeasible
+	huge := resized(want, 0, resources("100", "100", "64Mi", "128Mi"))
+	w.Update(huge)
+	if !w.ResizeRequested(huge) || w.DecideResize() || w.ResizePending() != v1.PodReasonInfeasible {
+		t.Fatalf("infeasible resize asked again, or pending %q", w.ResizePending())
+	}
+	w.Update(want)
+	if w.ResizeRequested(want) || w.ResizePending() != "" {
+		t.Fatalf("reverted resize still pending %q", w.ResizePending())
+	}
+}
+
+// Pending resizes are decided in the kubelet's order: those not asking for
+// more first, then the higher priority, then Guaranteed pods.
+func TestOrderResizes(t *testing.T) {
+	worker := func(name string, cpu string, priority int32, qos v1.PodQOSClass) *Pod {
+		pod := resizablePod(resources("500m", "1", "64Mi", "128Mi"))
+		pod.Name, pod.Spec.Priority, pod.Status.QOSClass = name, &priority, qos
+		w := NewPod(pod, Config{})
+		w.SetAllocation(AllocationOf(pod))
+		w.Update(resized(pod, 0, resources(cpu, "1", "64Mi", "128Mi")))
+		return w
+	}
+	pods := []*Pod{
+		worker("grow-low", "2", 0, v1.PodQOSBurstable),
+		worker("grow-high", "2", 10, v1.PodQOSBurstable),
+		worker("grow-high-guaranteed", "2", 10, v1.PodQOSGuaranteed),
+		worker("shrink", "100m", 0, v1.PodQOSBurstable),
+	}
+	OrderResizes(pods)
+	var got []string
+	for _, w := range pods {
+		got = append(got, w.Object().Name)
+	}
+	if want := []string{"shrink", "grow-high-guaranteed", "grow-high", "grow-low"}; !slices.Equal(got, want) {
+		t.Fatalf("order %q, want %q", got, want)
 	}
 }

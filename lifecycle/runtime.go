@@ -10,6 +10,7 @@ import (
 
 	"github.com/hostlet/hostlet/probes"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ContainerInfo is what the runtime knows of one container instance.
@@ -110,4 +111,18 @@ type Prober interface {
 // containers when container is not empty.
 type Recorder interface {
 	Event(pod *v1.Pod, container, eventType, reason, message string)
+}
+
+// Allocator is the node's side of a pod's in-place resize (the provider's,
+// over node.AdmitResize and the allocation records): the worker decides the
+// resize and keeps its conditions, and asks the node only whether it has
+// room and to keep what it admitted.
+type Allocator interface {
+	// AdmitResize reports whether the node can give pod the resources its
+	// spec now asks for beside the other pods it runs: reason Infeasible
+	// (never) or Deferred (not now), with the kubelet's message, when not.
+	AdmitResize(pod *v1.Pod) (reason, msg string, ok bool)
+	// SaveAllocation records what the node admitted for the pod's
+	// containers, across restarts of hostlet.
+	SaveAllocation(uid types.UID, a Allocation) error
 }

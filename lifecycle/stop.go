@@ -30,10 +30,7 @@ func (p *Pod) terminate(ctx context.Context) {
 	if g := p.pod.DeletionGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second
 	}
-	p.mu.Lock()
-	resumed := p.resumed
-	p.mu.Unlock()
-	if resumed && p.pod.DeletionTimestamp != nil {
+	if p.resumed && p.pod.DeletionTimestamp != nil {
 		// The deletion began before this worker: only what is left of its
 		// grace period remains (the deletion timestamp is when it ends).
 		if left := p.pod.DeletionTimestamp.Sub(p.clock.Now()); left < grace {

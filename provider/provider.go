@@ -102,8 +102,8 @@ type Statuses interface {
 // Node admits pods (node.Node).
 type Node interface {
 	Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok bool)
-	// AdmitResize decides a running pod's resize (reason Infeasible or
-	// Deferred when it does not fit).
+	// AdmitResize is whether a running pod's resize fits (reason
+	// Infeasible or Deferred when not), for its worker's decision.
 	AdmitResize(pod *v1.Pod, others []*v1.Pod) (reason, msg string, ok bool)
 	// PodsToPreempt chooses the running pods a critical pod may preempt
 	// to fit (an error if none would do).
@@ -188,7 +188,9 @@ func (p *Provider) SyncPod(ctx context.Context, pod *v1.Pod) (err error) {
 	}
 	p.host.PodUpdated(e.worker.Status(), pod)
 	e.worker.Update(pod)
-	p.resizeRequested(e, pod)
+	if e.worker.ResizeRequested(pod) {
+		p.resizeRequested(pod.UID)
+	}
 	return nil
 }
 

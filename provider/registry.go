@@ -19,9 +19,6 @@ type podEntry struct {
 	// Running (kubelet_pod_start_duration_seconds).
 	seen    time.Time
 	running bool
-	// resources are the containers' resources of the newest object,
-	// whose change is a resize (resize.go). Guarded by the provider's mu.
-	resources []v1.ResourceRequirements
 }
 
 // goneTTL is how long the UID of a finished pod is remembered, so late
@@ -117,6 +114,7 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		Terminated: p.terminated,
 		Released:   p.released,
 		Prober:     p.prober,
+		Allocator:  allocator{p, pod.UID},
 	}
 	if p.cfg.TracerProvider != nil {
 		cfg.Tracer = p.cfg.TracerProvider.Tracer(instrumentationScope)
@@ -127,9 +125,10 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		}
 	}
 	w := lifecycle.NewPod(pod, cfg)
-	p.allocated(w, pod, alloc)
-	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel, seen: time.Now(), running: pod.Status.Phase == v1.PodRunning,
-		resources: containerResources(pod)}
+	if w.Admitted(alloc) {
+		p.pushResize(pod.UID)
+	}
+	p.pods[pod.UID] = &podEntry{worker: w, cancel: cancel, seen: time.Now(), running: pod.Status.Phase == v1.PodRunning}
 	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
 	return admission{started: w, ctx: wctx}
 }

@@ -6,13 +6,17 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/lifecycle"
-	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
 )
+
+// An in-place resize is decided by the pod's worker
+// (lifecycle.Pod.DecideResize), which keeps its conditions and events; the
+// provider only says when: it queues the pods whose resize waits, asks
+// them in the kubelet's order under mu (as admissions are: two resizes
+// never count the same room), and answers their questions to the node
+// (allocator).
 
 // resizeRetryPeriod is how often pending resizes are tried again when
 // nothing else (a pod leaving, another resize) gave them a chance, as the
@@ -28,47 +32,34 @@ func (p *Provider) allocation(pod *v1.Pod) lifecycle.Allocation {
 	return lifecycle.AllocationOf(pod)
 }
 
-// allocated records an admitted pod's allocation with its worker and on
-// disk; a spec asking for more than it (a resize while hostlet was down)
-// is a pending resize. Called with mu.
-func (p *Provider) allocated(w *lifecycle.Pod, pod *v1.Pod, a lifecycle.Allocation) {
-	w.SetAllocation(a)
-	if err := p.host.SaveAllocation(pod.UID, a); err != nil {
-		lifecycle.PodLogger(pod).WithError(err).Warn("recording the pod's allocated resources")
-	}
-	if _, pending := a.Apply(pod); pending && pod.DeletionTimestamp == nil {
-		p.pushResize(pod.UID)
-	}
+// allocator is the node's side of one pod's resize (lifecycle.Allocator).
+type allocator struct {
+	p   *Provider
+	uid types.UID
 }
 
-// resizeRequested handles a pod update: a change of its containers' resources
-// is a resize, admitted now or queued; one reverted before it was admitted
-// clears its pending condition.
-func (p *Provider) resizeRequested(e *podEntry, pod *v1.Pod) {
-	res := containerResources(pod)
-	p.mu.Lock()
-	seen := e.resources
-	e.resources = res
-	p.mu.Unlock()
-	if pod.DeletionTimestamp != nil || equality.Semantic.DeepEqual(seen, res) {
-		return
+// AdmitResize asks the node, beside the other pods it runs at their
+// allocated resources. Called with mu (DecideResize runs in retryResizes).
+func (a allocator) AdmitResize(pod *v1.Pod) (string, string, bool) {
+	var others []*v1.Pod
+	for _, o := range a.p.admittedPods() {
+		if o.UID != a.uid {
+			others = append(others, o)
+		}
 	}
-	if _, pending := e.worker.Allocation().Apply(pod); !pending {
-		e.worker.SetResizePending("", "", pod.Generation)
-		return
-	}
+	return a.p.node.AdmitResize(pod, others)
+}
+
+func (a allocator) SaveAllocation(uid types.UID, alloc lifecycle.Allocation) error {
+	return a.p.host.SaveAllocation(uid, alloc)
+}
+
+// resizeRequested queues the resize of a pod and tries the pending ones.
+func (p *Provider) resizeRequested(uid types.UID) {
 	p.mu.Lock()
-	p.pushResize(pod.UID)
+	p.pushResize(uid)
 	p.mu.Unlock()
 	p.retryResizes()
-}
-
-func containerResources(pod *v1.Pod) []v1.ResourceRequirements {
-	var out []v1.ResourceRequirements
-	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		out = append(out, c.Resources)
-	}
-	return out
 }
 
 // pushResize queues a pod's resize. Called with mu.
@@ -78,95 +69,27 @@ func (p *Provider) pushResize(uid types.UID) {
 	}
 }
 
-// retryResizes tries every pending resize, in the kubelet's order: those
-// not asking for more first, then by priority, then Guaranteed pods.
-// Under mu, as admissions are: two resizes never count the same room.
+// retryResizes has every pending resize decided, in the kubelet's order;
+// the deferred ones stay queued.
 func (p *Provider) retryResizes() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.resizes) == 0 || !p.allPodsKnown() {
 		return
 	}
-	var queue []*podEntry
+	var queue []*lifecycle.Pod
 	for _, uid := range p.resizes {
 		if e := p.pods[uid]; e != nil {
-			queue = append(queue, e)
+			queue = append(queue, e.worker)
 		}
 	}
-	slices.SortStableFunc(queue, func(a, b *podEntry) int { return resizeRank(a) - resizeRank(b) })
+	lifecycle.OrderResizes(queue)
 	p.resizes = nil
-	for _, e := range queue {
-		if p.handleResize(e) {
-			p.resizes = append(p.resizes, e.worker.Object().UID)
+	for _, w := range queue {
+		if w.DecideResize() {
+			p.resizes = append(p.resizes, w.Object().UID)
 		}
 	}
-}
-
-// resizeRank orders pending resizes (lower first).
-func resizeRank(e *podEntry) int {
-	pod := e.worker.Object()
-	rank := 0
-	if increasesRequests(e.worker.Allocation(), pod) {
-		rank = 1 << 40
-	}
-	if pod.Spec.Priority != nil {
-		rank -= int(*pod.Spec.Priority) * 2
-	}
-	if pod.Status.QOSClass != v1.PodQOSGuaranteed {
-		rank++
-	}
-	return rank
-}
-
-func increasesRequests(a lifecycle.Allocation, pod *v1.Pod) bool {
-	allocated, _ := a.Apply(pod)
-	opts := resourcehelper.PodResourcesOptions{}
-	was, want := resourcehelper.PodRequests(allocated, opts), resourcehelper.PodRequests(pod, opts)
-	return want.Memory().Cmp(*was.Memory()) > 0 || want.Cpu().Cmp(*was.Cpu()) > 0
-}
-
-// handleResize is the kubelet's handlePodResourcesResize: the resize is
-// admitted (allocated, recorded, in progress) or left pending, Infeasible
-// or Deferred, with the kubelet's events. It reports whether the resize
-// stays queued (Deferred). Called with mu.
-func (p *Provider) handleResize(e *podEntry) bool {
-	pod := e.worker.Object()
-	if pod.DeletionTimestamp != nil {
-		return false
-	}
-	l := lifecycle.PodLogger(pod)
-	if _, pending := e.worker.Allocation().Apply(pod); !pending {
-		e.worker.SetResizePending("", "", pod.Generation)
-		return false
-	}
-	var others []*v1.Pod
-	for _, o := range p.admittedPods() {
-		if o.UID != pod.UID {
-			others = append(others, o)
-		}
-	}
-	reason, msg, ok := p.node.AdmitResize(pod, others)
-	if !ok {
-		if e.worker.SetResizePending(reason, msg, pod.Generation) {
-			l.WithFields(log.Fields{"reason": reason, "message": msg}).Info("pod resize pending")
-			ev := lifecycle.EventResizeDeferred
-			if reason == v1.PodReasonInfeasible {
-				ev = lifecycle.EventResizeInfeasible
-			}
-			p.events.Event(pod, "", v1.EventTypeWarning, ev, lifecycle.ResizeMessage("Pod resize "+reason, pod, pod.Generation, msg))
-		}
-		return reason == v1.PodReasonDeferred
-	}
-	a := lifecycle.AllocationOf(pod)
-	if err := p.host.SaveAllocation(pod.UID, a); err != nil {
-		// Not admitted until it is on record: retried as a deferred one.
-		l.WithError(err).Warn("recording the pod's allocated resources")
-		return true
-	}
-	e.worker.Allocate(a, pod.Generation)
-	l.Info("pod resize admitted")
-	p.events.Event(pod, "", v1.EventTypeNormal, lifecycle.EventResizeStarted, lifecycle.ResizeMessage("Pod resize started", pod, pod.Generation, ""))
-	return false
 }
 
 // allPodsKnown reports that every pod of the node the API has (not

@@ -95,13 +95,19 @@ func TestResizeAdmission(t *testing.T) {
 	_ = api.Add(pod)
 	p.register(pod)
 	e := p.pods[pod.UID]
+	e.worker = lifecycle.NewPod(pod, lifecycle.Config{Recorder: ev, Allocator: allocator{p, pod.UID}})
 	e.worker.SetAllocation(lifecycle.AllocationOf(pod))
-	e.resources = containerResources(pod)
+	// As SyncPod hands an update on.
+	update := func(pod *v1.Pod) {
+		e.worker.Update(pod)
+		if e.worker.ResizeRequested(pod) {
+			p.resizeRequested(pod.UID)
+		}
+	}
 
 	want := withCPU(pod, "2")
 	want.Generation = 2
-	e.worker.Update(want)
-	p.resizeRequested(e, want)
+	update(want)
 	if got := e.worker.ResizePending(); got != v1.PodReasonDeferred {
 		t.Fatalf("pending %q, want Deferred", got)
 	}
@@ -133,14 +139,12 @@ func TestResizeAdmission(t *testing.T) {
 	node.reason, node.msg = v1.PodReasonInfeasible, "Node didn't have enough capacity: cpu"
 	huge := withCPU(want, "100")
 	huge.Generation = 3
-	e.worker.Update(huge)
-	p.resizeRequested(e, huge)
+	update(huge)
 	if got := ev.take(); !slices.Equal(got, []string{lifecycle.EventResizeInfeasible}) || len(p.resizes) != 0 {
 		t.Fatalf("events %q, queue %v", got, p.resizes)
 	}
 	// Reverted: no longer pending.
-	e.worker.Update(want)
-	p.resizeRequested(e, want)
+	update(want)
 	if got := e.worker.ResizePending(); got != "" {
 		t.Fatalf("pending %q after the revert", got)
 	}
