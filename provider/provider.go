@@ -108,6 +108,9 @@ type Node interface {
 	// PodsToPreempt chooses the running pods a critical pod may preempt
 	// to fit (an error if none would do).
 	PodsToPreempt(pod *v1.Pod, running []*v1.Pod) ([]*v1.Pod, error)
+	// MissingFeaturesForUpdate names the declared node features an
+	// update of a pod needs that the node lacks ("" when none).
+	MissingFeaturesForUpdate(old, pod *v1.Pod) string
 }
 
 // Provider runs the node's pods (podsync.Pods).
@@ -186,7 +189,13 @@ func (p *Provider) SyncPod(ctx context.Context, pod *v1.Pod) (err error) {
 		p.createPod(ctx, pod.DeepCopy())
 		return nil
 	}
-	p.host.PodUpdated(e.worker.Status(), pod)
+	old := e.worker.Status()
+	if missing := p.node.MissingFeaturesForUpdate(old, pod); missing != "" {
+		// As the kubelet: a warning; the update goes on.
+		lifecycle.PodLogger(pod).WithField("missingFeatures", missing).Error("pod requires node features that are not available")
+		p.events.Event(pod, "", v1.EventTypeWarning, "FailedNodeDeclaredFeaturesCheck", "Pod requires node features that are not available: "+missing)
+	}
+	p.host.PodUpdated(old, pod)
 	e.worker.Update(pod)
 	if e.worker.ResizeRequested(pod) {
 		p.resizeRequested(pod.UID)

@@ -23,6 +23,8 @@ func (n *resizeNode) Admit(*v1.Pod, []*v1.Pod) (string, string, bool) { return "
 func (n *resizeNode) PodsToPreempt(*v1.Pod, []*v1.Pod) ([]*v1.Pod, error) {
 	return nil, errors.New("nothing to preempt")
 }
+
+func (n *resizeNode) MissingFeaturesForUpdate(*v1.Pod, *v1.Pod) string { return "" }
 func (n *resizeNode) AdmitResize(*v1.Pod, []*v1.Pod) (string, string, bool) {
 	n.asked++
 	return n.reason, n.msg, n.reason == ""

@@ -79,6 +79,12 @@ func (d *DeclaredFeatures) admit(pod *v1.Pod) (string, string, bool) {
 	return "", "", true
 }
 
+// MissingFeaturesForUpdate is MissingForUpdate of the node's declared
+// features (none without the gate).
+func (n *Node) MissingFeaturesForUpdate(old, pod *v1.Pod) string {
+	return n.cfg.DeclaredFeatures.MissingForUpdate(old, pod)
+}
+
 // MissingForUpdate names the features an update of a running pod needs
 // that the node lacks ("" when none): the kubelet only warns of it (event
 // FailedNodeDeclaredFeaturesCheck) and goes on with the update.
