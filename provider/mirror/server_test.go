@@ -44,8 +44,13 @@ func put(t *testing.T, cs content.Store, mediaType string, data []byte) ocispec.
 // peerServer serves the mirror of cs over TLS as a node's kubelet API.
 func peerServer(t *testing.T, p *testPKI, name string, h http.Handler) *httptest.Server {
 	t.Helper()
+	return newTLSServer(t, p.serverTLS(p.issue(t, "system:node:"+name, []string{"system:nodes"}, true)), h)
+}
+
+func newTLSServer(t *testing.T, cfg *tls.Config, h http.Handler) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(h)
-	srv.TLS = p.serverTLS(p.issue(t, "system:node:"+name, []string{"system:nodes"}, true))
+	srv.TLS = cfg
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv
