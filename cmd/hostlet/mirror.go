@@ -7,11 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/hostlet/hostlet/provider/mirror"
+	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // newMirror makes the registry mirror's client side (--registry-mirror):
@@ -46,6 +50,18 @@ func newMirror(o *options, client kubernetes.Interface, clientTLS *tls.Config, n
 		slim := &v1.Node{ObjectMeta: n.ObjectMeta, Status: v1.NodeStatus{Addresses: n.Status.Addresses, DaemonEndpoints: n.Status.DaemonEndpoints}}
 		slim.ManagedFields, slim.Annotations, slim.Labels = nil, nil, nil
 		return slim, nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	// The Node authorizer lets a node read only its own Node: without a
+	// grant (the chart's rbac.registryMirror) the list is forbidden, which
+	// is said once, plainly, rather than only in the reflector's retries.
+	var warned atomic.Bool
+	if err := nodes.Informer().SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		if apierrors.IsForbidden(err) && !warned.Swap(true) {
+			log.WithError(err).Warn("registry mirror: this node may not list the Nodes, so it finds no peers and pulls from the registry; grant nodes list and watch to the group system:nodes (the chart's rbac.registryMirror)")
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
 	}); err != nil {
 		return nil, nil, err
 	}
