@@ -6,6 +6,7 @@
 package mirror
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -100,8 +101,32 @@ func Handler(store Store) http.Handler {
 		w.Header().Set("Docker-Content-Digest", dgst.String())
 		w.Header().Set("Etag", `"`+dgst.String()+`"`)
 		// Ranges and HEAD as a registry answers them.
-		http.ServeContent(w, r, "", time.Time{}, body)
+		http.ServeContent(w, r, "", time.Time{}, newBuffered(body))
 	})
+}
+
+// readBuffer is how much of a blob one read from the store asks for:
+// containerd's content store is read over gRPC, a call per read, and
+// ServeContent reads 32 KiB at a time.
+const readBuffer = 1 << 20
+
+// buffered is a ReadSeeker over the store whose reads are readBuffer
+// large.
+type buffered struct {
+	s  *io.SectionReader
+	br *bufio.Reader
+}
+
+func newBuffered(s *io.SectionReader) *buffered {
+	return &buffered{s: s, br: bufio.NewReaderSize(s, readBuffer)}
+}
+
+func (b *buffered) Read(p []byte) (int, error) { return b.br.Read(p) }
+
+func (b *buffered) Seek(off int64, whence int) (int64, error) {
+	n, err := b.s.Seek(off, whence)
+	b.br.Reset(b.s)
+	return n, err
 }
 
 // nodeOf is the node a request's verified client certificate names.
