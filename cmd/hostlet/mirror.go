@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hostlet/hostlet/provider/mirror"
+	"github.com/prometheus/client_golang/prometheus"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,4 +68,12 @@ func newMirror(o *options, client kubernetes.Interface, clientTLS *tls.Config, n
 	}
 	m = mirror.New(mirror.Config{Peers: mirror.NodePeers{Nodes: nodes.Lister(), Self: name}, TLS: tlsCfg})
 	return m, func(ctx context.Context) { factory.Start(ctx.Done()) }, nil
+}
+
+// mirrorMetrics are the mirror's collectors, none without it.
+func mirrorMetrics(m *mirror.Mirror) []prometheus.Collector {
+	if m == nil {
+		return nil
+	}
+	return m.Metrics()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/distribution/reference"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/prometheus/client_golang/prometheus"
 	log "github.com/sirupsen/logrus"
 	"k8s.io/utils/clock"
 )
@@ -67,6 +68,11 @@ type Mirror struct {
 
 	mu   sync.Mutex
 	down map[string]time.Time // peer name -> until
+
+	// fetched counts the bytes of the pulls' content by where it came
+	// from; skipped the peers left out after a failure.
+	fetched *prometheus.CounterVec
+	skipped prometheus.Counter
 }
 
 // New makes the mirror's client side.
@@ -102,7 +108,21 @@ func New(cfg Config) *Mirror {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Mirror{peers: cfg.Peers, client: &http.Client{Transport: rt}, clock: clk, down: map[string]time.Time{}}
+	return &Mirror{peers: cfg.Peers, client: &http.Client{Transport: rt}, clock: clk, down: map[string]time.Time{},
+		fetched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hostlet_registry_mirror_fetched_bytes_total",
+			Help: "Bytes of content pulled by digest, by source: peer (another node's mirror) or registry.",
+		}, []string{"source"}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hostlet_registry_mirror_peer_failures_total",
+			Help: "Peers skipped after a failure (down, refusing, not a node, or serving content that did not match its digest).",
+		}),
+	}
+}
+
+// Metrics are the mirror's collectors, for the kubelet API's /metrics.
+func (m *Mirror) Metrics() []prometheus.Collector {
+	return []prometheus.Collector{m.fetched, m.skipped}
 }
 
 // Fetcher wraps the registry's fetcher for ref (runtime.PeerFetcher):
@@ -133,12 +153,39 @@ var errMiss = errors.New("not on the peer")
 func (f *fetcher) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
 	peer, err := f.m.fromPeers(ctx, f.name, desc, f.store)
 	if err == nil {
+		f.m.fetched.WithLabelValues("peer").Add(float64(desc.Size))
 		return nil, fmt.Errorf("%s from peer %s: %w", desc.Digest, peer, errdefs.ErrAlreadyExists)
 	}
 	if errdefs.IsAlreadyExists(err) {
 		return nil, err
 	}
-	return f.registry.Fetch(ctx, desc)
+	rc, err := f.registry.Fetch(ctx, desc)
+	if err != nil {
+		return nil, err
+	}
+	counted := countingReader{rc, f.m.fetched.WithLabelValues("registry")}
+	if s, ok := rc.(io.Seeker); ok {
+		// containerd resumes an interrupted ingest by seeking.
+		return countingSeeker{counted, s}, nil
+	}
+	return counted, nil
+}
+
+type countingSeeker struct {
+	countingReader
+	io.Seeker
+}
+
+// countingReader counts what is read through it.
+type countingReader struct {
+	io.ReadCloser
+	c prometheus.Counter
+}
+
+func (r countingReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	r.c.Add(float64(n))
+	return n, err
 }
 
 // fromPeers tries the peers in the blob's order; the name of the peer that
@@ -167,6 +214,7 @@ func (m *Mirror) fromPeers(ctx context.Context, name string, desc ocispec.Descri
 		default:
 			log.WithError(err).WithFields(log.Fields{"peer": p.Name, "digest": desc.Digest}).Warn("registry mirror: peer skipped")
 			m.setDown(p.Name)
+			m.skipped.Inc()
 		}
 	}
 	return "", errMiss

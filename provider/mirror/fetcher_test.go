@@ -18,6 +18,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -135,7 +136,7 @@ func (f *fixture) sizes() map[string]int {
 
 // pull fetches the image's blobs as containerd's pull does (its fetch
 // handler, into the local store) through the mirror's fetcher.
-func (f *fixture) pull(t *testing.T, peers Peers) {
+func (f *fixture) pull(t *testing.T, peers Peers) *Mirror {
 	t.Helper()
 	cert := f.p.issue(t, "system:node:self", []string{"system:nodes"}, false)
 	m := New(Config{Peers: peers, TLS: f.p.clientTLS(&cert), Clock: f.clk})
@@ -157,12 +158,29 @@ func (f *fixture) pull(t *testing.T, peers Peers) {
 	if st, err := f.local.ListStatuses(context.Background(), `ref~="^hostlet-mirror-"`); err != nil || len(st) != 0 {
 		t.Errorf("ingests of the mirror left: %+v %v", st, err)
 	}
+	return m
+}
+
+func (f *fixture) size() float64 {
+	var n int64
+	for _, d := range f.blobs {
+		n += d.Size
+	}
+	return float64(n)
+}
+
+// fetched are the mirror's bytes by source.
+func fetched(m *Mirror) (peer, registry float64) {
+	return testutil.ToFloat64(m.fetched.WithLabelValues("peer")), testutil.ToFloat64(m.fetched.WithLabelValues("registry"))
 }
 
 func TestFetchFromPeer(t *testing.T) {
 	f := newFixture(t)
 	good, goodC := f.peerWith(t, "good")
-	f.pull(t, staticPeers{good})
+	m := f.pull(t, staticPeers{good})
+	if peer, reg := fetched(m); peer != f.size() || reg != 0 {
+		t.Errorf("fetched bytes: %v from peers, %v from the registry; want %v, 0", peer, reg, f.size())
+	}
 	if n := f.reg.count(); n != 0 {
 		t.Errorf("registry asked %d times, want none: %v", n, f.reg.asked)
 	}
@@ -178,7 +196,10 @@ func TestFetchSkipsCorruptAndDownPeers(t *testing.T) {
 	good, _ := f.peerWith(t, "good")
 	bad, badC := f.peer(t, "bad", corrupt(f.sizes()))
 	down := Peer{Name: "down", Addr: downAddr(t)}
-	f.pull(t, staticPeers{bad, down, good})
+	m := f.pull(t, staticPeers{bad, down, good})
+	if got := testutil.ToFloat64(m.skipped); got < 1 {
+		t.Errorf("peers skipped: %v, want the down one at least", got)
+	}
 	if n := f.reg.count(); n != 0 {
 		t.Errorf("registry asked %d times, want none: %v", n, f.reg.asked)
 	}
@@ -194,7 +215,10 @@ func TestFetchFallsBackToRegistry(t *testing.T) {
 	f := newFixture(t)
 	bad, badC := f.peer(t, "bad", corrupt(f.sizes()))
 	down := Peer{Name: "down", Addr: downAddr(t)}
-	f.pull(t, staticPeers{bad, down})
+	m0 := f.pull(t, staticPeers{bad, down})
+	if peer, reg := fetched(m0); peer != 0 || reg != f.size() {
+		t.Errorf("fetched bytes: %v from peers, %v from the registry; want 0, %v", peer, reg, f.size())
+	}
 	if n := f.reg.count(); n != 3 {
 		t.Errorf("registry asked %d times, want 3", n)
 	}

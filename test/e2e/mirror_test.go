@@ -222,6 +222,17 @@ func TestRegistryMirror(t *testing.T) {
 		t.Errorf("the second node's pull asked the registry for content: %v", all[len(fromRegistry):])
 	}
 	t.Logf("second node: %d corrupt answers in all", badServed.Load())
+	// The nodes count where their content came from.
+	_, metricsToken := kubeletIdentity(t, ns, "metrics", "get")
+	for node, want := range map[string]string{"hostlet-mirror-a": "registry", "hostlet-mirror-b": "peer"} {
+		fams := scrapeAt(t, nodes[node].Port(), "/metrics", metricsToken)
+		for _, source := range []string{"peer", "registry"} {
+			v, _ := sample(fams, "hostlet_registry_mirror_fetched_bytes_total", map[string]string{"source": source})
+			if (source == want) != (v > 0) {
+				t.Errorf("%s: hostlet_registry_mirror_fetched_bytes_total{source=%s} = %v", node, source, v)
+			}
+		}
+	}
 
 	t.Run("served by digest, to nodes only", func(t *testing.T) {
 		a := nodes["hostlet-mirror-a"]
