@@ -66,8 +66,16 @@ func newMirror(o *options, client kubernetes.Interface, clientTLS *tls.Config, n
 	}); err != nil {
 		return nil, nil, err
 	}
-	m = mirror.New(mirror.Config{Peers: mirror.NodePeers{Nodes: nodes.Lister(), Self: name}, TLS: tlsCfg})
-	return m, func(ctx context.Context) { factory.Start(ctx.Done()) }, nil
+	synced := make(chan struct{})
+	m = mirror.New(mirror.Config{Peers: mirror.NodePeers{Nodes: nodes.Lister(), Self: name}, TLS: tlsCfg, Synced: synced})
+	return m, func(ctx context.Context) {
+		factory.Start(ctx.Done())
+		go func() {
+			if cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced) {
+				close(synced)
+			}
+		}()
+	}, nil
 }
 
 // mirrorMetrics are the mirror's collectors, none without it.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/containerd/v2/core/content"
@@ -43,8 +44,12 @@ type Config struct {
 	// TLS is the node's client side: its client certificate (the one it
 	// talks to the API server with) and the cluster CA as the roots a
 	// peer's serving certificate is verified against.
-	TLS   *tls.Config
-	Clock clock.PassiveClock
+	TLS *tls.Config
+	// Synced, if set, is closed once Peers has listed the Nodes: a pull
+	// before then (a static pod's, on a node just started) waits for it,
+	// up to syncWait, once.
+	Synced <-chan struct{}
+	Clock  clock.Clock
 	// Transport, if set, replaces the one built from TLS (tests).
 	Transport http.RoundTripper
 }
@@ -58,13 +63,17 @@ const (
 	// a corrupt blob) is left out: it costs a pull one attempt per period,
 	// not one per blob.
 	peerBackoff = time.Minute
+	// syncWait is how long the first pull waits for the Nodes' list.
+	syncWait = 10 * time.Second
 )
 
 // Mirror is the client side: the fetchers that ask peers first.
 type Mirror struct {
 	peers  Peers
 	client *http.Client
-	clock  clock.PassiveClock
+	clock  clock.Clock
+	synced <-chan struct{}
+	gaveUp atomic.Bool
 
 	mu   sync.Mutex
 	down map[string]time.Time // peer name -> until
@@ -108,7 +117,7 @@ func New(cfg Config) *Mirror {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Mirror{peers: cfg.Peers, client: &http.Client{Transport: rt}, clock: clk, down: map[string]time.Time{},
+	return &Mirror{peers: cfg.Peers, client: &http.Client{Transport: rt}, clock: clk, synced: cfg.Synced, down: map[string]time.Time{},
 		fetched: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hostlet_registry_mirror_fetched_bytes_total",
 			Help: "Bytes of content pulled by digest, by source: peer (another node's mirror) or registry.",
@@ -197,6 +206,7 @@ func (m *Mirror) fromPeers(ctx context.Context, name string, desc ocispec.Descri
 	if _, err := store.Info(ctx, desc.Digest); err == nil {
 		return "", fmt.Errorf("%s: %w", desc.Digest, errdefs.ErrAlreadyExists)
 	}
+	m.waitPeers(ctx)
 	misses := 0
 	for _, p := range m.candidates(desc.Digest.String()) {
 		if misses >= maxMisses {
@@ -218,6 +228,24 @@ func (m *Mirror) fromPeers(ctx context.Context, name string, desc ocispec.Descri
 		}
 	}
 	return "", errMiss
+}
+
+// waitPeers waits for the Nodes' first list, unless a pull gave up on it
+// before: then it is left to come (the Node list may be forbidden).
+func (m *Mirror) waitPeers(ctx context.Context) {
+	if m.synced == nil || m.gaveUp.Load() {
+		return
+	}
+	t := m.clock.NewTimer(syncWait)
+	defer t.Stop()
+	select {
+	case <-m.synced:
+	case <-ctx.Done():
+	case <-t.C():
+		if !m.gaveUp.Swap(true) {
+			log.Warn("registry mirror: the Nodes are not listed yet: pulling from the registry until they are")
+		}
+	}
 }
 
 // fetchFrom copies desc from peer p into the store under an ingest of its

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -287,3 +288,61 @@ func TestFetchRefusesNonNodePeer(t *testing.T) {
 		t.Errorf("non-node peer served %d requests", n)
 	}
 }
+
+// A pull before the Nodes are listed waits for the list; one that waited
+// syncWait in vain goes to the registry, and no later pull waits.
+func TestFetchWaitsForPeers(t *testing.T) {
+	f := newFixture(t)
+	good, _ := f.peerWith(t, "good")
+	cert := f.p.issue(t, "system:node:self", []string{"system:nodes"}, false)
+	var listed atomic.Bool
+	peers := peersFunc(func() []Peer {
+		if listed.Load() {
+			return []Peer{good}
+		}
+		return nil
+	})
+	fetchAsync := func(m *Mirror, cs content.Store, d ocispec.Descriptor) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := remotes.FetchHandler(cs, m.Fetcher("app", f.reg, cs))(context.Background(), d)
+			done <- err
+		}()
+		for !f.clk.HasWaiters() {
+			goruntime.Gosched()
+		}
+		return done
+	}
+
+	synced := make(chan struct{})
+	m := New(Config{Peers: peers, TLS: f.p.clientTLS(&cert), Clock: f.clk, Synced: synced})
+	done := fetchAsync(m, newStore(t), f.blobs[0])
+	listed.Store(true)
+	close(synced)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.reg.count(); n != 0 {
+		t.Errorf("registry asked %d times once the peers were listed, want none", n)
+	}
+
+	listed.Store(false)
+	m = New(Config{Peers: peers, TLS: f.p.clientTLS(&cert), Clock: f.clk, Synced: make(chan struct{})})
+	done = fetchAsync(m, newStore(t), f.blobs[0])
+	f.clk.Step(syncWait)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.reg.count(); n != 1 {
+		t.Errorf("registry asked %d times after the wait, want once", n)
+	}
+	// No wait now: this returns without the clock moving.
+	cs := newStore(t)
+	if _, err := remotes.FetchHandler(cs, m.Fetcher("app", f.reg, cs))(context.Background(), f.blobs[1]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type peersFunc func() []Peer
+
+func (p peersFunc) Peers() []Peer { return p() }
