@@ -38,7 +38,9 @@ func newMirror(o *options, client kubernetes.Interface, clientTLS *tls.Config, n
 		return nil, nil, fmt.Errorf("--registry-mirror: no certificate in %s", o.clientCA)
 	}
 	tlsCfg := clientTLS.Clone()
-	tlsCfg.RootCAs, tlsCfg.ServerName = roots, ""
+	// Peers are verified whatever the kubeconfig says of the API server:
+	// against the cluster CA, by their IP.
+	tlsCfg.RootCAs, tlsCfg.ServerName, tlsCfg.InsecureSkipVerify = roots, "", false
 	factory := informers.NewSharedInformerFactory(client, 0)
 	nodes := factory.Core().V1().Nodes()
 	// Only what makes a peer is kept of each Node: a cluster's Nodes are
