@@ -50,8 +50,6 @@ type Config struct {
 	// up to syncWait, once.
 	Synced <-chan struct{}
 	Clock  clock.Clock
-	// Transport, if set, replaces the one built from TLS (tests).
-	Transport http.RoundTripper
 }
 
 const (
@@ -86,32 +84,29 @@ type Mirror struct {
 
 // New makes the mirror's client side.
 func New(cfg Config) *Mirror {
-	rt := cfg.Transport
-	if rt == nil {
-		tlsCfg := cfg.TLS.Clone()
-		// A peer's serving certificate names its IP (the CA's checks) and
-		// must be a node's, as the approver issues them.
-		tlsCfg.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("peer has no certificate")
-			}
-			subj := cs.PeerCertificates[0].Subject
-			if !strings.HasPrefix(subj.CommonName, "system:node:") || !slices.Contains(subj.Organization, "system:nodes") {
-				return fmt.Errorf("peer's certificate is for %q, not a node", subj.CommonName)
-			}
-			return nil
+	tlsCfg := cfg.TLS.Clone()
+	// A peer's serving certificate names its IP (the CA's checks) and
+	// must be a node's, as the approver issues them.
+	tlsCfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("peer has no certificate")
 		}
-		rt = &http.Transport{
-			TLSClientConfig: tlsCfg,
-			// A peer that does not answer soon is skipped: the registry
-			// is the fallback, not a long wait.
-			DialContext:           (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			TLSHandshakeTimeout:   5 * time.Second,
-			ResponseHeaderTimeout: 10 * time.Second,
-			MaxIdleConnsPerHost:   4,
-			IdleConnTimeout:       90 * time.Second,
-			ForceAttemptHTTP2:     true,
+		subj := cs.PeerCertificates[0].Subject
+		if !strings.HasPrefix(subj.CommonName, "system:node:") || !slices.Contains(subj.Organization, "system:nodes") {
+			return fmt.Errorf("peer's certificate is for %q, not a node", subj.CommonName)
 		}
+		return nil
+	}
+	rt := &http.Transport{
+		TLSClientConfig: tlsCfg,
+		// A peer that does not answer soon is skipped: the registry is
+		// the fallback, not a long wait.
+		DialContext:           (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
 	}
 	clk := cfg.Clock
 	if clk == nil {
