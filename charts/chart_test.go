@@ -164,6 +164,23 @@ data:
 			}
 		}
 	})
+	t.Run("registry mirror peers", func(t *testing.T) {
+		out, err := render()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if strings.Contains(out, "registry-mirror-peers") {
+			t.Errorf("nodes may list Nodes by default")
+		}
+		if out, err = render("--set", "rbac.registryMirror=true"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		for _, want := range []string{"name: r-hostlet:registry-mirror-peers", "verbs: [list, watch]", "name: system:nodes"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("rendered chart lacks %q", want)
+			}
+		}
+	})
 	t.Run("no optional RBAC, no cluster-info", func(t *testing.T) {
 		out, err := render("--set", "rbac.getNodes=false", "--set", "rbac.nodeSelfDelete=false", "--set", "clusterInfo.create=false")
 		if err != nil {

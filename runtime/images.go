@@ -119,7 +119,7 @@ func (r *Runtime) PullImage(ctx context.Context, ref string, creds Credentials) 
 	if r.registries != "" {
 		hostOpts.HostDir = config.HostDirFromRoot(r.registries)
 	}
-	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: config.ConfigureHosts(ctx, hostOpts)})
+	resolver := r.withMirror(docker.NewResolver(docker.ResolverOptions{Hosts: config.ConfigureHosts(ctx, hostOpts)}))
 	img, err := r.client.Pull(ctx, name, containerd.WithResolver(resolver), containerd.WithPullUnpack)
 	if err != nil {
 		return nil, 0, err

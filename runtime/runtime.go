@@ -56,6 +56,9 @@ type Config struct {
 	// client's stats handler), as the kubelet's CRI client does with its
 	// tracing configuration; nil traces nothing.
 	TracerProvider trace.TracerProvider
+	// Mirror, if set, is the node-local registry mirror pulls try first
+	// for content addressed by digest.
+	Mirror PeerFetcher
 }
 
 // Runtime talks to one containerd.
@@ -69,6 +72,7 @@ type Runtime struct {
 	nodeIP     string
 	network    *Network
 	registries string
+	mirror     PeerFetcher
 	// usernsOnce checks once whether pods can have user namespaces.
 	usernsOnce sync.Once
 	usernsErr  error
@@ -143,6 +147,7 @@ func New(cfg Config) (*Runtime, error) {
 		nodeIP:      cfg.NodeIP,
 		network:     net,
 		registries:  cfg.RegistryConfigDir,
+		mirror:      cfg.Mirror,
 		cdi:         &cdiCache{dirs: cdiDirs},
 		eventStream: func(error) {},
 

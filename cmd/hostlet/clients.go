@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/hostlet/hostlet/provider/join"
@@ -23,6 +25,10 @@ import (
 // connection cannot stall the Lease.
 type clients struct {
 	api, events, heartbeat kubernetes.Interface
+	// tls is the API client's TLS: the node's client certificate (rotated
+	// with --rotate-certificates), which the registry mirror presents to
+	// the other nodes too.
+	tls *tls.Config
 }
 
 func newClients(ctx context.Context, o *options) (clients, error) {
@@ -48,6 +54,9 @@ func newClients(ctx context.Context, o *options) (clients, error) {
 		restCfg.Wrap(tracing.WrapperFor(o.tracer))
 	}
 	var c clients
+	if c.tls, err = clientTLS(restCfg); err != nil {
+		return clients{}, err
+	}
 	if c.api, err = kubernetes.NewForConfig(restCfg); err != nil {
 		return clients{}, err
 	}
@@ -68,4 +77,17 @@ func newEventRecorder(client kubernetes.Interface, name string) (events record.E
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	return broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: name}), broadcaster.Shutdown
+}
+
+// clientTLS is the TLS a client config makes, whether client-go builds it
+// or a rotating transport (join.RotatingClientConfig) carries it.
+func clientTLS(cfg *rest.Config) (*tls.Config, error) {
+	if t, ok := cfg.Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
+		return t.TLSClientConfig.Clone(), nil
+	}
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil || tlsCfg == nil {
+		return &tls.Config{}, err
+	}
+	return tlsCfg, nil
 }

@@ -59,6 +59,7 @@ type options struct {
 	rotateServerCerts         bool
 	rotateCerts               bool
 	clientCA                  string
+	registryMirror            bool
 	authnCacheTTL             time.Duration
 	authzAllowedTTL           time.Duration
 	authzDeniedTTL            time.Duration
@@ -121,6 +122,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.cniCacheDir, "cni-cache-dir", "/var/lib/cni", "CNI result cache")
 	fs.StringVar(&o.cniDefaultBridge, "cni-default-bridge", "", "bridge of a default pod network (host-local over the Node's spec.podCIDRs, as containerd's CNI conf template) used while --cni-conf-dir holds no config; empty: wait for a config (e.g. a CNI DaemonSet's)")
 	fs.StringVar(&o.registryConfigDir, "registry-config-dir", "", "containerd-style hosts.toml directory per registry")
+	fs.BoolVar(&o.registryMirror, "registry-mirror", false, "node-local registry mirror: serve the content of this node's containerd store, read-only and by digest only, to the other nodes on the kubelet API's /v2/ (mTLS: their client certificates from --client-ca-file, this node's serving certificate, which must be the cluster CA's), and pull content addressed by digest from the other nodes' mirrors first (their InternalIP and kubelet port), the registry as the fallback")
 	fs.StringVar(&o.credentialProviderConfig, "image-credential-provider-config", "", "path to a credential provider plugin config file (JSON/YAML/YML) or a directory of such files (merged in lexicographical order; non-recursive search), as the kubelet's: its plugins are asked for the pull credentials of the images they match, after the pod's imagePullSecrets")
 	fs.StringVar(&o.credentialProviderBinDir, "image-credential-provider-bin-dir", "", "the path to the directory where credential provider plugin binaries are located")
 	fs.StringSliceVar(&o.cdiSpecDirs, "cdi-spec-dirs", runtime.DefaultCDISpecDirs, "directories of CDI specs that device names from device plugins resolve against (containerd's cdi_spec_dirs)")

@@ -97,7 +97,7 @@ func cleanHost(ctx context.Context, layout join.Layout, args map[string]string) 
 	if nodeIP == "" {
 		nodeIP = "127.0.0.1"
 	}
-	rt, err := newRuntime(o, nodeIP, nil)
+	rt, err := newRuntime(o, nodeIP, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,11 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	live := newLiveness()
-	rt, err := newRuntime(o, s.nodeIP, live.pleg.Set)
+	peers, startPeers, err := newMirror(o, c.api, c.tls, s.name)
+	if err != nil {
+		return err
+	}
+	rt, err := newRuntime(o, s.nodeIP, live.pleg.Set, peers)
 	if err != nil {
 		return err
 	}
@@ -201,13 +205,14 @@ func run(ctx context.Context, o *options) error {
 	// would look like leftovers.
 	go prov.SweepOrphans(ctx, inf.pods.Lister(), func() bool { return pods.HasSynced() && static.HasSynced() })
 	inf.start(ctx)
+	startPeers(ctx)
 
 	cert, err := o.servingCert(ctx, s.name, c.api, inf.node.Lister())
 	if err != nil {
 		return err
 	}
 	if err := serve(ctx, o, s.name, cert, serverParts{client: c.api, prov: prov, inf: inf, rt: rt, events: podEvents, node: nd,
-		usage: usage, csi: csiVolumes, metrics: append(append(prov.Metrics(), imageGC.Metrics()...), credMetrics...), checks: live.checks}); err != nil {
+		usage: usage, csi: csiVolumes, mirror: peers != nil, metrics: append(append(append(prov.Metrics(), imageGC.Metrics()...), credMetrics...), mirrorMetrics(peers)...), checks: live.checks}); err != nil {
 		return err
 	}
 	if o.healthzPort > 0 {

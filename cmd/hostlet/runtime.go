@@ -3,12 +3,14 @@ package main
 import (
 	"os"
 
+	"github.com/hostlet/hostlet/provider/mirror"
 	"github.com/hostlet/hostlet/runtime"
 )
 
 // newRuntime connects to containerd; eventStream, if set, is told whether
 // its event stream is up.
-func newRuntime(o *options, nodeIP string, eventStream func(error)) (*runtime.Runtime, error) {
+// peers, if set, is the registry mirror pulls try first.
+func newRuntime(o *options, nodeIP string, eventStream func(error), peers *mirror.Mirror) (*runtime.Runtime, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -17,7 +19,7 @@ func newRuntime(o *options, nodeIP string, eventStream func(error)) (*runtime.Ru
 	if err != nil {
 		return nil, err
 	}
-	return runtime.New(runtime.Config{
+	cfg := runtime.Config{
 		Cgroups:  cgroups,
 		Endpoint: o.runtimeEndpoint, Namespace: o.containerdNS, RootDir: o.rootDir,
 		Executable: self, NodeIP: nodeIP,
@@ -29,5 +31,9 @@ func newRuntime(o *options, nodeIP string, eventStream func(error)) (*runtime.Ru
 		ContainerLogsDir:  o.containerLogsDir,
 		EventStream:       eventStream,
 		TracerProvider:    o.tracer,
-	})
+	}
+	if peers != nil {
+		cfg.Mirror = peers
+	}
+	return runtime.New(cfg)
 }

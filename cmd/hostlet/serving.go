@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/hostlet/hostlet/provider/diskusage"
 	"github.com/hostlet/hostlet/provider/health"
 	"github.com/hostlet/hostlet/provider/join"
+	"github.com/hostlet/hostlet/provider/mirror"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/server"
 	"github.com/hostlet/hostlet/provider/volumes"
@@ -92,10 +94,17 @@ type serverParts struct {
 	csi     *csi.Manager
 	metrics []prometheus.Collector
 	checks  *health.Checks
+	// mirror serves the node's content to the other nodes on /v2/
+	// (--registry-mirror).
+	mirror bool
 }
 
 // serve starts the kubelet API with its certificate.
 func serve(ctx context.Context, o *options, name string, cert server.Certificate, p serverParts) error {
+	var mirrorHandler http.Handler
+	if p.mirror {
+		mirrorHandler = mirror.Handler(p.rt)
+	}
 	return server.Serve(ctx, server.Config{
 		Addr: net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),
 		Cert: cert, ClientCAFile: o.clientCA,
@@ -108,5 +117,6 @@ func serve(ctx context.Context, o *options, name string, cert server.Certificate
 		Configz:      o.kubeletConfig,
 		Health:       p.checks,
 		SystemLogs:   o.systemLogHandler, SystemLogQuery: o.systemLogQuery && o.gates.Enabled("NodeLogQuery"),
+		Mirror: mirrorHandler,
 	})
 }

@@ -110,3 +110,27 @@ func TestKubeletAuthFilter(t *testing.T) {
 		t.Errorf("nodes/proxy on stats: %d", code)
 	}
 }
+
+// The registry mirror's paths reach the mirror (which checks the caller's
+// node certificate itself), without the kubelet's authorization; the rest
+// still goes through it.
+func TestMirrorRoutes(t *testing.T) {
+	tag := func(name string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(name)) })
+	}
+	h := withMirror(tag("mirror"), withKubeletAuth(fakeAuth{}, "n1", tag("kubelet")))
+	for path, want := range map[string]string{
+		"/v2":                          "mirror",
+		"/v2/":                         "mirror",
+		"/v2/library/x/blobs/sha256:1": "mirror",
+		"/v2x":                         "Unauthorized",
+		"/pods":                        "Unauthorized",
+		"/stats/summary":               "Unauthorized",
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Body.String() != want {
+			t.Errorf("%s: %q, want %q", path, rec.Body.String(), want)
+		}
+	}
+}

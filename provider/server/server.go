@@ -79,6 +79,11 @@ type Config struct {
 	// queries there (enableSystemLogQuery with the NodeLogQuery gate).
 	SystemLogs, SystemLogQuery bool
 	NodeLogDir                 string
+	// Mirror, if set, is the node's registry mirror, served on /v2/ to the
+	// other nodes: it checks their client certificates itself (a node has
+	// no nodes/proxy access to another), without the kubelet's
+	// authorization.
+	Mirror http.Handler
 }
 
 // Health are the node's named health checks (health.Checks).
@@ -178,7 +183,11 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	handler := withRecovery(withKubeletAuth(auth, cfg.NodeName, withZeroTail(s.withStreamRoutes(mux))))
+	handler := withKubeletAuth(auth, cfg.NodeName, withZeroTail(s.withStreamRoutes(mux)))
+	if cfg.Mirror != nil {
+		handler = withMirror(cfg.Mirror, handler)
+	}
+	handler = withRecovery(handler)
 	srv := &http.Server{Handler: handler, TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -191,6 +200,18 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 	}()
 	return nil
+}
+
+// withMirror sends the OCI distribution API's paths to the mirror, the
+// rest to the kubelet API.
+func withMirror(mirror, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/") {
+			mirror.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // containerRef finds a container (regular, init or ephemeral) of a pod the
