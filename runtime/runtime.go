@@ -43,6 +43,10 @@ type Config struct {
 	CNIDefaultBridge string
 	// RegistryConfigDir holds containerd-style hosts.toml files per registry.
 	RegistryConfigDir string
+	// Snapshotter, if set ("stargz"), is the containerd proxy snapshotter
+	// images are pulled lazily into (lazypull.go), SnapshotterCreds its
+	// credentials socket.
+	Snapshotter, SnapshotterCreds string
 	// CDISpecDirs hold the CDI specs device names resolve against
 	// (DefaultCDISpecDirs when empty).
 	CDISpecDirs []string
@@ -69,6 +73,8 @@ type Runtime struct {
 	nodeIP     string
 	network    *Network
 	registries string
+	// snapshotter and snapshotterCreds: Config's (lazypull.go).
+	snapshotter, snapshotterCreds string
 	// usernsOnce checks once whether pods can have user namespaces.
 	usernsOnce sync.Once
 	usernsErr  error
@@ -143,6 +149,7 @@ func New(cfg Config) (*Runtime, error) {
 		nodeIP:      cfg.NodeIP,
 		network:     net,
 		registries:  cfg.RegistryConfigDir,
+		snapshotter: cfg.Snapshotter, snapshotterCreds: cfg.SnapshotterCreds,
 		cdi:         &cdiCache{dirs: cdiDirs},
 		eventStream: func(error) {},
 
