@@ -68,3 +68,24 @@ func (r *Runtime) imageSnapshotter(ctx context.Context, img containerd.Image) (s
 	}
 	return "", r.ensureUnpacked(ctx, img)
 }
+
+// snapshotters are those hostlet's images and image volumes may be in:
+// containerd's default ("") and the configured one.
+func (r *Runtime) snapshotters() []string {
+	if r.snapshotter == "" {
+		return []string{""}
+	}
+	return []string{"", r.snapshotter}
+}
+
+// snapshotterDown says whether err is the configured snapshotter (name)
+// not answering, logged: what hostlet does there (release image volumes,
+// list those in use) is skipped rather than failing every pod's teardown
+// while the snapshotter process is down.
+func (r *Runtime) snapshotterDown(name string, err error) bool {
+	if name == "" || !errdefs.IsUnavailable(err) {
+		return false
+	}
+	log.WithError(err).WithField("snapshotter", name).Warn("snapshotter not answering; its image volumes skipped")
+	return true
+}
