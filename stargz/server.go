@@ -36,6 +36,21 @@ import (
 // hostlet's --image-snapshotter names.
 const Name = "stargz"
 
+// Where `hostlet stargz-snapshotter` keeps its state and listens by
+// default, and so where containerd's proxy plugin and hostlet's
+// --stargz-credentials-socket look.
+const (
+	DefaultRoot              = "/var/lib/hostlet-stargz"
+	DefaultAddress           = "/run/hostlet-stargz/stargz.sock"
+	DefaultCredentialsSocket = "/run/hostlet-stargz/credentials.sock"
+)
+
+// ProxyPluginConfig is the section of containerd's config.toml that makes
+// the snapshotter at address containerd's proxy snapshotter Name.
+func ProxyPluginConfig(address string) string {
+	return fmt.Sprintf("[proxy_plugins.%s]\n  type = \"snapshot\"\n  address = %q\n", Name, address)
+}
+
 // Config of the snapshotter process.
 type Config struct {
 	// Root holds the snapshots, the layer cache and the FUSE mounts.

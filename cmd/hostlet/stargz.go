@@ -12,14 +12,6 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Where `hostlet stargz-snapshotter` listens by default, and so where
-// containerd's proxy plugin and hostlet's --stargz-credentials-socket look.
-const (
-	defaultStargzAddress     = "/run/hostlet-stargz/stargz.sock"
-	defaultStargzCredentials = "/run/hostlet-stargz/credentials.sock"
-	defaultStargzRoot        = "/var/lib/hostlet-stargz"
-)
-
 // runStargzSnapshotter is `hostlet stargz-snapshotter`: the stargz
 // snapshotter as a process of its own (its FUSE mounts outlive hostlet's
 // restarts), containerd's proxy snapshotter "stargz".
@@ -29,9 +21,9 @@ func runStargzSnapshotter(args []string) {
 		fmt.Fprintf(os.Stderr, "usage: hostlet stargz-snapshotter [flags]\n%s", fs.FlagUsages())
 	}
 	var cfg stargz.Config
-	fs.StringVar(&cfg.Root, "root", defaultStargzRoot, "snapshots, layer cache and FUSE mounts")
-	fs.StringVar(&cfg.Address, "address", defaultStargzAddress, "unix socket of the snapshots API (containerd's proxy_plugins address)")
-	fs.StringVar(&cfg.CredentialsSocket, "credentials-socket", defaultStargzCredentials, "unix socket hostlet hands pull credentials to (hostlet's --stargz-credentials-socket)")
+	fs.StringVar(&cfg.Root, "root", stargz.DefaultRoot, "snapshots, layer cache and FUSE mounts")
+	fs.StringVar(&cfg.Address, "address", stargz.DefaultAddress, "unix socket of the snapshots API (containerd's proxy_plugins address)")
+	fs.StringVar(&cfg.CredentialsSocket, "credentials-socket", stargz.DefaultCredentialsSocket, "unix socket hostlet hands pull credentials to (hostlet's --stargz-credentials-socket)")
 	fs.StringVar(&cfg.RegistryConfigDir, "registry-config-dir", "", "containerd-style hosts.toml directory per registry (hostlet's)")
 	fs.BoolVar(&cfg.NoBackgroundFetch, "no-background-fetch", false, "fetch only the files read (default: a mounted layer's other files too, in the background)")
 	err := fs.Parse(args)
