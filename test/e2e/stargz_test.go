@@ -22,6 +22,7 @@ import (
 	"github.com/hostlet/hostlet/test/harness"
 	"github.com/hostlet/hostlet/test/images"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // bigFileSize is the incompressible file the test images carry besides
@@ -55,7 +56,7 @@ func TestStargzLazyPull(t *testing.T) {
 	// containerd first: its containers are on the snapshotter's mounts.
 	t.Cleanup(func() { d.Stop(); sn.Stop() })
 	node := "stargz-node"
-	extraNode(t, harness.HostletOptions{NodeName: node, ExtraArgs: []string{
+	h := extraNode(t, harness.HostletOptions{NodeName: node, ExtraArgs: []string{
 		"--container-runtime-endpoint", "unix://" + d.Socket(),
 		"--image-snapshotter", "stargz", "--stargz-credentials-socket", sn.CredentialsSocket()}})
 
@@ -71,9 +72,11 @@ func TestStargzLazyPull(t *testing.T) {
 		if want := fmt.Sprintf("Pulling image %q", ref); waitEvent(t, ns, pod.Name, "Pulling") != want {
 			t.Errorf("no event %q", want)
 		}
-		if msg := waitEvent(t, ns, pod.Name, "Pulled"); !strings.HasPrefix(msg, fmt.Sprintf("Successfully pulled image %q in ", ref)) {
+		msg := waitEvent(t, ns, pod.Name, "Pulled")
+		if !strings.HasPrefix(msg, fmt.Sprintf("Successfully pulled image %q in ", ref)) {
 			t.Errorf("Pulled event %q", msg)
 		}
+		t.Logf("Pulled: %s", msg)
 	}
 	t.Run("eStargz lazily", func(t *testing.T) {
 		run(t, "lazy", lazyRef)
@@ -107,6 +110,29 @@ func TestStargzLazyPull(t *testing.T) {
 			return false, nil
 		}); err != nil {
 			t.Errorf("%s not in the node's status.images: %v", lazyRef, err)
+		}
+	})
+	// The FUSE mounts are the snapshotter process's: a restarted hostlet
+	// finds the container running and its files still readable.
+	t.Run("survives a hostlet restart", func(t *testing.T) {
+		before := reg.Blob(lazyBig.Digest.String())
+		if err := h.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if out := strings.TrimSpace(execIn(t, ns, "lazy", "c", "sh", "-c", "tail -c 1000000 /big.bin | wc -c")); out != "1000000" {
+			t.Errorf("read %q bytes of /big.bin's end, want 1000000", out)
+		}
+		after := reg.Blob(lazyBig.Digest.String())
+		t.Logf("after reading its last 1 MB: %d of %d bytes served, in %d requests", after.Bytes, lazyBig.Size, len(after.Requests))
+		if after.Bytes <= before.Bytes {
+			t.Errorf("nothing fetched for the file's end (%d bytes served before, %d after)", before.Bytes, after.Bytes)
+		}
+		p, err := cluster.Client().CoreV1().Pods(ns).Get(ctx, "lazy", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].RestartCount != 0 || cs[0].State.Running == nil {
+			t.Errorf("after the restart: container statuses %+v", cs)
 		}
 	})
 	t.Run("plain gzip falls back", func(t *testing.T) {
