@@ -135,6 +135,24 @@ func TestStargzLazyPull(t *testing.T) {
 			t.Errorf("after the restart: container statuses %+v", cs)
 		}
 	})
+	// An image volume of a lazily pulled image is a view in the stargz
+	// snapshotter (overlayfs has none of its layers), released at deletion.
+	t.Run("image volume", func(t *testing.T) {
+		pod := imagePod(ns, "vol", lazyRef, v1.PullIfNotPresent)
+		pod.Spec.NodeName = node
+		pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
+		pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+		pod.Spec.Volumes = []v1.Volume{{Name: "img", VolumeSource: v1.VolumeSource{
+			Image: &v1.ImageVolumeSource{Reference: lazyRef, PullPolicy: v1.PullIfNotPresent}}}}
+		pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "img", MountPath: "/vol"}}
+		cluster.CreatePod(t, pod)
+		waitReady(t, ns, pod.Name)
+		if out := strings.TrimSpace(execIn(t, ns, pod.Name, "c", "sh", "-c", "test -x /vol/bin/busybox && head -c 10 /vol/big.bin | wc -c")); out != "10" {
+			t.Errorf("image volume: %q, want busybox and 10 bytes of big.bin", out)
+		}
+		deletePod(t, ns, pod.Name)
+		waitGone(t, ns, pod.Name)
+	})
 	t.Run("plain gzip falls back", func(t *testing.T) {
 		run(t, "whole", wholeRef)
 		got := reg.Blob(wholeBig.Digest.String())
