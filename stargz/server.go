@@ -84,6 +84,11 @@ func Run(ctx context.Context, cfg Config) error {
 	creds := &Credentials{}
 	var scfg service.Config
 	scfg.NoBackgroundFetch = cfg.NoBackgroundFetch
+	// At start the snapshotter remounts the remote snapshots it had, from
+	// their registries: one it cannot reach, or a private one (the
+	// credentials hostlet handed over are gone with the old process), is
+	// left invalid rather than failing the start, so the others work.
+	scfg.AllowInvalidMountsOnRestart = true
 	sn, err := service.NewStargzSnapshotterService(ctx, cfg.Root, &scfg,
 		service.WithCustomRegistryHosts(registryHosts(ctx, cfg.RegistryConfigDir, creds)),
 		service.WithFilesystemOptions(
