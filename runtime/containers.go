@@ -201,7 +201,8 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 		// World-writable so non-root containers can write their message.
 		_ = os.Chmod(termLog, 0o666)
 	}
-	if err := r.ensureUnpacked(ctx, cfg.Image.image); err != nil {
+	snapshotter, err := r.imageSnapshotter(ctx, cfg.Image.image)
+	if err != nil {
 		return "", fmt.Errorf("unpacking image %s: %w", cfg.Image.Ref, err)
 	}
 	labels := map[string]string{
@@ -225,6 +226,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 	specOpts = append(specOpts, oci.WithAnnotations(map[string]string{shimGroupAnnotation: group}))
 	_, err = r.client.NewContainer(ctx, id,
 		containerd.WithImage(cfg.Image.image),
+		containerd.WithSnapshotter(snapshotter), // "": containerd's default
 		containerd.WithNewSnapshot(id, cfg.Image.image, snapshotOpts(s.IDMap)...),
 		withNewSpec(id, specOpts),
 		containerd.WithContainerLabels(labels),

@@ -120,7 +120,8 @@ func (r *Runtime) PullImage(ctx context.Context, ref string, creds Credentials) 
 		hostOpts.HostDir = config.HostDirFromRoot(r.registries)
 	}
 	resolver := r.withMirror(docker.NewResolver(docker.ResolverOptions{Hosts: config.ConfigureHosts(ctx, hostOpts)}))
-	img, err := r.client.Pull(ctx, name, containerd.WithResolver(resolver), containerd.WithPullUnpack)
+	opts := append([]containerd.RemoteOpt{containerd.WithResolver(resolver), containerd.WithPullUnpack}, r.lazyPullOpts(ctx, name, creds)...)
+	img, err := r.client.Pull(ctx, name, opts...)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -85,7 +85,8 @@ func (r *Runtime) MountImageVolume(ctx context.Context, v ImageVolume) error {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("failed to ensure %s is mounted: %w", v.Target, err)
 	}
-	if err := r.ensureUnpacked(ctx, v.Image.image); err != nil {
+	snapshotter, err := r.imageSnapshotter(ctx, v.Image.image)
+	if err != nil {
 		return fmt.Errorf("failed to unpack image volume: %w", err)
 	}
 	diffIDs, err := v.Image.image.RootFS(ctx)
@@ -93,7 +94,7 @@ func (r *Runtime) MountImageVolume(ctx context.Context, v ImageVolume) error {
 		return fmt.Errorf("failed to get diff IDs for image volume %q: %w", v.Image.Ref, err)
 	}
 	key := imageVolumeKey(v.Owner, v.Name, v.Image.Digest())
-	sn := r.client.SnapshotService("")
+	sn := r.client.SnapshotService(snapshotter)
 	labels := map[string]string{
 		labelImageVolumeOwner:  v.Owner,
 		labelImageVolumeTarget: v.Target,
@@ -145,7 +146,19 @@ func readOnly(ms []mount.Mount) []mount.Mount {
 func (r *Runtime) ReleaseImageVolumes(ctx context.Context, owner string) error {
 	imageVolumeMu.Lock()
 	defer imageVolumeMu.Unlock()
-	sn := r.client.SnapshotService("")
+	var errs []error
+	for _, name := range r.snapshotters() {
+		err := r.releaseImageVolumes(ctx, r.client.SnapshotService(name), owner)
+		if r.snapshotterDown(name, err) {
+			continue // its volumes' mounts fail the pod dir's removal, retried
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// releaseImageVolumes is ReleaseImageVolumes in one snapshotter.
+func (r *Runtime) releaseImageVolumes(ctx context.Context, sn snapshots.Snapshotter, owner string) error {
 	type found struct{ key, target string }
 	var all []found
 	filter := fmt.Sprintf(`labels."%s"==%q`, labelImageVolumeOwner, owner)
@@ -186,11 +199,16 @@ func (r *Runtime) ReleaseImageVolumes(ctx context.Context, owner string) error {
 // from: in use for image garbage collection while their pods hold them.
 func (r *Runtime) imageVolumeImages(ctx context.Context) (map[string]bool, error) {
 	used := map[string]bool{}
-	err := r.client.SnapshotService("").Walk(ctx, func(_ context.Context, info snapshots.Info) error {
-		if img := info.Labels[labelImageVolumeImage]; img != "" {
-			used[img] = true
+	for _, name := range r.snapshotters() {
+		err := r.client.SnapshotService(name).Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+			if img := info.Labels[labelImageVolumeImage]; img != "" {
+				used[img] = true
+			}
+			return nil
+		}, fmt.Sprintf(`labels."%s"`, labelImageVolumeImage))
+		if err != nil && !r.snapshotterDown(name, err) {
+			return used, err
 		}
-		return nil
-	}, fmt.Sprintf(`labels."%s"`, labelImageVolumeImage))
-	return used, err
+	}
+	return used, nil
 }

@@ -43,6 +43,10 @@ type Config struct {
 	CNIDefaultBridge string
 	// RegistryConfigDir holds containerd-style hosts.toml files per registry.
 	RegistryConfigDir string
+	// Snapshotter, if set ("stargz"), is the containerd proxy snapshotter
+	// images are pulled lazily into (lazypull.go), SnapshotterCreds its
+	// credentials socket.
+	Snapshotter, SnapshotterCreds string
 	// CDISpecDirs hold the CDI specs device names resolve against
 	// (DefaultCDISpecDirs when empty).
 	CDISpecDirs []string
@@ -73,6 +77,8 @@ type Runtime struct {
 	network    *Network
 	registries string
 	mirror     PeerFetcher
+	// snapshotter and snapshotterCreds: Config's (lazypull.go).
+	snapshotter, snapshotterCreds string
 	// usernsOnce checks once whether pods can have user namespaces.
 	usernsOnce sync.Once
 	usernsErr  error
@@ -148,6 +154,7 @@ func New(cfg Config) (*Runtime, error) {
 		network:     net,
 		registries:  cfg.RegistryConfigDir,
 		mirror:      cfg.Mirror,
+		snapshotter: cfg.Snapshotter, snapshotterCreds: cfg.SnapshotterCreds,
 		cdi:         &cdiCache{dirs: cdiDirs},
 		eventStream: func(error) {},
 

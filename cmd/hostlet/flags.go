@@ -10,6 +10,7 @@ import (
 	"github.com/hostlet/hostlet/kubeletconfig"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/runtime"
+	"github.com/hostlet/hostlet/stargz"
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,9 @@ type options struct {
 	cniCacheDir       string
 	cniDefaultBridge  string
 	registryConfigDir string
+	// imageSnapshotter is --image-snapshotter ("" or "stargz"),
+	// stargzCredentials the stargz snapshotter's credentials socket.
+	imageSnapshotter, stargzCredentials string
 	// credentialProviderConfig and credentialProviderBinDir are the
 	// kubelet's flags (no KubeletConfiguration field has them).
 	credentialProviderConfig string
@@ -123,6 +127,8 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.cniDefaultBridge, "cni-default-bridge", "", "bridge of a default pod network (host-local over the Node's spec.podCIDRs, as containerd's CNI conf template) used while --cni-conf-dir holds no config; empty: wait for a config (e.g. a CNI DaemonSet's)")
 	fs.StringVar(&o.registryConfigDir, "registry-config-dir", "", "containerd-style hosts.toml directory per registry")
 	fs.BoolVar(&o.registryMirror, "registry-mirror", false, "node-local registry mirror: serve the content of this node's containerd store, read-only and by digest only, to the other nodes on the kubelet API's /v2/ (mTLS: their client certificates from --client-ca-file, this node's serving certificate, which must be the cluster CA's), and pull content addressed by digest from the other nodes' mirrors first (their InternalIP and kubelet port), the registry as the fallback")
+	fs.StringVar(&o.imageSnapshotter, "image-snapshotter", "", "\"stargz\": pull images lazily through `hostlet stargz-snapshotter` (containerd's proxy snapshotter \"stargz\"), eStargz images mounted from the registry and their files fetched on demand, other images pulled whole into it; empty: containerd's overlayfs")
+	fs.StringVar(&o.stargzCredentials, "stargz-credentials-socket", stargz.DefaultCredentialsSocket, "the credentials socket of `hostlet stargz-snapshotter` (its --credentials-socket), handed each pull's registry credentials")
 	fs.StringVar(&o.credentialProviderConfig, "image-credential-provider-config", "", "path to a credential provider plugin config file (JSON/YAML/YML) or a directory of such files (merged in lexicographical order; non-recursive search), as the kubelet's: its plugins are asked for the pull credentials of the images they match, after the pod's imagePullSecrets")
 	fs.StringVar(&o.credentialProviderBinDir, "image-credential-provider-bin-dir", "", "the path to the directory where credential provider plugin binaries are located")
 	fs.StringSliceVar(&o.cdiSpecDirs, "cdi-spec-dirs", runtime.DefaultCDISpecDirs, "directories of CDI specs that device names from device plugins resolve against (containerd's cdi_spec_dirs)")
@@ -187,6 +193,9 @@ func (o *options) parse(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unknown command %s", fs.Arg(0))
+	}
+	if o.imageSnapshotter != "" && o.imageSnapshotter != stargz.Name {
+		return fmt.Errorf("--image-snapshotter: %q is not %q or empty", o.imageSnapshotter, stargz.Name)
 	}
 	cmdline := map[string]bool{}
 	fs.Visit(func(f *pflag.Flag) { cmdline[f.Name] = true })

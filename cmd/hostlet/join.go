@@ -37,6 +37,7 @@ func runJoin(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.CgroupRoot, "cgroup-root", "", "cgroupRoot of hostlet's KubeletConfiguration, the cgroup (cgroupfs form) the kubepods hierarchy goes below; empty: /")
 	fs.StringSliceVar(&cfg.ClusterDNS, "cluster-dns", nil, "clusterDNS of hostlet's KubeletConfiguration, the DNS server IPs of pods; empty: the cluster's, from kube-system/kubelet-config (kubeadm) or kube-system/"+join.ChartKubeletConfigMap+" (the hostlet chart)")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "", "clusterDomain of hostlet's KubeletConfiguration; empty: the cluster's, from the same ConfigMaps")
+	fs.StringVar(&cfg.Preflight.ImageSnapshotter, "image-snapshotter", "", "\"stargz\": lazy image pulls: join writes and starts a unit running `hostlet stargz-snapshotter`, sets hostlet's --image-snapshotter, and checks that containerd has it as its proxy snapshotter")
 	fs.StringToStringVar(&cfg.ExtraSettings, "hostlet-arg", nil, "more hostlet flags (name=value,...), e.g. node-ip=10.0.0.5: written to hostlet-flags.env beside its KubeletConfiguration (config.yaml), they win over it")
 	fs.StringSliceVar(&ignore, "ignore-preflight-errors", nil, "preflight checks whose errors become warnings ("+strings.Join(append(join.CheckNames(), "all"), ", ")+")")
 	fs.BoolVar(&cfg.SkipSystemd, "skip-systemd", false, "write no systemd unit and start nothing (print how to start hostlet)")

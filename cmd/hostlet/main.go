@@ -42,6 +42,10 @@ func main() {
 		runSubcommand(os.Args[1], os.Args[2:])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "stargz-snapshotter" {
+		runStargzSnapshotter(os.Args[2:])
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "approve-serving" {
 		runApproveServing(os.Args[2:])
 		return

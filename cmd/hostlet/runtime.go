@@ -26,6 +26,8 @@ func newRuntime(o *options, nodeIP string, eventStream func(error), peers *mirro
 		CNIConfDir: o.cniConfDir, CNIBinDirs: o.cniBinDirs, CNICacheDir: o.cniCacheDir,
 		CNIDefaultBridge:  o.cniDefaultBridge,
 		RegistryConfigDir: o.registryConfigDir,
+		Snapshotter:       o.imageSnapshotter,
+		SnapshotterCreds:  o.stargzCredentials,
 		CDISpecDirs:       o.cdiSpecDirs,
 		PodLogsDir:        o.podLogsDir,
 		ContainerLogsDir:  o.containerLogsDir,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,6 +98,9 @@ func Join(ctx context.Context, cfg Config) error {
 	files := append([]file{{path: cfg.Layout.CAFile(), mode: 0o644, data: cluster.CAPEM}, kubeconfig, conf, flagsFile(cfg.Layout, flags)}, serving...)
 	if !cfg.SkipSystemd {
 		files = append(files, unitFile(cfg.Layout, cfg.Executable))
+		if cfg.Preflight.ImageSnapshotter != "" {
+			files = append(files, stargzUnitFile(cfg.Layout, cfg.Executable, flags["registry-config-dir"]))
+		}
 	}
 
 	if cfg.DryRun {
@@ -142,7 +146,13 @@ func start(ctx context.Context, cfg Config, flags map[string]string) error {
 	restarted := time.Now()
 	// --no-block: a Type=notify unit's restart returns once hostlet says
 	// it is ready; join waits for the Node itself, and says why it is not.
-	for _, args := range [][]string{{"daemon-reload"}, {"enable", unitName}, {"restart", "--no-block", unitName}} {
+	commands := [][]string{{"daemon-reload"}, {"enable", unitName}, {"restart", "--no-block", unitName}}
+	if cfg.Preflight.ImageSnapshotter != "" {
+		// Started if not running, never restarted: its mounts are the
+		// running containers' root filesystems.
+		commands = slices.Insert(commands, 1, []string{"enable", "--now", stargzUnitName})
+	}
+	for _, args := range commands {
 		if err := systemctl(args...); err != nil {
 			return err
 		}
@@ -175,6 +185,9 @@ func printPlan(cfg Config, files []file, ours bool) error {
 		fmt.Fprintf(w, ":\n%s\n", f.data)
 	}
 	if !cfg.SkipSystemd {
+		if cfg.Preflight.ImageSnapshotter != "" {
+			fmt.Fprintf(w, "[dry-run] would run: systemctl enable --now %s\n", stargzUnitName)
+		}
 		fmt.Fprintf(w, "[dry-run] would run: systemctl daemon-reload; systemctl enable %s; systemctl restart --no-block %s\n", unitName, unitName)
 	}
 	return nil
@@ -222,6 +235,9 @@ func (cfg Config) settings() (kubelet map[string]any, flags map[string]string, e
 	}
 	if cfg.CgroupRoot != "" {
 		kubelet["cgroupRoot"] = cfg.CgroupRoot
+	}
+	if cfg.Preflight.ImageSnapshotter != "" {
+		flags["image-snapshotter"] = cfg.Preflight.ImageSnapshotter
 	}
 	for k, v := range cfg.ExtraSettings {
 		// The DNS goes into the configuration (explicitDNS reads it).

@@ -226,5 +226,9 @@ func stopHostlet(cfg LeaveConfig) error {
 	if err := systemctl("disable", "--now", unitName); err != nil {
 		return err
 	}
+	// After hostlet: the snapshotter's mounts go with it (containers gone).
+	if err := stopStargz(cfg.Layout); err != nil {
+		return err
+	}
 	return systemctl("daemon-reload")
 }

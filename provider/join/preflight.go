@@ -21,6 +21,9 @@ type PreflightConfig struct {
 	RuntimeEndpoint string // unix:///run/containerd/containerd.sock
 	CNIConfDir      string
 	CNIBinDirs      []string
+	// ImageSnapshotter, if set ("stargz"), must be containerd's proxy
+	// snapshotter (lazy pulls).
+	ImageSnapshotter string
 	// Ignore turns the named checks' errors into warnings ("all": every
 	// check), like kubeadm's --ignore-preflight-errors.
 	Ignore map[string]bool
@@ -40,6 +43,7 @@ var checks = []check{
 	{"IsPrivilegedUser", checkRoot},
 	{"KubeletNotRunning", checkNoKubelet},
 	{"ContainerRuntime", checkContainerd},
+	{"StargzSnapshotter", checkStargz},
 	{"CNI", checkCNI},
 	{"Cgroups", checkCgroups},
 	{"Swap", checkSwap},

@@ -136,6 +136,12 @@ func ContainerdSocketIn(dir string) string { return filepath.Join(dir, "containe
 // with its root, state, sockets and registry hosts (certs.d) under dir, the
 // CRI plugin off unless cri is set, and returns the file's path.
 func WriteContainerdConfig(dir string, cri *CRIConfig) (string, error) {
+	return writeContainerdConfig(dir, cri, nil)
+}
+
+// writeContainerdConfig is WriteContainerdConfig with proxy snapshotters
+// (name: socket) in containerd's proxy_plugins.
+func writeContainerdConfig(dir string, cri *CRIConfig, proxySnapshotters map[string]string) (string, error) {
 	for _, sub := range []string{"root", "state", "opt", "certs.d", "image-verifier"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return "", err
@@ -153,6 +159,7 @@ func WriteContainerdConfig(dir string, cri *CRIConfig) (string, error) {
 			extra += rt.toml()
 		}
 	}
+	extra += proxyPlugins(proxySnapshotters)
 	cfg := fmt.Sprintf(containerdConfig,
 		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc",
 		filepath.Join(dir, "opt"), hosts, filepath.Join(dir, "image-verifier"), disabled, extra)
@@ -375,18 +382,37 @@ func (c *Cluster) AddContainerd(ctx context.Context, name string, cri CRIConfig)
 	if cri.CNIConfDir == "" {
 		cri.CNIConfDir = c.CNIConfDir()
 	}
-	cfg, err := WriteContainerdConfig(d.dir, &cri)
+	cfg, err := writeContainerdConfig(d.dir, &cri, nil)
 	if err != nil {
 		return nil, err
 	}
+	return c.startContainerdIn(ctx, d, cfg)
+}
+
+// AddContainerdWithSnapshotters starts containerd name as AddContainerd does,
+// with the CRI plugin off (as hostlet's nodes run it) and proxySnapshotters
+// (name: unix socket, e.g. a StargzSnapshotter's) as its proxy_plugins.
+func (c *Cluster) AddContainerdWithSnapshotters(ctx context.Context, name string, proxySnapshotters map[string]string) (*Containerd, error) {
+	d := &Containerd{c: c, name: name, dir: filepath.Join(c.dir, "containerd-"+name)}
+	cfg, err := writeContainerdConfig(d.dir, nil, proxySnapshotters)
+	if err != nil {
+		return nil, err
+	}
+	return c.startContainerdIn(ctx, d, cfg)
+}
+
+// startContainerdIn starts d's containerd with config cfg and waits until
+// it answers.
+func (c *Cluster) startContainerdIn(ctx context.Context, d *Containerd, cfg string) (*Containerd, error) {
+	var err error
 	bin, args := c.net.command(filepath.Join(c.binDir, "containerd"), "--config", cfg)
 	env := append(os.Environ(), "PATH="+c.binDir+":"+os.Getenv("PATH"))
-	if d.proc, err = startProcess("containerd-"+name, c.logPath("containerd-"+name), env, true, bin, args...); err != nil {
+	if d.proc, err = startProcess("containerd-"+d.name, c.logPath("containerd-"+d.name), env, true, bin, args...); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = d.proc.waitFor(ctx, "containerd "+name, 50*time.Millisecond, func(ctx context.Context) error {
+	err = d.proc.waitFor(ctx, "containerd "+d.name, 50*time.Millisecond, func(ctx context.Context) error {
 		cl, err := DialContainerd(ctx, d.Socket(), ContainerdNamespace)
 		if err == nil {
 			d.client = cl

@@ -34,9 +34,10 @@ type BasicAuth struct {
 // Registry is an in-memory OCI distribution registry on loopback, spoken to
 // over plain HTTP.
 type Registry struct {
-	ln   net.Listener
-	srv  *http.Server
-	auth *BasicAuth
+	ln    net.Listener
+	srv   *http.Server
+	auth  *BasicAuth
+	blobs blobLog
 }
 
 // StartRegistry serves a fresh, empty registry on addr (e.g. "127.0.0.1:0").
@@ -47,11 +48,12 @@ func StartRegistry(addr string, auth *BasicAuth) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	r := &Registry{ln: ln, auth: auth}
+	h := r.countBlobs(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	if auth != nil {
 		h = requireBasicAuth(h, *auth)
 	}
-	r := &Registry{ln: ln, auth: auth, srv: &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}}
+	r.srv = &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
 	go r.srv.Serve(ln)
 	return r, nil
 }

@@ -1,0 +1,162 @@
+// Package stargz is `hostlet stargz-snapshotter`: containerd's stargz
+// snapshotter (github.com/containerd/stargz-snapshotter) as a proxy
+// snapshotter plugin of containerd, built from its library packages, which
+// mounts eStargz images from their registry and fetches their files on
+// demand (lazy pulls). It runs as a process of its own because its FUSE
+// mounts are the running containers' root filesystems: they must outlive a
+// restart of hostlet. Beside the snapshots API it serves the credentials
+// socket hostlet hands each pull's registry credentials to.
+package stargz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
+	"github.com/containerd/containerd/v2/contrib/snapshotservice"
+	"github.com/containerd/containerd/v2/core/remotes/docker"
+	"github.com/containerd/containerd/v2/core/remotes/docker/config"
+	"github.com/containerd/containerd/v2/pkg/reference"
+	clog "github.com/containerd/log"
+	stargzfs "github.com/containerd/stargz-snapshotter/fs"
+	memorymetadata "github.com/containerd/stargz-snapshotter/metadata/memory"
+	"github.com/containerd/stargz-snapshotter/service"
+	"github.com/hostlet/hostlet/provider/grpcsock"
+	log "github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+)
+
+// Name is the snapshotter's name in containerd's proxy_plugins, which
+// hostlet's --image-snapshotter names.
+const Name = "stargz"
+
+// Where `hostlet stargz-snapshotter` keeps its state and listens by
+// default, and so where containerd's proxy plugin and hostlet's
+// --stargz-credentials-socket look.
+const (
+	DefaultRoot              = "/var/lib/hostlet-stargz"
+	DefaultAddress           = "/run/hostlet-stargz/stargz.sock"
+	DefaultCredentialsSocket = "/run/hostlet-stargz/credentials.sock"
+)
+
+// ProxyPluginConfig is the section of containerd's config.toml that makes
+// the snapshotter at address containerd's proxy snapshotter Name.
+func ProxyPluginConfig(address string) string {
+	return fmt.Sprintf("[proxy_plugins.%s]\n  type = \"snapshot\"\n  address = %q\n", Name, address)
+}
+
+// Config of the snapshotter process.
+type Config struct {
+	// Root holds the snapshots, the layer cache and the FUSE mounts.
+	Root string
+	// Address is the unix socket of the snapshots gRPC API containerd's
+	// proxy plugin dials.
+	Address string
+	// CredentialsSocket is where hostlet hands over pull credentials.
+	CredentialsSocket string
+	// RegistryConfigDir holds containerd-style hosts.toml files per registry
+	// (hostlet's --registry-config-dir), so layers are fetched from the hosts
+	// hostlet's pull resolved the image at.
+	RegistryConfigDir string
+	// NoBackgroundFetch leaves a layer's files not yet read in the registry
+	// (by default they are fetched in the background once it is mounted).
+	NoBackgroundFetch bool
+}
+
+// Run serves the snapshotter until ctx ends, then unmounts its snapshots.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Root == "" || cfg.Address == "" || cfg.CredentialsSocket == "" {
+		return errors.New("root, address and credentials socket are required")
+	}
+	if err := os.MkdirAll(cfg.Root, 0o700); err != nil {
+		return err
+	}
+	// The remote snapshotter is the overlayfs one with FUSE lower layers.
+	if err := service.Supported(cfg.Root); err != nil {
+		return fmt.Errorf("stargz snapshotter not supported on %s: %w", cfg.Root, err)
+	}
+	creds := &Credentials{}
+	var scfg service.Config
+	scfg.NoBackgroundFetch = cfg.NoBackgroundFetch
+	// At start the snapshotter remounts the remote snapshots it had, from
+	// their registries: one it cannot reach, or a private one (the
+	// credentials hostlet handed over are gone with the old process), is
+	// left invalid rather than failing the start, so the others work.
+	scfg.AllowInvalidMountsOnRestart = true
+	sn, err := service.NewStargzSnapshotterService(ctx, cfg.Root, &scfg,
+		service.WithCustomRegistryHosts(registryHosts(ctx, cfg.RegistryConfigDir, creds)),
+		service.WithFilesystemOptions(
+			stargzfs.WithMetadataStore(memorymetadata.NewReader),
+			stargzfs.WithMetricsLogLevel(clog.InfoLevel)))
+	if err != nil {
+		return fmt.Errorf("stargz snapshotter: %w", err)
+	}
+	// Unmounted last: the containers on these mounts lose their root
+	// filesystems, as with upstream's containerd-stargz-grpc without its
+	// FUSE manager; left mounted, they would be dead FUSE mounts.
+	defer sn.Close()
+	if err := grpcsock.Serve(ctx, cfg.Address, "stargz-snapshotter", func(s *grpc.Server) {
+		snapshotsapi.RegisterSnapshotsServer(s, snapshotservice.FromSnapshotter(sn))
+	}); err != nil {
+		return err
+	}
+	if err := serveCredentials(ctx, cfg.CredentialsSocket, creds); err != nil {
+		return err
+	}
+	log.WithFields(log.Fields{"address": cfg.Address, "root": cfg.Root}).Info("stargz snapshotter serving")
+	<-ctx.Done()
+	log.Info("stargz snapshotter stopping: unmounting its snapshots")
+	return nil
+}
+
+// registryHosts resolves a layer's registry as hostlet's pull does (the
+// hosts.toml dir), offering the credentials hostlet last handed over for
+// the image reference.
+func registryHosts(ctx context.Context, dir string, creds *Credentials) func(reference.Spec) ([]docker.RegistryHost, error) {
+	return func(spec reference.Spec) ([]docker.RegistryHost, error) {
+		ref := spec.String()
+		opts := config.HostOptions{Credentials: func(string) (string, string, error) {
+			user, secret := creds.Lookup(ref)
+			return user, secret, nil
+		}}
+		if dir != "" {
+			opts.HostDir = config.HostDirFromRoot(dir)
+		}
+		return config.ConfigureHosts(ctx, opts)(spec.Hostname())
+	}
+}
+
+// serveCredentials serves creds on a root-only socket until ctx ends.
+func serveCredentials(ctx context.Context, socket string, creds *Credentials) error {
+	if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
+		return err
+	}
+	if err := os.Remove(socket); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(socket, 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{Handler: creds, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.WithError(err).Error("stargz credentials socket stopped")
+		}
+	}()
+	return nil
+}

@@ -1,0 +1,86 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// proxyPlugins is containerd's proxy_plugins section for snapshotters
+// (name: socket), "" for none.
+func proxyPlugins(snapshotters map[string]string) string {
+	names := make([]string, 0, len(snapshotters))
+	for n := range snapshotters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "\n[proxy_plugins.%q]\n  type = \"snapshot\"\n  address = %q\n", n, snapshotters[n])
+	}
+	return b.String()
+}
+
+// StargzSnapshotter is a `hostlet stargz-snapshotter` process of a cluster
+// (AddStargzSnapshotter), for a containerd made with
+// AddContainerdWithSnapshotters(..., {"stargz": s.Socket()}).
+type StargzSnapshotter struct {
+	c    *Cluster
+	dir  string
+	proc *process
+}
+
+// AddStargzSnapshotter starts `<hostletBin> stargz-snapshotter` with its
+// root and sockets under the cluster's dir, resolving registries through
+// the cluster's ContainerdHostsDir, plus args; it waits for its sockets.
+// Stop (or the cluster's Stop, which unmounts whatever is under its dir)
+// takes it down.
+func (c *Cluster) AddStargzSnapshotter(ctx context.Context, name, hostletBin string, args ...string) (*StargzSnapshotter, error) {
+	s := &StargzSnapshotter{c: c, dir: filepath.Join(c.dir, "stargz-"+name)}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, err
+	}
+	bin, argv := c.net.command(hostletBin, append([]string{"stargz-snapshotter",
+		"--root", filepath.Join(s.dir, "root"), "--address", s.Socket(),
+		"--credentials-socket", s.CredentialsSocket(),
+		"--registry-config-dir", c.ContainerdHostsDir()}, args...)...)
+	var err error
+	if s.proc, err = startProcess("stargz-"+name, c.logPath("stargz-"+name), os.Environ(), true, bin, argv...); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = s.proc.waitFor(ctx, "stargz snapshotter "+name, 50*time.Millisecond, func(context.Context) error {
+		for _, p := range []string{s.Socket(), s.CredentialsSocket()} {
+			if _, err := os.Stat(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Socket is the snapshots API's socket (containerd's proxy plugin address).
+func (s *StargzSnapshotter) Socket() string { return filepath.Join(s.dir, "stargz.sock") }
+
+// CredentialsSocket is where a hostlet hands over pull credentials
+// (--stargz-credentials-socket).
+func (s *StargzSnapshotter) CredentialsSocket() string { return filepath.Join(s.dir, "creds.sock") }
+
+// Stop stops the process (SIGTERM: it unmounts its snapshots) and unmounts
+// whatever it left. Stop the containerd using it first.
+func (s *StargzSnapshotter) Stop() {
+	s.proc.stop(10 * time.Second)
+	if err := unmountUnder(s.dir); err != nil {
+		s.c.logf("harness: stargz snapshotter: %v", err)
+	}
+}
