@@ -21,7 +21,8 @@ var portmapPlugin = map[string]any{"type": "portmap", "capabilities": map[string
 // kubelet hands it the node's podCIDRs, portmap included for hostPorts. The
 // bridge is the pods' gateway; ipMasq stays off: how pod traffic leaves the
 // cluster (NAT or routes) is the cluster's choice. portmap writes iptables
-// rules only for pods with hostPorts.
+// rules only for pods with hostPorts. Its bridge and host-local plugins run
+// in-process (netinproc.go), keyed on these exact bytes.
 func BridgeConfList(bridge string, podCIDRs []string, dataDir string) ([]byte, error) {
 	if len(podCIDRs) == 0 || len(podCIDRs) > 2 {
 		return nil, fmt.Errorf("want one or two pod CIDRs, got %v", podCIDRs)

@@ -34,6 +34,9 @@ type Network struct {
 	// config directory holds no config, once the node has pod CIDRs.
 	bridge string
 	cni    *libcni.CNIConfig
+	// inproc runs the default network's bridge and host-local plugins in
+	// this process (inprocExec); used only for that config (isDefaultConf).
+	inproc *libcni.CNIConfig
 
 	mu       sync.Mutex
 	list     *libcni.NetworkConfigList // nil: no network loaded
@@ -73,6 +76,7 @@ func NewNetwork(confDir string, binDirs []string, cacheDir, bridge string) (*Net
 		cacheDir: cacheDir,
 		bridge:   bridge,
 		cni:      libcni.NewCNIConfigWithCacheDir(binDirs, cacheDir, exec),
+		inproc:   libcni.NewCNIConfigWithCacheDir(binDirs, cacheDir, newInprocExec(exec)),
 	}
 	n.reload("start")
 	return n, nil
@@ -266,6 +270,18 @@ func forPod(list *libcni.NetworkConfigList, a PodNetworkArgs) *libcni.NetworkCon
 	return &trimmed
 }
 
+// cniFor is how a pod's network is set up and torn down: in-process for
+// the default network hostlet writes itself, by the plugins' executables
+// for any other config, as CNI specifies. Both leave the same state, so a
+// pod attached one way is detached by the other (a hostlet of another
+// version, containerd's CRI on the same config).
+func (n *Network) cniFor(list *libcni.NetworkConfigList) *libcni.CNIConfig {
+	if isDefaultConf(list.Bytes) {
+		return n.inproc
+	}
+	return n.cni
+}
+
 // Attach brings lo up (loopbackUp) and runs CNI ADD for the pod network
 // given by conf (see Conf), and returns the pod's IPs.
 func (n *Network) Attach(ctx context.Context, conf []byte, id, netnsPath string, a PodNetworkArgs) ([]net.IP, error) {
@@ -278,7 +294,7 @@ func (n *Network) Attach(ctx context.Context, conf []byte, id, netnsPath string,
 	}
 	list = forPod(list, a)
 	rt := n.runtimeConf(id, netnsPath, a)
-	res, err := n.cni.AddNetworkList(ctx, list, rt)
+	res, err := n.cniFor(list).AddNetworkList(ctx, list, rt)
 	if err != nil {
 		return nil, fmt.Errorf("plugin type=%q name=%q failed (add): %w", list.Plugins[len(list.Plugins)-1].Network.Type, list.Name, err)
 	}
@@ -313,7 +329,7 @@ func (n *Network) Detach(ctx context.Context, conf []byte, id, netnsPath string,
 	}
 	list = forPod(list, a)
 	rt := n.runtimeConf(id, netnsPath, a)
-	if err := n.cni.DelNetworkList(ctx, list, rt); err != nil {
+	if err := n.cniFor(list).DelNetworkList(ctx, list, rt); err != nil {
 		return fmt.Errorf("plugin type=%q name=%q failed (delete): %w", list.Plugins[len(list.Plugins)-1].Network.Type, list.Name, err)
 	}
 	// lo needs no DEL: it goes with the namespace.

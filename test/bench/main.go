@@ -34,6 +34,10 @@ type config struct {
 	out, profile                string
 	nodes                       string
 	keep                        bool
+	// hostletNet is the hostlet node's pod network: "default" (its own
+	// bridge network over the node's pod CIDR, --cni-default-bridge) or
+	// "conflist" (the harness's bridge conflist, exec'd like any CNI config).
+	hostletNet string
 	// scenarios run (scenarioNames); the others are skipped and left out
 	// of the table.
 	scenarios map[string]bool
@@ -75,12 +79,17 @@ func main() {
 	flag.StringVar(&c.profile, "profile", "", "directory for CPU, block and mutex profiles of hostlet over the first burst's and the probed burst's start and delete (hostlet built with a profiling hook)")
 	flag.StringVar(&c.nodes, "nodes", "hostlet,kubelet", "nodes to run: hostlet, kubelet or both")
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster dir (logs) after the run")
+	flag.StringVar(&c.hostletNet, "hostlet-network", "default", "the hostlet node's pod network: default (its own bridge network over the node's pod CIDR, as a node without a CNI DaemonSet runs) or conflist (the harness's bridge conflist in --cni-conf-dir, exec'd as any cluster's CNI config)")
 	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window)")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
 	var err error
 	if c.scenarios, err = parseScenarios(*scenarios); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if c.hostletNet != "default" && c.hostletNet != "conflist" {
+		fmt.Fprintf(os.Stderr, "-hostlet-network: want default or conflist, got %q\n", c.hostletNet)
 		os.Exit(2)
 	}
 	log.SetFormatter(&log.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})

@@ -19,6 +19,7 @@ import (
 const (
 	dummyLink     = "hlbench0"
 	kubeletBridge = "hlbench1"
+	hostletBridge = "hlbench2"
 )
 
 // hostPrefixes lists the host's IPv4 routes and interface networks (not the
@@ -158,4 +159,16 @@ func writeKubeletCNI(dir string) (*kubeletNetwork, error) {
 		return nil, err
 	}
 	return kn, os.WriteFile(filepath.Join(kn.confDir, "10-bench.conflist"), conf, 0o644)
+}
+
+// hostletDefaultNetwork is the hostlet node's own default network (see
+// -hostlet-network): an empty --cni-conf-dir, the bridge, and a /24 of its
+// own as the node's pod CIDR, as the controller-manager would allocate it.
+func hostletDefaultNetwork(dir string) (confDir, podCIDR string, err error) {
+	n, err := freePrefix(randomPrefixes(10, 246, 24))
+	if err != nil {
+		return "", "", err
+	}
+	confDir = filepath.Join(dir, "hostlet-net.d")
+	return confDir, n.String(), os.MkdirAll(confDir, 0o755)
 }

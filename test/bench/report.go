@@ -222,7 +222,7 @@ func header(c config, env *benchEnv) string {
 	return fmt.Sprintf(`# hostlet vs the upstream kubelet
 
 - run: %s, one local cluster, both nodes side by side, measured one after the other
-- hostlet: %s (containerd API, harness containerd); kubelet: %s (CRI containerd of its own, cgroupfs)
+- hostlet: %s (containerd API, harness containerd; pod network: %s); kubelet: %s (CRI containerd of its own, cgroupfs; a bridge conflist)
 - machine: %d CPUs, kernel %s; scenarios: %s
 - pods: %d busybox sleepers started and deleted at once, %d rounds reusing the names (RSS measured after the
   first round's pods were Running and idle for %v); %d exits (container PID 1 SIGKILLed from the host,
@@ -230,7 +230,7 @@ func header(c config, env *benchEnv) string {
   measured over %v once all are Ready (CPU from /proc/<pid>/stat, RSS the max of 1 s VmRSS samples, API writes
   from the apiserver's audit log)
 
-`, time.Now().UTC().Format(time.RFC3339), env.hostletCommit, env.kubeletVersion, runtime.NumCPU(),
+`, time.Now().UTC().Format(time.RFC3339), env.hostletCommit, c.hostletNet, env.kubeletVersion, runtime.NumCPU(),
 		strings.TrimSpace(string(kernel)), scenarioList(c), c.pods, c.rounds, c.idle, c.exits, c.probed, c.window)
 }
 

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	log "github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hostlet/hostlet/test/harness"
 )
@@ -81,7 +84,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 	cl.add("restore kernel settings the kubelet changed", restore)
 	// Links a killed run left behind; its cgroups once the harness's Start
 	// has swept its containers.
-	for _, l := range []string{dummyLink, kubeletBridge} {
+	for _, l := range []string{dummyLink, kubeletBridge, hostletBridge} {
 		if err := deleteLink(l); err != nil {
 			return nil, err
 		}
@@ -126,13 +129,31 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		}
 	}
 	if strings.Contains(c.nodes, "hostlet") {
+		// --v 2 is hostlet's default; the harness's --v 4 would bill
+		// debug logging to it.
+		args := []string{"--v", "2"}
+		var podCIDR string
+		if c.hostletNet == "default" {
+			var confDir string
+			if confDir, podCIDR, err = hostletDefaultNetwork(filepath.Join(work, "cni")); err != nil {
+				return nil, err
+			}
+			args = append(args, "--cni-conf-dir", confDir, "--cni-default-bridge", hostletBridge)
+			cl.add("delete bridge "+hostletBridge, func() error { return deleteLink(hostletBridge) })
+		}
 		h, err := cluster.StartHostlet(ctx, harness.HostletOptions{
-			// --v 2 is hostlet's default; the harness's --v 4 would bill
-			// debug logging to it.
-			Binary: hostletBin, NodeName: hostletNode, ExtraArgs: []string{"--v", "2"}, Env: hostletEnv,
+			Binary: hostletBin, NodeName: hostletNode, ExtraArgs: args, Env: hostletEnv, NoWaitReady: podCIDR != "",
 		})
 		if err != nil {
 			return nil, err
+		}
+		if podCIDR != "" {
+			if err := setPodCIDR(ctx, cluster, hostletNode, podCIDR); err != nil {
+				return nil, err
+			}
+			if err := cluster.WaitNodeReady(ctx, hostletNode); err != nil {
+				return nil, err
+			}
 		}
 		t := target{node: hostletNode, label: "hostlet", ns: "bench-hostlet", agentPid: h.Pid(),
 			runtimePid: cluster.Pid("containerd"), socket: cluster.ContainerdSocket()}
@@ -190,4 +211,14 @@ func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *bench
 	cl.add("stop the kubelet", func() error { k.stop(); return nil })
 	return target{node: kubeletNode, label: "kubelet", ns: "bench-kubelet", agentPid: k.p.Pid(),
 		runtimePid: cri.p.Pid(), socket: cri.socket()}, nil
+}
+
+// setPodCIDR gives the node its pod CIDR as the controller-manager's node
+// IPAM would (the harness's runs without it), once the node is registered.
+func setPodCIDR(ctx context.Context, cluster *harness.Cluster, node, cidr string) error {
+	patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, cidr, cidr)
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cluster.Client().CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err == nil, nil // the node registers first
+	})
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/hostlet/hostlet/test/harness"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -73,7 +76,45 @@ func TestHostPort(t *testing.T) {
 		if _, n, _ := net.ParseCIDR(podCIDR); !n.Contains(net.ParseIP(pod.Status.PodIP)) {
 			t.Errorf("pod IP %s not from the node's pod CIDR %s", pod.Status.PodIP, podCIDR)
 		}
+		// A pod without hostPorts (its network set up with no plugin
+		// process) reaches the other over the bridge, also after a restart;
+		// deleting each releases its address in host-local's store.
+		plain := busybox(ns, "plain", "sleep", "3600")
+		plain.Spec.NodeName = node2
+		plain.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+		c.CreatePod(t, plain)
+		plainIP := waitPodIn(t, c, ns, plain.Name, v1.PodRunning).Status.PodIP
+		store := filepath.Join(c.CNICacheDir(), "networks", "hostlet-pod-network")
+		for _, ip := range []string{pod.Status.PodIP, plainIP} {
+			if _, err := os.Stat(filepath.Join(store, ip)); err != nil {
+				t.Errorf("address %s not in host-local's store: %v", ip, err)
+			}
+		}
+		if got := fetchFrom(t, c, ns, plain.Name, pod.Status.PodIP, "8080"); got != "web2" {
+			t.Errorf("from a pod, %s:8080 answered %q", pod.Status.PodIP, got)
+		}
+		if err := h2.Restart(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		if body := answers(t, func() (string, error) { return getOver(ctxT(t), addr, "") }); body != "web2" {
+			t.Errorf("after a restart of hostlet, %s answered %q", addr, body)
+		}
 		deleteHostPortPod(t, c, pod, addr)
+		if err := c.Client().CoreV1().Pods(ns).Delete(ctxT(t), plain.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = wait.PollUntilContextTimeout(ctxT(t), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := c.Client().CoreV1().Pods(ns).Get(ctx, plain.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Fatalf("pod %s not gone: %v", plain.Name, err)
+		}
+		for _, ip := range []string{pod.Status.PodIP, plainIP} {
+			if _, err := os.Stat(filepath.Join(store, ip)); !os.IsNotExist(err) {
+				t.Errorf("address %s still reserved after its pod was deleted: %v", ip, err)
+			}
+		}
 	})
 }
 
