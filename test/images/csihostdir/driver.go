@@ -59,7 +59,9 @@ type Call struct {
 	Bytes int64 `json:"bytes,omitempty"`
 	// Publish is the publish context (from the VolumeAttachment).
 	Publish map[string]string `json:"publish,omitempty"`
-	Error   string            `json:"error,omitempty"`
+	// Block: the capability's access type is block.
+	Block bool   `json:"block,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // Driver is a running driver.
@@ -197,6 +199,9 @@ func (d *Driver) record(c Call, err error) error {
 // VolumeDir is where the driver keeps a persistent volume's data.
 func VolumeDir(stateDir, id string) string { return filepath.Join(stateDir, "volumes", id) }
 
+// BlockFile is the file behind a block volume's loop device.
+func BlockFile(stateDir, id string) string { return filepath.Join(stateDir, "volumes", id+".img") }
+
 // EphemeralDir is where it keeps an inline ephemeral volume's data.
 func EphemeralDir(stateDir, id string) string { return filepath.Join(stateDir, "ephemeral", id) }
 
@@ -238,13 +243,18 @@ func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 
 func (d *Driver) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
 	c := Call{Method: "NodeStageVolume", Volume: req.VolumeId, Staging: req.StagingTargetPath, Context: req.VolumeContext,
-		Publish: req.PublishContext}
+		Publish: req.PublishContext, Block: req.GetVolumeCapability().GetBlock() != nil}
 	err := func() error {
 		if err := checkID(req.VolumeId); err != nil {
 			return err
 		}
 		if !d.cfg.Stage {
 			return status.Error(codes.Unimplemented, "no STAGE_UNSTAGE_VOLUME")
+		}
+		if c.Block {
+			// A block volume is staged by attaching its loop device.
+			_, err := d.loopDevice(req.VolumeId, req.VolumeContext)
+			return err
 		}
 		src := VolumeDir(d.cfg.StateDir, req.VolumeId)
 		if err := os.MkdirAll(src, 0o777); err != nil {
@@ -257,15 +267,28 @@ func (d *Driver) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRe
 
 func (d *Driver) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
 	err := unmount(req.StagingTargetPath)
+	if err == nil && checkID(req.VolumeId) == nil {
+		err = detachLoops(BlockFile(d.cfg.StateDir, req.VolumeId))
+	}
 	return &csipb.NodeUnstageVolumeResponse{}, d.record(Call{Method: "NodeUnstageVolume", Volume: req.VolumeId, Staging: req.StagingTargetPath}, err)
 }
 
 func (d *Driver) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	c := Call{Method: "NodePublishVolume", Volume: req.VolumeId, Target: req.TargetPath, Staging: req.StagingTargetPath,
-		ReadOnly: req.Readonly, Context: req.VolumeContext, Publish: req.PublishContext}
+		ReadOnly: req.Readonly, Context: req.VolumeContext, Publish: req.PublishContext, Block: req.GetVolumeCapability().GetBlock() != nil}
 	err := func() error {
 		if err := checkID(req.VolumeId); err != nil {
 			return err
+		}
+		if c.Block {
+			if req.StagingTargetPath == "" && d.cfg.Stage {
+				return status.Error(codes.FailedPrecondition, "not staged")
+			}
+			dev, err := d.loopDevice(req.VolumeId, req.VolumeContext)
+			if err != nil {
+				return err
+			}
+			return bindDevice(dev, req.TargetPath)
 		}
 		src := req.StagingTargetPath
 		switch {
@@ -293,6 +316,10 @@ func (d *Driver) NodeUnpublishVolume(_ context.Context, req *csipb.NodeUnpublish
 		return nil, d.record(Call{Method: "NodeUnpublishVolume", Volume: req.VolumeId, Target: req.TargetPath}, err)
 	}
 	err := unmount(req.TargetPath)
+	if err == nil && checkID(req.VolumeId) == nil && !d.cfg.Stage {
+		// Without staging, the loop device is the publication's.
+		err = detachLoops(BlockFile(d.cfg.StateDir, req.VolumeId))
+	}
 	if err == nil && checkID(req.VolumeId) == nil && strings.HasPrefix(req.VolumeId, "csi-") {
 		// An inline ephemeral volume (its handle is the kubelet's
 		// csi-<sha>) goes with its pod.
