@@ -1,8 +1,11 @@
 // Package csihostdir is a small but real CSI driver for hostlet's tests:
 // its volumes are directories under a state dir, staged and published by
-// bind mounts, and it registers itself with the node through the kubelet's
-// plugin registry (the node-driver-registrar's protocol, in-process), so the
-// node's CSI plugin is exercised as a cluster's drivers exercise it.
+// bind mounts (block volumes: files with a loop device, block.go), and it
+// registers itself with the node through the kubelet's plugin registry (the
+// node-driver-registrar's protocol, in-process), so the node's CSI plugin is
+// exercised as a cluster's drivers exercise it. Its controller service
+// (controller.go) is what upstream's external-provisioner and
+// external-attacher, which are served, drive.
 // Upstream's csi-driver-host-path and node-driver-registrar cannot be built
 // here (their modules are not served), hence this one. Every call it
 // answers is appended to <state>/calls.jsonl for the tests to read.
@@ -45,6 +48,9 @@ type Config struct {
 	Stage bool
 	// MaxVolumes is NodeGetInfo's max_volumes_per_node (0: none).
 	MaxVolumes int64
+	// Controller serves the controller service too (controller.go), for
+	// the external-provisioner and external-attacher.
+	Controller bool
 }
 
 // Call is one call the driver answered.
@@ -103,6 +109,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err := serve(ctx, cfg.Endpoint, func(s *grpc.Server) {
 		csipb.RegisterIdentityServer(s, d)
 		csipb.RegisterNodeServer(s, d)
+		if cfg.Controller {
+			csipb.RegisterControllerServer(s, controller{d: d})
+		}
 	}); err != nil {
 		return nil, err
 	}
@@ -217,7 +226,15 @@ func (d *Driver) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*c
 }
 
 func (d *Driver) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
-	return &csipb.GetPluginCapabilitiesResponse{}, nil
+	if !d.cfg.Controller {
+		return &csipb.GetPluginCapabilitiesResponse{}, nil
+	}
+	var caps []*csipb.PluginCapability
+	for _, t := range []csipb.PluginCapability_Service_Type{csipb.PluginCapability_Service_CONTROLLER_SERVICE,
+		csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS} {
+		caps = append(caps, &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: t}}})
+	}
+	return &csipb.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }
 
 func (d *Driver) Probe(context.Context, *csipb.ProbeRequest) (*csipb.ProbeResponse, error) {
