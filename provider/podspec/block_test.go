@@ -8,6 +8,7 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/volumes"
+	"github.com/hostlet/hostlet/provider/volumes/csi"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -21,9 +22,10 @@ func blockPod(name, claim string, readOnly bool) *v1.Pod {
 	return pod
 }
 
-// A Block PV is mapped only by the local volume plugin (the kubelet's
-// hostPath plugin is no block plugin; CSI block is not done), on its node,
-// when its path is a block device; each refusal is the kubelet's message.
+// A Block PV is mapped only by the local volume and CSI plugins (the
+// kubelet's hostPath plugin is no block plugin; without a CSI plugin a CSI
+// PV is not supported), on its node, when its path is a block device; each
+// refusal is the kubelet's message.
 func TestClaimBlockPVRefused(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
@@ -36,7 +38,7 @@ func TestClaimBlockPVRefused(t *testing.T) {
 		{name: "hostPath", src: v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir}}, reason: "FailedMount",
 			want: `MapVolume.FindMapperPluginBySpec failed to find BlockVolumeMapper plugin. Volume plugin is nil. for volume "pv-b"`},
 		{name: "csi", src: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}}, reason: "FailedMapVolume",
-			want: `MapVolume.SetUpDevice failed for volume "pv-b" : CSI block volumes are not supported by hostlet`},
+			want: `MapVolume.SetUpDevice failed for volume "pv-b" : volume type not supported by hostlet`},
 		{name: "other node", src: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dir}}, node: "node2", reason: "FailedMount",
 			want: `MapVolume.NodeAffinity check failed for volume "pv-b" : no matching NodeSelectorTerms`},
 		{name: "a directory", src: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dir}}, reason: "FailedMapVolume",
@@ -89,5 +91,33 @@ func TestClaimDevice(t *testing.T) {
 		if err != nil || n.HostPath != link || n.ContainerPath != "/dev/xvda" || n.Permissions != want {
 			t.Errorf("read-only %v: %+v %v", ro, n, err)
 		}
+	}
+}
+
+// A CSI Block PV is mapped by the CSI plugin: its failure is the kubelet's
+// FailedMapVolume with the operation that failed; once mapped, the
+// container's device is the pod's symlink under kubernetes.io~csi.
+func TestClaimBlockCSI(t *testing.T) {
+	pvc, pv := boundClaim("data", "pv-b", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}})
+	pv.Spec.VolumeMode = ptr.To(v1.PersistentVolumeBlock)
+	r, _ := claimFixture(t, pvc, pv)
+	f := &fakeCSI{err: &csi.Failure{Op: "MapVolume.MapPodDevice", Err: errors.New("rpc error: NodePublishVolume: boom")}}
+	r.cfg.CSI = f
+	pod := blockPod("p", "data", false)
+	err := r.setupVolumes(context.Background(), pod, nil)
+	var lf *lifecycle.Failure
+	if !errors.As(err, &lf) || lf.Reason != "FailedMapVolume" || lf.Message != `MapVolume.MapPodDevice failed for volume "pv-b" : rpc error: NodePublishVolume: boom` {
+		t.Errorf("got %v", err)
+	}
+	if _, err := r.claimDevice(pod, v1.VolumeDevice{Name: "a", DevicePath: "/dev/xvda"}); err == nil {
+		t.Error("a device for a volume not mapped")
+	}
+	f.err = nil
+	if err := r.setupVolumes(context.Background(), pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	n, err := r.claimDevice(pod, v1.VolumeDevice{Name: "a", DevicePath: "/dev/xvda"})
+	if want := csi.BlockLink(r.layout(), pod.UID, "pv-b"); err != nil || n.HostPath != want || n.Permissions != "mrw" {
+		t.Errorf("device %+v %v, want %s", n, err, want)
 	}
 }

@@ -123,7 +123,7 @@ func (r *Runtime) setupClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 		return fail("MountVolume.SetUp failed", errors.New("volume type not supported by hostlet"))
 	}
 	if c.Block() {
-		return r.mapClaim(pod, c, fail)
+		return r.mapClaim(ctx, pod, vol.Name, c, fail)
 	}
 	if err := volumes.CheckNodeAffinity(pv, r.cfg.Node.Labels()); err != nil {
 		return fail("MountVolume.NodeAffinity check failed", err)
@@ -182,20 +182,17 @@ func (r *Runtime) setupClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 
 // mapClaim maps a block PV (volumeMode: Block) for the pod as the
 // kubelet's GenerateMapVolumeFunc does, with its messages: only the local
-// volume plugin among hostlet's maps devices (the hostPath plugin is no
-// block plugin for the kubelet either; CSI block volumes are not done
-// yet), the node affinity must match, a ReadWriteOncePod volume is one
-// pod's, and the PV's path must be a block device. Called with claimsMu
-// held.
-func (r *Runtime) mapClaim(pod *v1.Pod, c *podClaim, fail func(string, error) error) error {
+// volume and CSI plugins among hostlet's map devices (the hostPath plugin
+// is no block plugin for the kubelet either), the node affinity must
+// match, a ReadWriteOncePod volume is one pod's, and a local PV's path must
+// be a block device; a CSI PV's driver maps it (csi.Manager.SetUpBlock).
+// Called with claimsMu held.
+func (r *Runtime) mapClaim(ctx context.Context, pod *v1.Pod, volName string, c *podClaim, fail func(string, error) error) error {
 	pv := c.PV
 	switch {
 	case pv.Spec.HostPath != nil:
 		return &lifecycle.Failure{Reason: "FailedMount", Message: fmt.Sprintf(
 			"MapVolume.FindMapperPluginBySpec failed to find BlockVolumeMapper plugin. Volume plugin is nil. for volume %q", pv.Name)}
-	case pv.Spec.CSI != nil:
-		return &lifecycle.Failure{Reason: "FailedMapVolume", Message: fmt.Sprintf(
-			"MapVolume.SetUpDevice failed for volume %q : CSI block volumes are not supported by hostlet", pv.Name)}
 	}
 	mapFail := func(prefix string, err error) error {
 		f := fail(prefix, err).(*lifecycle.Failure)
@@ -208,6 +205,18 @@ func (r *Runtime) mapClaim(pod *v1.Pod, c *podClaim, fail func(string, error) er
 	}
 	if volumes.ReadWriteOncePod(pv) && r.mountedElsewhere(pv.Name, pod.UID) {
 		return mapFail("MapVolume.MapPodDevice failed", errors.New("volume uses the ReadWriteOncePod access mode and is already in use by another pod"))
+	}
+	if pv.Spec.CSI != nil {
+		// The driver's calls are not made under the lock every pod's
+		// volumes take.
+		c.mounted = true
+		r.claimsMu.Unlock()
+		err := r.mapCSI(ctx, pod, volName, c)
+		r.claimsMu.Lock()
+		if err != nil && r.claims[pod.UID][volName] == c {
+			c.mounted = false
+		}
+		return err
 	}
 	dev, err := volumes.BlockDevice(pv.Spec.Local.Path)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 type CSI interface {
 	SetUpPV(ctx context.Context, pod *v1.Pod, volName, claim string, pv *v1.PersistentVolume, readOnly bool) (string, bool, error)
 	SetUpInline(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (string, bool, error)
+	SetUpBlock(ctx context.Context, pod *v1.Pod, volName, claim string, pv *v1.PersistentVolume, readOnly bool) (string, error)
 	TearDownPod(ctx context.Context, uid types.UID) error
 }
 
@@ -57,6 +58,23 @@ func (r *Runtime) setUpCSI(ctx context.Context, pod *v1.Pod, vol *v1.Volume, cla
 		}
 	}
 	return nil
+}
+
+// mapCSI maps a pod's CSI block PV through its driver; its errors are the
+// kubelet's FailedMapVolume events.
+func (r *Runtime) mapCSI(ctx context.Context, pod *v1.Pod, volName string, c *podClaim) error {
+	var err error
+	if r.cfg.CSI == nil {
+		err = &csi.Failure{Op: "MapVolume.SetUpDevice", Err: errors.New("volume type not supported by hostlet")}
+	} else {
+		_, err = r.cfg.CSI.SetUpBlock(ctx, pod, volName, c.PVC.Name, c.PV, c.ReadOnly)
+	}
+	if err == nil {
+		return nil
+	}
+	f := csiFailure(c.PV.Name, err).(*lifecycle.Failure)
+	f.Reason = "FailedMapVolume"
+	return f
 }
 
 // tearDownCSI has the drivers unpublish (and unstage) the pod's CSI

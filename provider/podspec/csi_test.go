@@ -29,6 +29,10 @@ func (f *fakeCSI) SetUpInline(_ context.Context, pod *v1.Pod, vol *v1.Volume) (s
 	return "", false, f.err
 }
 
+func (f *fakeCSI) SetUpBlock(_ context.Context, pod *v1.Pod, volName, claim string, pv *v1.PersistentVolume, readOnly bool) (string, error) {
+	return "", f.err
+}
+
 func (f *fakeCSI) TearDownPod(_ context.Context, uid types.UID) error {
 	f.torn = append(f.torn, uid)
 	return f.teardown

@@ -38,7 +38,13 @@ func BlockDevice(path string) (string, error) {
 // device open; hostlet does not (see TearDownBlock): a device removed
 // under a running pod is that pod's to notice.
 func (l Layout) MapBlock(plugin, pv, dev string, uid types.UID) (string, error) {
-	global := l.GlobalMapPath(plugin, pv)
+	return MapDevice(l.GlobalMapPath(plugin, pv), filepath.Join(l.PodDeviceMapPath(uid, plugin), pv), dev, uid)
+}
+
+// MapDevice is the kubelet's MapBlockVolume with the paths given (a
+// plugin with paths of its own, CSI, says where): dev bind-mounted on
+// <global>/<uid>, link a symlink to dev. Mapping again is a no-op.
+func MapDevice(global, link, dev string, uid types.UID) (string, error) {
 	if err := os.MkdirAll(global, 0o750); err != nil {
 		return "", err
 	}
@@ -59,11 +65,9 @@ func (l Layout) MapBlock(plugin, pv, dev string, uid types.UID) (string, error) 
 	case err != nil:
 		return "", err
 	}
-	dir := l.PodDeviceMapPath(uid, plugin)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Dir(link), 0o750); err != nil {
 		return "", err
 	}
-	link := filepath.Join(dir, pv)
 	// Volumes are set up again on every resync: a link already right is
 	// left alone, never missing while a container is being created.
 	if target, err := os.Readlink(link); err == nil && target == dev {

@@ -6,7 +6,8 @@
 #   usage: build.sh [component...]   (default: etcd kube containerd runc;
 #   kubelet, the upstream yardstick for make bench, kube-proxy and coredns, for
 #   the Service and DNS tests, metrics-server, for kubectl top and the HPA, and
-#   flannel, the CNI DaemonSet's flanneld and CNI plugin, only on request)
+#   flannel, the CNI DaemonSet's flanneld and CNI plugin, and csi-provisioner
+#   and csi-attacher, the CSI controller sidecars, only on request)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HOSTLET_CACHE:-$HOME/.cache/hostlet}
@@ -75,6 +76,12 @@ for comp in "${@:-etcd kube containerd runc}"; do
 			CGO=1 build flannel "netgo osusergo" "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$flver -extldflags -static" \
 				github.com/flannel-io/flannel:flanneld
 			MOD=flannel/cni-plugin build flannel-cni "" "-s -w" github.com/containernetworking/plugins/plugins/meta/flannel:flannel ;;
+		# For the CSI provisioning tests: upstream's controller sidecars, run
+		# against the API server next to the test driver's controller service.
+		csi-provisioner) MOD=csi-sidecars build csi-provisioner "" "-s -w" \
+			github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner:csi-provisioner ;;
+		csi-attacher) MOD=csi-sidecars build csi-attacher "" "-s -w" \
+			github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher:csi-attacher ;;
 		containerd) build containerd "" "-s -w -X github.com/containerd/containerd/v2/version.Version=$ctrver" \
 			github.com/containerd/containerd/v2/cmd/containerd:containerd \
 			github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2:containerd-shim-runc-v2 \

@@ -54,6 +54,19 @@ func TestPaths(t *testing.T) {
 	if got := UniqueName("d", "h"); got != "kubernetes.io/csi/d^h" {
 		t.Errorf("UniqueName %s", got)
 	}
+	// Block volumes: csiBlockMapper's paths, by the PV's name, under the
+	// plugin's unescaped directory; the pod's link under its escaped one.
+	for got, want := range map[string]string{
+		BlockDataDir(l, "pv1"):             "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/pv1/data",
+		BlockGlobalMapPath(l, "pv1"):       "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/pv1/dev",
+		BlockStagingPath(l, "pv1"):         "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging/pv1",
+		BlockPublishPath(l, "pv1", "uid1"): "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/publish/pv1/uid1",
+		BlockLink(l, "uid1", "pv1"):        "/var/lib/kubelet/pods/uid1/volumeDevices/kubernetes.io~csi/pv1",
+	} {
+		if got != want {
+			t.Errorf("got %s, want %s", got, want)
+		}
+	}
 }
 
 func TestVolData(t *testing.T) {

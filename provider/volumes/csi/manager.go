@@ -423,19 +423,16 @@ func (m *Manager) VolumesInUse() []v1.UniqueVolumeName {
 // (a driver not registered, or failing) leaves the rest in place for the
 // next try, so the pod's directory is not removed under a mount.
 func (m *Manager) TearDownPod(ctx context.Context, uid types.UID) error {
+	var errs []error
+	// Block volumes first: they have no directory under volumes/.
+	if err := m.tearDownBlock(ctx, uid); err != nil {
+		errs = append(errs, err)
+	}
 	base := filepath.Dir(VolumeDir(m.layout, uid, "x"))
 	entries, err := os.ReadDir(base)
-	if errors.Is(err, os.ErrNotExist) {
-		m.mu.Lock()
-		delete(m.pending, uid)
-		m.mu.Unlock()
-		m.forgetPod(uid)
-		return nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return errors.Join(append(errs, err)...)
 	}
-	if err != nil {
-		return err
-	}
-	var errs []error
 	for _, e := range entries {
 		if err := m.tearDown(ctx, uid, filepath.Join(base, e.Name())); err != nil {
 			errs = append(errs, fmt.Errorf("UnmountVolume.TearDown failed for volume %q (pod %q): %w", e.Name(), uid, err))
@@ -449,7 +446,9 @@ func (m *Manager) TearDownPod(ctx context.Context, uid types.UID) error {
 	}
 	m.mu.Unlock()
 	if len(errs) == 0 {
-		_ = os.Remove(base)
+		if entries != nil {
+			_ = os.Remove(base)
+		}
 		m.forgetPod(uid)
 		m.tokens.forget(string(uid) + "/")
 	}

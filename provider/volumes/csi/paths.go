@@ -107,3 +107,44 @@ func readVolData(dir string) (volData, error) {
 	}
 	return d, nil
 }
+
+// A CSI block volume (volumeMode: Block) has the kubelet's csiBlockMapper
+// paths, under the plugin's own directory (not escaped, unlike the other
+// plugins' global map paths):
+//
+//	plugins/kubernetes.io/csi/volumeDevices/<pv>/data/vol_data.json   what the volume is
+//	plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/<uid>            the global map path: the published device bind-mounted per pod
+//	plugins/kubernetes.io/csi/volumeDevices/staging/<pv>              NodeStageVolume's staging path
+//	plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/<uid>        NodePublishVolume's target, a device file the driver makes
+//	pods/<uid>/volumeDevices/kubernetes.io~csi/<pv>                   the pod's symlink to the publish path
+
+// blockDir is the plugin's directory of block volumes.
+func blockDir(l volumes.Layout) string {
+	return filepath.Join(l.PluginDir(PluginName), "volumeDevices")
+}
+
+// BlockDataDir holds a block volume's vol_data.json.
+func BlockDataDir(l volumes.Layout, pv string) string {
+	return filepath.Join(blockDir(l), pv, "data")
+}
+
+// BlockGlobalMapPath holds a block volume's per-pod bind mounts.
+func BlockGlobalMapPath(l volumes.Layout, pv string) string {
+	return filepath.Join(blockDir(l), pv, "dev")
+}
+
+// BlockStagingPath is a block volume's NodeStageVolume staging path.
+func BlockStagingPath(l volumes.Layout, pv string) string {
+	return filepath.Join(blockDir(l), "staging", pv)
+}
+
+// BlockPublishPath is a block volume's NodePublishVolume target for pod uid.
+func BlockPublishPath(l volumes.Layout, pv string, uid types.UID) string {
+	return filepath.Join(blockDir(l), "publish", pv, string(uid))
+}
+
+// BlockLink is the pod's symlink to its published block volume, the host
+// path of the containers' device.
+func BlockLink(l volumes.Layout, uid types.UID, pv string) string {
+	return filepath.Join(l.PodDeviceMapPath(uid, PluginName), pv)
+}

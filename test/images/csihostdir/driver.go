@@ -1,8 +1,11 @@
 // Package csihostdir is a small but real CSI driver for hostlet's tests:
 // its volumes are directories under a state dir, staged and published by
-// bind mounts, and it registers itself with the node through the kubelet's
-// plugin registry (the node-driver-registrar's protocol, in-process), so the
-// node's CSI plugin is exercised as a cluster's drivers exercise it.
+// bind mounts (block volumes: files with a loop device, block.go), and it
+// registers itself with the node through the kubelet's plugin registry (the
+// node-driver-registrar's protocol, in-process), so the node's CSI plugin is
+// exercised as a cluster's drivers exercise it. Its controller service
+// (controller.go) is what upstream's external-provisioner and
+// external-attacher, which are served, drive.
 // Upstream's csi-driver-host-path and node-driver-registrar cannot be built
 // here (their modules are not served), hence this one. Every call it
 // answers is appended to <state>/calls.jsonl for the tests to read.
@@ -45,6 +48,9 @@ type Config struct {
 	Stage bool
 	// MaxVolumes is NodeGetInfo's max_volumes_per_node (0: none).
 	MaxVolumes int64
+	// Controller serves the controller service too (controller.go), for
+	// the external-provisioner and external-attacher.
+	Controller bool
 }
 
 // Call is one call the driver answered.
@@ -59,7 +65,9 @@ type Call struct {
 	Bytes int64 `json:"bytes,omitempty"`
 	// Publish is the publish context (from the VolumeAttachment).
 	Publish map[string]string `json:"publish,omitempty"`
-	Error   string            `json:"error,omitempty"`
+	// Block: the capability's access type is block.
+	Block bool   `json:"block,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // Driver is a running driver.
@@ -101,6 +109,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err := serve(ctx, cfg.Endpoint, func(s *grpc.Server) {
 		csipb.RegisterIdentityServer(s, d)
 		csipb.RegisterNodeServer(s, d)
+		if cfg.Controller {
+			csipb.RegisterControllerServer(s, controller{d: d})
+		}
 	}); err != nil {
 		return nil, err
 	}
@@ -197,6 +208,9 @@ func (d *Driver) record(c Call, err error) error {
 // VolumeDir is where the driver keeps a persistent volume's data.
 func VolumeDir(stateDir, id string) string { return filepath.Join(stateDir, "volumes", id) }
 
+// BlockFile is the file behind a block volume's loop device.
+func BlockFile(stateDir, id string) string { return filepath.Join(stateDir, "volumes", id+".img") }
+
 // EphemeralDir is where it keeps an inline ephemeral volume's data.
 func EphemeralDir(stateDir, id string) string { return filepath.Join(stateDir, "ephemeral", id) }
 
@@ -212,7 +226,15 @@ func (d *Driver) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*c
 }
 
 func (d *Driver) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
-	return &csipb.GetPluginCapabilitiesResponse{}, nil
+	if !d.cfg.Controller {
+		return &csipb.GetPluginCapabilitiesResponse{}, nil
+	}
+	var caps []*csipb.PluginCapability
+	for _, t := range []csipb.PluginCapability_Service_Type{csipb.PluginCapability_Service_CONTROLLER_SERVICE,
+		csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS} {
+		caps = append(caps, &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: t}}})
+	}
+	return &csipb.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }
 
 func (d *Driver) Probe(context.Context, *csipb.ProbeRequest) (*csipb.ProbeResponse, error) {
@@ -238,13 +260,18 @@ func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 
 func (d *Driver) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
 	c := Call{Method: "NodeStageVolume", Volume: req.VolumeId, Staging: req.StagingTargetPath, Context: req.VolumeContext,
-		Publish: req.PublishContext}
+		Publish: req.PublishContext, Block: req.GetVolumeCapability().GetBlock() != nil}
 	err := func() error {
 		if err := checkID(req.VolumeId); err != nil {
 			return err
 		}
 		if !d.cfg.Stage {
 			return status.Error(codes.Unimplemented, "no STAGE_UNSTAGE_VOLUME")
+		}
+		if c.Block {
+			// A block volume is staged by attaching its loop device.
+			_, err := d.loopDevice(req.VolumeId, req.VolumeContext)
+			return err
 		}
 		src := VolumeDir(d.cfg.StateDir, req.VolumeId)
 		if err := os.MkdirAll(src, 0o777); err != nil {
@@ -257,15 +284,28 @@ func (d *Driver) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRe
 
 func (d *Driver) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
 	err := unmount(req.StagingTargetPath)
+	if err == nil && checkID(req.VolumeId) == nil {
+		err = detachLoops(BlockFile(d.cfg.StateDir, req.VolumeId))
+	}
 	return &csipb.NodeUnstageVolumeResponse{}, d.record(Call{Method: "NodeUnstageVolume", Volume: req.VolumeId, Staging: req.StagingTargetPath}, err)
 }
 
 func (d *Driver) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	c := Call{Method: "NodePublishVolume", Volume: req.VolumeId, Target: req.TargetPath, Staging: req.StagingTargetPath,
-		ReadOnly: req.Readonly, Context: req.VolumeContext, Publish: req.PublishContext}
+		ReadOnly: req.Readonly, Context: req.VolumeContext, Publish: req.PublishContext, Block: req.GetVolumeCapability().GetBlock() != nil}
 	err := func() error {
 		if err := checkID(req.VolumeId); err != nil {
 			return err
+		}
+		if c.Block {
+			if req.StagingTargetPath == "" && d.cfg.Stage {
+				return status.Error(codes.FailedPrecondition, "not staged")
+			}
+			dev, err := d.loopDevice(req.VolumeId, req.VolumeContext)
+			if err != nil {
+				return err
+			}
+			return bindDevice(dev, req.TargetPath)
 		}
 		src := req.StagingTargetPath
 		switch {
@@ -293,6 +333,10 @@ func (d *Driver) NodeUnpublishVolume(_ context.Context, req *csipb.NodeUnpublish
 		return nil, d.record(Call{Method: "NodeUnpublishVolume", Volume: req.VolumeId, Target: req.TargetPath}, err)
 	}
 	err := unmount(req.TargetPath)
+	if err == nil && checkID(req.VolumeId) == nil && !d.cfg.Stage {
+		// Without staging, the loop device is the publication's.
+		err = detachLoops(BlockFile(d.cfg.StateDir, req.VolumeId))
+	}
 	if err == nil && checkID(req.VolumeId) == nil && strings.HasPrefix(req.VolumeId, "csi-") {
 		// An inline ephemeral volume (its handle is the kubelet's
 		// csi-<sha>) goes with its pod.

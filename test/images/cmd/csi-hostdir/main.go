@@ -22,6 +22,7 @@ func main() {
 	flag.StringVar(&cfg.RegistryDir, "registry-dir", "", "the node's plugins_registry (empty: do not register)")
 	flag.BoolVar(&cfg.Stage, "stage", true, "offer STAGE_UNSTAGE_VOLUME")
 	flag.Int64Var(&cfg.MaxVolumes, "max-volumes", 0, "max_volumes_per_node")
+	flag.BoolVar(&cfg.Controller, "controller", false, "serve the controller service too (CreateVolume, ControllerPublishVolume)")
 	flag.Parse()
 	if cfg.NodeID == "" || cfg.Endpoint == "" {
 		log.Fatal("--nodeid and --endpoint are required")
