@@ -64,6 +64,10 @@ func (h *host) upgrade(ctx context.Context) {
 	if strings.TrimSpace(running) != "/usr/bin/hostlet" {
 		t.Errorf("hostlet.service runs %s", running)
 	}
+	// The unit stays the one the previous release's join wrote: the
+	// package writes none (docs/upgrades.md).
+	unit := h.vm.Run(ctx, "systemctl show hostlet -p Type -p WatchdogUSec | tr '\\n' ' '")
+	t.Logf("hostlet.service after the upgrade : %s", unit)
 	after := h.containerState(ctx, name)
 	t.Logf("after the upgrade (%s): %s", cur.version, after)
 	if after != before {
@@ -80,7 +84,7 @@ func (h *host) upgrade(ctx context.Context) {
 
 	// The downgrade: refused by the installed package's prerm.
 	out, err := h.vm.run(ctx, "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades /mnt/payload/deb/"+debName(prev)+" 2>&1")
-	t.Logf("apt-get install --allow-downgrades ./%s: %v\n%s", debName(prev), err, out)
+	t.Logf("apt-get install --allow-downgrades ./%s (failed: %v):\n%s", debName(prev), err != nil, out)
 	if err == nil || !strings.Contains(out, "hostlet: refusing to downgrade hostlet "+debVersion(cur)+" to "+debVersion(prev)) {
 		t.Errorf("the downgrade to %s on a joined host was not refused by the package", prev.version)
 	}
