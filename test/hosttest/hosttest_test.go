@@ -91,8 +91,8 @@ func TestDebianHost(t *testing.T) {
 	}
 	cache := cacheDir(t)
 	t0 := time.Now()
-	rel := buildRelease(ctx, t, root, helm, t.TempDir())
-	tm.add("this release %s built in %v", rel.version, time.Since(t0).Round(time.Second))
+	rel := currentRelease(ctx, t, root, cache, helm)
+	tm.add("this release %s ready in %v", rel.version, time.Since(t0).Round(time.Second))
 	t0 = time.Now()
 	prev, upgrade := previousRelease(ctx, t, root, cache, helm)
 	if upgrade {

@@ -76,8 +76,7 @@ func previousRelease(ctx context.Context, t *testing.T, root, cache, helm string
 	}
 	commit := strings.TrimSpace(runIn(ctx, t, root, "git", "rev-parse", "--verify", from+"^{commit}"))
 	out := filepath.Join(cache, "release", commit)
-	if m, _ := filepath.Glob(filepath.Join(out, "*", "SHA256SUMS")); len(m) == 1 {
-		r := readRelease(t, filepath.Dir(m[0]))
+	if r, ok := cachedRelease(t, out); ok {
 		t.Logf("previous release: %s (%s, cached)", r.version, from)
 		return r, true
 	}
@@ -89,12 +88,40 @@ func previousRelease(ctx context.Context, t *testing.T, root, cache, helm string
 			t.Logf("git worktree remove %s: %v: %s", wt, err, b)
 		}
 	}()
-	if err := os.RemoveAll(out); err != nil {
-		t.Fatal(err)
-	}
 	r := buildRelease(ctx, t, wt, helm, out)
 	t.Logf("previous release: %s (%s)", r.version, from)
 	return r, true
+}
+
+// currentRelease is the checkout's release: built into the test's temp dir
+// from a changed work tree (-dirty), else cached by commit as the previous
+// release is (a rerun of the same commit builds nothing).
+func currentRelease(ctx context.Context, t *testing.T, root, cache, helm string) release {
+	t.Helper()
+	version := strings.TrimSpace(runIn(ctx, t, root, "hack/release/version.sh"))
+	if strings.HasSuffix(version, "-dirty") {
+		return buildRelease(ctx, t, root, helm, t.TempDir())
+	}
+	out := filepath.Join(cache, "release", strings.TrimSpace(runIn(ctx, t, root, "git", "rev-parse", "HEAD")))
+	if r, ok := cachedRelease(t, out); ok && r.version == version {
+		t.Logf("release %s cached", r.version)
+		return r
+	}
+	return buildRelease(ctx, t, root, helm, out)
+}
+
+// cachedRelease is the one release in out, if any; out is emptied
+// otherwise, for the build (hack/release renames a complete release into
+// place, so one with its SHA256SUMS is whole).
+func cachedRelease(t *testing.T, out string) (release, bool) {
+	t.Helper()
+	if m, _ := filepath.Glob(filepath.Join(out, "*", "SHA256SUMS")); len(m) == 1 {
+		return readRelease(t, filepath.Dir(m[0])), true
+	}
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	return release{}, false
 }
 
 // defaultPrevious: the newest v* tag before HEAD, else HEAD~30 if it has
