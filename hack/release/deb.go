@@ -74,6 +74,45 @@ fi
 exit 0
 `
 
+// prerm refuses a downgrade of a joined node (docs/upgrades.md). dpkg runs
+// the installed package's `prerm upgrade <version being installed>` first;
+// if it fails, the `prerm failed-upgrade <installed version>` of the package
+// being installed, and gives up when that one fails or is missing (releases
+// before this script have none). So this script refuses in both places:
+// a newer hostlet installed, an older one coming. A joined node is one with
+// join's unit or config; there the state (/var/lib/hostlet, the pods' under
+// /var/lib/kubelet, the checkpoints) was written by the newer hostlet, and
+// nothing guarantees an older one reads it. A host never joined, or one
+// left with hostlet leave, downgrades freely; HOSTLET_ALLOW_DOWNGRADE=1 in
+// apt's or dpkg's environment forces it. Paths under $DPKG_ROOT, as dpkg
+// passes it (and the unit test sets it). %[1]s is the package's version.
+const prermTemplate = `#!/bin/sh
+set -e
+self='%[1]s'
+from= to=
+case "$1" in
+upgrade)
+	# this hostlet (self) is installed; $2 is coming
+	if dpkg --compare-versions "$2" lt "$self"; then from=$self to=$2; fi ;;
+failed-upgrade)
+	# this hostlet (self) is coming; $2 is installed
+	if dpkg --compare-versions "$2" gt "$self"; then from=$2 to=$self; fi ;;
+esac
+if [ -n "$from" ] && [ "${HOSTLET_ALLOW_DOWNGRADE:-}" != 1 ] &&
+	{ [ -e "$DPKG_ROOT/etc/systemd/system/hostlet.service" ] || [ -e "$DPKG_ROOT/var/lib/hostlet/config.yaml" ]; }; then
+	cat >&2 <<EOF
+hostlet: refusing to downgrade hostlet $from to $to: this host is joined, and
+its state (/var/lib/hostlet, the pods' under /var/lib/kubelet) was written by
+$from, which an older hostlet may not read. Either run hostlet leave first
+(it drains nothing: move the pods away before) and join again after the
+install, or install with HOSTLET_ALLOW_DOWNGRADE=1 in the environment to
+downgrade anyway, then systemctl restart hostlet. See docs/upgrades.md.
+EOF
+	exit 1
+fi
+exit 0
+`
+
 // debFile is one file of the package's tree.
 type debFile struct {
 	path string // relative to the root
@@ -123,6 +162,7 @@ Description: Kubernetes node agent that runs pods with containerd
 		debFile{"DEBIAN/control", 0o644, []byte(control)},
 		debFile{"DEBIAN/md5sums", 0o644, []byte(sums.String())},
 		debFile{"DEBIAN/postinst", 0o755, []byte(postinst)},
+		debFile{"DEBIAN/prerm", 0o755, []byte(fmt.Sprintf(prermTemplate, v.deb))},
 	)
 	if err := stageTree(root, files, epoch); err != nil {
 		return "", err

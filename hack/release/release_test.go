@@ -77,6 +77,62 @@ func TestDebVersionsOrder(t *testing.T) {
 // platforms and goes into a registry (a loopback one) as is; the chart
 // renders the approver with that image. Two builds take minutes (xz of the
 // packages mostly): only with HOSTLET_RELEASE_TEST=1 (make release-test).
+// TestPrermDowngrade runs the package's prerm as dpkg does on a downgrade
+// (the installed package's `upgrade <older>`, then the older package's
+// `failed-upgrade <newer>`) and on upgrades, in a $DPKG_ROOT with and
+// without join's unit: only a downgrade of a joined host is refused, and
+// HOSTLET_ALLOW_DOWNGRADE=1 lets it through.
+func TestPrermDowngrade(t *testing.T) {
+	if _, err := exec.LookPath("dpkg"); err != nil {
+		t.Skip("no dpkg")
+	}
+	const older, newer = "0.0.0+400.g1234567890ab", "0.0.0+412.gba0987654321"
+	dir := t.TempDir()
+	script := func(version string) string {
+		p := filepath.Join(dir, "prerm-"+version)
+		if err := os.WriteFile(p, []byte(fmt.Sprintf(prermTemplate, version)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	olderScript, newerScript := script(older), script(newer)
+	joined, fresh := filepath.Join(dir, "joined"), filepath.Join(dir, "fresh")
+	unit := filepath.Join(joined, "etc/systemd/system/hostlet.service")
+	if err := os.MkdirAll(filepath.Dir(unit), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(unit, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(fresh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, script, action, version, root, allow string
+		refused                                    bool
+	}{
+		{"downgrade, joined", newerScript, "upgrade", older, joined, "", true},
+		{"downgrade, joined, fallback", olderScript, "failed-upgrade", newer, joined, "", true},
+		{"downgrade, joined, allowed", newerScript, "upgrade", older, joined, "1", false},
+		{"downgrade, joined, allowed, fallback", olderScript, "failed-upgrade", newer, joined, "1", false},
+		{"downgrade, never joined", newerScript, "upgrade", older, fresh, "", false},
+		{"upgrade, joined", olderScript, "upgrade", newer, joined, "", false},
+		{"upgrade, joined, fallback", newerScript, "failed-upgrade", older, joined, "", false},
+		{"reinstall, joined", newerScript, "upgrade", newer, joined, "", false},
+		{"remove, joined", newerScript, "remove", "", joined, "", false},
+	} {
+		cmd := exec.Command("sh", tc.script, tc.action, tc.version)
+		cmd.Env = append(os.Environ(), "DPKG_ROOT="+tc.root, "HOSTLET_ALLOW_DOWNGRADE="+tc.allow)
+		out, err := cmd.CombinedOutput()
+		if refused := err != nil; refused != tc.refused {
+			t.Errorf("%s: prerm %s %s: refused %v, want %v: %v\n%s", tc.name, tc.action, tc.version, refused, tc.refused, err, out)
+		}
+		if tc.refused && !strings.Contains(string(out), "refusing to downgrade hostlet "+newer+" to "+older) {
+			t.Errorf("%s: prerm says:\n%s", tc.name, out)
+		}
+	}
+}
+
 func TestRelease(t *testing.T) {
 	if os.Getenv("HOSTLET_RELEASE_TEST") == "" {
 		t.Skip("HOSTLET_RELEASE_TEST=1 (make release-test) builds the release twice, minutes")
@@ -292,6 +348,9 @@ func checkDeb(t *testing.T, deb, arch string, v versions, binary []byte) {
 			t.Errorf("installed postinst: %v\n%s", err, got)
 		}
 		run("sh", "-n", filepath.Join(root, "var/lib/dpkg/info/hostlet.postinst"))
+		if got, err := os.ReadFile(filepath.Join(root, "var/lib/dpkg/info/hostlet.prerm")); err != nil || string(got) != fmt.Sprintf(prermTemplate, v.deb) {
+			t.Errorf("installed prerm: %v\n%s", err, got)
+		}
 	} else {
 		run("dpkg", "-x", deb, root)
 	}

@@ -2,10 +2,6 @@ package hosttest
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/x509"
-	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -82,29 +78,40 @@ func TestDebianHost(t *testing.T) {
 	}
 
 	// What the host gets besides Debian's packages: containerd (Debian 12's
-	// 1.6 is refused by preflight), runc, hostlet and the images.
+	// 1.6 is refused by preflight), runc, the images, and hostlet as a user
+	// gets it: this commit's release (make release's hack/release, the amd64
+	// .deb, image and chart) and, to upgrade from, the previous release's.
 	binDir, err := harness.BuildComponents(ctx, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := harness.BuildHostlet(ctx)
+	helm, err := harness.BuildHelm(ctx, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := filepath.Dir(bin)
+	cache := cacheDir(t)
+	t0 := time.Now()
+	rel := currentRelease(ctx, t, root, cache, helm)
+	tm.add("this release %s ready in %v", rel.version, time.Since(t0).Round(time.Second))
+	t0 = time.Now()
+	prev, upgrade := previousRelease(ctx, t, root, cache, helm)
+	if upgrade {
+		tm.add("previous release %s ready in %v", prev.version, time.Since(t0).Round(time.Second))
+	}
 	imgs, err := images.BuildAll(ctx, filepath.Join(cache, "images"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	approver, err := images.BuildApprover(ctx, filepath.Join(cache, "images"))
-	if err != nil {
-		t.Fatal(err)
+	archives := []string{rel.image}
+	debs := []string{rel.deb}
+	if upgrade {
+		archives = append(archives, prev.image)
+		debs = append(debs, prev.deb)
 	}
-	archives := []string{approver.Archive}
 	for _, img := range imgs {
 		archives = append(archives, img.Archive)
 	}
-	payload := makePayload(t, binDir, bin, archives)
+	payload := makePayload(t, binDir, debs, archives)
 
 	cluster, err := harness.Start(ctx, harness.Options{Logf: t.Logf, BinDir: binDir, NodeNetns: true,
 		KeepDir: os.Getenv("HOSTTEST_KEEP") != ""})
@@ -119,18 +126,31 @@ func TestDebianHost(t *testing.T) {
 	t.Cleanup(n.remove)
 	t.Logf("VM network: namespace %s, VM %s, API server %s", n.netns, n.VMIP(), cluster.APIServerURL())
 
-	server, token, caHash := installChart(ctx, t, cluster)
+	// The chart as a user installs it: the release's package, its
+	// approver image the release's (the chart's default, appVersion). With
+	// an upgrade, the previous release's, upgraded with the node.
+	chartRel := rel
+	if upgrade {
+		chartRel = prev
+	}
+	ch := &chart{helm: helm, values: chartValues(t, cluster)}
+	server, token, caHash := ch.install(ctx, t, cluster, chartRel)
 
 	drivers := []string{"systemd", "cgroupfs"}
 	if s := os.Getenv("HOSTTEST_DRIVERS"); s != "" {
 		drivers = strings.Split(s, ",")
 	}
 	for _, suite := range suites {
-		for _, driver := range drivers {
+		for i, driver := range drivers {
 			ok := t.Run(suite+"/"+driver, func(t *testing.T) {
 				h := &host{t: t, tm: tm, cluster: cluster, net: n, image: imageOf[suite], payload: payload,
 					name: suite + "/" + driver, driver: driver, node: "hosttest-" + suite + "-" + driver,
-					server: server, token: token, caHash: caHash}
+					server: server, token: token, caHash: caHash, release: rel, chart: ch}
+				// Each suite's first driver starts from the previous
+				// release and is upgraded; the others join with this one.
+				if upgrade && i == 0 {
+					h.previous = &prev
+				}
 				h.run(ctx)
 			})
 			if !ok {
@@ -151,11 +171,23 @@ func buildImage(ctx context.Context, t *testing.T, root, suite string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// cacheDir is $HOSTLET_CACHE or ~/.cache/hostlet, as build.sh's.
+func cacheDir(t *testing.T) string {
+	if c := os.Getenv("HOSTLET_CACHE"); c != "" {
+		return c
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(home, ".cache", "hostlet")
+}
+
 // makePayload makes the VM's second disk: an ext4 image holding the
-// binaries, the image archives and setup.sh.
-func makePayload(t *testing.T, binDir, hostlet string, archives []string) string {
+// binaries, the releases' packages, the image archives and setup.sh.
+func makePayload(t *testing.T, binDir string, debs, archives []string) string {
 	dir := filepath.Join(t.TempDir(), "payload")
-	for _, d := range []string{"bin", "images"} {
+	for _, d := range []string{"bin", "deb", "images"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +206,9 @@ func makePayload(t *testing.T, binDir, hostlet string, archives []string) string
 	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
 		cp(filepath.Join(binDir, b), filepath.Join(dir, "bin", b))
 	}
-	cp(hostlet, filepath.Join(dir, "bin", "hostlet"))
+	for _, d := range debs {
+		cp(d, filepath.Join(dir, "deb", filepath.Base(d)))
+	}
 	for _, a := range archives {
 		cp(a, filepath.Join(dir, "images", filepath.Base(a)))
 	}
@@ -194,14 +228,15 @@ func makePayload(t *testing.T, binDir, hostlet string, archives []string) string
 // setupScript installs, in the VM, what a user installs by hand besides
 // Debian's packages: on Debian 12 containerd and runc (upstream's unit), on
 // Debian 13 a config for Debian's containerd; a CNI network (the bridge
-// plugin of Debian's containernetworking-plugins), hostlet, and the images.
+// plugin of Debian's containernetworking-plugins), the images, and the
+// hostlet package with apt (offline: what it Depends on is in the image).
 // $1 is the cgroup driver containerd's CRI config names (hostlet follows
-// it).
+// it), $2 the .deb's file name.
 const setupScript = `#!/bin/sh
 set -eu
 driver=$1
+deb=$2
 p=/mnt/payload
-install -m 755 $p/bin/hostlet /usr/local/bin/
 systemd=false
 [ "$driver" = systemd ] && systemd=true
 mkdir -p /etc/containerd /etc/cni/net.d
@@ -265,52 +300,13 @@ cat > /etc/cni/net.d/10-hosttest.conflist <<'EOF'
 ]}
 EOF
 for i in $p/images/*.tar; do ctr -n hostlet images import "$i" >/dev/null; done
+# The package as a user installs it; apt says which Recommends it skipped.
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$p/deb/$deb" > /tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }
+sed -n '/^Recommended packages:/,/^[^ ]/p' /tmp/apt.log | grep '^ ' | sed 's/^ */apt skipped Recommends: /' >&2 || true
+echo "$(dpkg-query -W -f '${Package} ${Version} ${Status}' hostlet), $(command -v hostlet) $(hostlet version 2>&1 | head -1)" >&2
 crun=$(command -v crun >/dev/null && echo ", $(crun --version | head -1)" || true)
 echo "$(command -v containerd) $(containerd --version | cut -d' ' -f3) ($(runc --version | head -1)$crun), $(ctr -n hostlet images ls -q | wc -l) images"
 `
-
-// installChart installs charts/hostlet as a user does, with the serving
-// certificate approver (the harness's API server verifies kubelets'
-// certificates, so logs and exec need a cluster-issued one) run from the
-// approver image on the joined node's network, and returns the join
-// command's server, token and CA hash.
-func installChart(ctx context.Context, t *testing.T, cluster *harness.Cluster) (server, token, caHash string) {
-	helm, err := harness.BuildHelm(ctx, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	values, err := cluster.ApproverValuesFile(t.TempDir(), images.ApproverRepo+":"+images.ApproverTag, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	notes, err := cluster.Helm(ctx, helm, "install", "hostlet", filepath.Join(root, "charts", "hostlet"),
-		"--namespace", "kube-system", "-f", values)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`hostlet join (https://\S+) --token (\S+) --discovery-token-ca-cert-hash \$CA_HASH`).FindStringSubmatch(notes)
-	if m == nil {
-		t.Fatalf("NOTES print no join command:\n%s", notes)
-	}
-	pemBytes, err := os.ReadFile(cluster.CACertFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, _ := pem.Decode(pemBytes)
-	if blk == nil {
-		t.Fatal("no PEM in the CA file")
-	}
-	ca, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(ca.RawSubjectPublicKeyInfo)
-	return m[1], m[2], "sha256:" + hex.EncodeToString(sum[:])
-}
 
 // host is one VM joined with one cgroup driver.
 type host struct {
@@ -324,6 +320,9 @@ type host struct {
 	server, token, caHash string
 	vm                    *vm
 	ns                    string
+	release               release  // this commit's
+	previous              *release // the one to start from and upgrade, if any
+	chart                 *chart
 }
 
 func (h *host) run(ctx context.Context) {
@@ -352,9 +351,16 @@ func (h *host) run(ctx context.Context) {
 	}
 
 	t1 := time.Now()
-	out := h.vm.Run(ctx, "mkdir -p /mnt/payload && mount -o ro /dev/vdb /mnt/payload && /mnt/payload/setup.sh "+h.driver)
-	t.Logf("setup: %s", strings.TrimSpace(out))
-	if strings.HasPrefix(out, "/usr/bin/containerd ") {
+	first := h.release
+	if h.previous != nil {
+		first = *h.previous
+	}
+	out := h.vm.Run(ctx, "mkdir -p /mnt/payload && mount -o ro /dev/vdb /mnt/payload && /mnt/payload/setup.sh "+h.driver+" "+debName(first))
+	t.Logf("setup:\n%s", strings.TrimSpace(out))
+	if !strings.Contains(out, "hostlet "+first.version) || !strings.Contains(out, "install ok installed") {
+		t.Errorf("after apt-get install ./%s, hostlet is not installed as %s:\n%s", debName(first), first.version, out)
+	}
+	if regexp.MustCompile(`(?m)^/usr/bin/containerd `).MatchString(out) {
 		// Debian's containerd 1.7 answers no CRI RuntimeConfig (2.0 does),
 		// so hostlet cannot read the driver from it and takes the host's
 		// (systemd): a user of the cgroupfs driver says so, as to a kubelet.
@@ -364,6 +370,9 @@ func (h *host) run(ctx context.Context) {
 
 	h.join(ctx)
 	h.ns = h.cluster.NewNamespace(t)
+	if h.previous != nil {
+		h.upgrade(ctx)
+	}
 	h.limitedPod(ctx)
 	h.logsAndExec(ctx)
 	if strings.Contains(out, "crun version") {
@@ -404,6 +413,12 @@ func (h *host) join(ctx context.Context) {
 	// Type=notify: active only once hostlet said READY=1; its watchdog
 	// armed, and hostlet pinging it (its journal says so).
 	show := h.vm.Run(ctx, "systemctl show hostlet -p Type -p WatchdogUSec -p ActiveState -p SubState; journalctl -u hostlet -b --no-pager | grep -q \"pinging systemd's watchdog while healthy\" && echo watchdog-pinged || true")
+	if h.previous != nil {
+		// The unit the previous release's join writes, which may predate
+		// this one's (an upgrade keeps it: docs/upgrades.md).
+		t.Logf("hostlet.service as %s's join wrote it: %s", h.previous.version, strings.ReplaceAll(strings.TrimSpace(show), "\n", ", "))
+		return
+	}
 	for _, want := range []string{"Type=notify", "WatchdogUSec=30s", "ActiveState=active", "SubState=running"} {
 		if !strings.Contains(show, want+"\n") {
 			t.Errorf("hostlet.service lacks %s:\n%s", want, show)
