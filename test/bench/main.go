@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,15 +35,51 @@ type config struct {
 	out, profile                string
 	nodes                       string
 	keep                        bool
+	// density are the pod counts of the density curve (-density), each
+	// held steady for densityWindow.
+	density       []int
+	densityWindow time.Duration
 	// scenarios run (scenarioNames); the others are skipped and left out
 	// of the table.
 	scenarios map[string]bool
 }
 
 // scenarioNames are the measurements -scenarios picks from: "burst" (the
-// rounds of -pods started and deleted, RSS idle), "exit" (exit latency) and
-// "probed" (the probed burst and the steady window).
-var scenarioNames = []string{"burst", "exit", "probed"}
+// rounds of -pods started and deleted, RSS idle), "exit" (exit latency),
+// "probed" (the probed burst and the steady window), "density" (the pods
+// of -density held steady, one count after the other) and "join" (a bare
+// host joined with a bootstrap token until its first pod runs).
+var scenarioNames = []string{"burst", "exit", "probed", "density", "join"}
+
+// parseCounts reads -density: comma-separated positive pod counts, kept in
+// the order given.
+func parseCounts(list string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("pod count %q: not a positive number", s)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no pod count")
+	}
+	return out, nil
+}
+
+// maxPods is the pod capacity both nodes get: the kubelet's default 110,
+// or the density curve's largest count when it runs and is larger.
+func maxPods(c config) int {
+	n := 110
+	if c.scenarios["density"] {
+		n = max(n, slices.Max(c.density))
+	}
+	return n
+}
 
 // parseScenarios reads -scenarios: a comma-separated subset of
 // scenarioNames.
@@ -75,12 +112,18 @@ func main() {
 	flag.StringVar(&c.profile, "profile", "", "directory for CPU, block and mutex profiles of hostlet over the first burst's and the probed burst's start and delete (hostlet built with a profiling hook)")
 	flag.StringVar(&c.nodes, "nodes", "hostlet,kubelet", "nodes to run: hostlet, kubelet or both")
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster dir (logs) after the run")
-	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window)")
+	density := flag.String("density", "30,110,250", "pod counts of the density curve, comma-separated; both nodes get --max-pods of the largest (at least 110)")
+	flag.DurationVar(&c.densityWindow, "density-window", 30*time.Second, "how long each density point is held steady while CPU, RSS and API writes are measured")
+	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window), density (-density pods held steady), join (bootstrap token to first pod Running)")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
 	var err error
 	if c.scenarios, err = parseScenarios(*scenarios); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if c.density, err = parseCounts(*density); err != nil {
+		fmt.Fprintln(os.Stderr, "-density:", err)
 		os.Exit(2)
 	}
 	log.SetFormatter(&log.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
@@ -121,7 +164,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{cs: env.cluster.Client(), audit: env.audit, cfg: c}
+	b := &bench{cs: env.cluster.Client(), cluster: env.cluster, audit: env.audit, cfg: c}
 	var labels []string
 	var results []*nodeResult
 	for _, t := range env.targets {

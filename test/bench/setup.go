@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,7 +102,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		return nil, err
 	}
 	cl.add("delete bridge "+kn.bridge, func() error { return deleteLink(kn.bridge) })
-	if env.audit, err = newAuditLog(work, hostletNode, kubeletNode); err != nil {
+	if env.audit, err = newAuditLog(work, hostletNode, kubeletNode, joinName(hostletNode), joinName(kubeletNode)); err != nil {
 		return nil, err
 	}
 
@@ -114,6 +115,15 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 	env.cluster = cluster
 	cl.add("stop the cluster", func() error { cluster.Stop(); return nil })
 	log.Infof("cluster up in %v, dir %s", cluster.StartDuration.Round(time.Millisecond), cluster.Dir())
+	if c.scenarios["density"] {
+		// Every pod of the largest point needs an address of its node's
+		// pod subnet at once.
+		for _, n := range []struct{ node, subnet string }{{hostletNode, cluster.PodSubnet()}, {kubeletNode, kn.subnet}} {
+			if err := subnetFits(n.subnet, slices.Max(c.density)); err != nil {
+				return nil, fmt.Errorf("%s: %w", n.node, err)
+			}
+		}
+	}
 	if err := harness.RemoveCgroupRoot(cgroupRoot); err != nil {
 		return nil, fmt.Errorf("a previous run's cgroups: %w", err)
 	}
@@ -129,7 +139,8 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		h, err := cluster.StartHostlet(ctx, harness.HostletOptions{
 			// --v 2 is hostlet's default; the harness's --v 4 would bill
 			// debug logging to it.
-			Binary: hostletBin, NodeName: hostletNode, ExtraArgs: []string{"--v", "2"}, Env: hostletEnv,
+			Binary: hostletBin, NodeName: hostletNode, Env: hostletEnv,
+			ExtraArgs: []string{"--v", "2", "--max-pods", fmt.Sprint(maxPods(c))},
 		})
 		if err != nil {
 			return nil, err
@@ -142,16 +153,18 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		if err := t.countCPU(); err != nil {
 			return nil, err
 		}
+		t.joiner = &hostletJoiner{c: cluster, bin: hostletBin}
 		env.targets = append(env.targets, t)
 	}
 	if strings.Contains(c.nodes, "kubelet") {
-		t, err := startKubeletNode(ctx, cluster, imgs, kn.confDir, nodeIP, cl)
+		t, err := startKubeletNode(ctx, cluster, imgs, kn.confDir, nodeIP, maxPods(c), cl)
 		if err != nil {
 			return nil, err
 		}
 		if err := t.countCPU(); err != nil {
 			return nil, err
 		}
+		t.joiner = &kubeletJoiner{c: cluster, imgs: imgs, cniConfDir: kn.confDir, nodeIP: nodeIP}
 		env.targets = append(env.targets, t)
 		if out, err := exec.Command(filepath.Join(cluster.BinDir(), "kubelet"), "--version").Output(); err == nil {
 			env.kubeletVersion = strings.TrimSpace(string(out))
@@ -170,7 +183,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 
 // startKubeletNode starts the kubelet's CRI containerd with the images
 // imported, then the kubelet, and registers their stopping in cl.
-func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *benchImages, cniConfDir, nodeIP string, cl *cleanups) (target, error) {
+func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *benchImages, cniConfDir, nodeIP string, maxPods int, cl *cleanups) (target, error) {
 	kdir := filepath.Join(cluster.Dir(), "bench-kubelet")
 	cri, err := startCRIContainerd(ctx, filepath.Join(kdir, "containerd"), cluster.BinDir(),
 		harness.CRIConfig{SandboxImage: pauseRef, CNIBinDir: cluster.CNIBinDir(), CNIConfDir: cniConfDir})
@@ -183,7 +196,7 @@ func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *bench
 			return target{}, err
 		}
 	}
-	k, err := startKubelet(ctx, cluster, kdir, kubeletNode, nodeIP, cgroupRoot, cri)
+	k, err := startKubelet(ctx, cluster, kdir, kubeletNode, nodeIP, cgroupRoot, maxPods, cri)
 	if err != nil {
 		return target{}, err
 	}
