@@ -190,6 +190,7 @@ func (b *bench) join(ctx context.Context, t target, r *nodeResult) error {
 	if cert.err != nil {
 		return fmt.Errorf("client certificate: %w", cert.err)
 	}
+	log.Infof("[%s] client certificate of %s issued after %v", t.label, name, cert.at.Sub(t0).Round(time.Millisecond))
 	ready := <-readyAt
 	if ready.err != nil {
 		return fmt.Errorf("node Ready: %w", ready.err)
@@ -281,12 +282,19 @@ func (j *hostletJoiner) prepare(_ context.Context, name string, bs *bootstrap) e
 func (j *hostletJoiner) start(ctx context.Context) error {
 	args := append([]string{"join", j.bs.server, "--token", j.bs.token, "--discovery-token-ca-cert-hash", j.bs.caHash},
 		j.c.JoinArgs(j.state, j.name)...)
-	args = append(args, "--tls-bootstrap-timeout", "2m")
+	// The bench's own kubelet runs on this host on purpose, beside it.
+	args = append(args, "--tls-bootstrap-timeout", "2m", "--ignore-preflight-errors", "KubeletNotRunning")
 	if out, err := exec.CommandContext(ctx, j.bin, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("hostlet join: %w\n%s", err, out)
 	}
 	var err error
-	j.h, err = j.c.StartJoinedHostlet(ctx, harness.HostletOptions{Binary: j.bin, NodeName: j.name, NoWaitReady: true},
+	// The shared disk's eviction thresholds and image GC as for the
+	// harness's nodes (and the kubelets' config): with the defaults a disk
+	// others filled has the node reclaim the imported images, which
+	// cannot be pulled again, from the containerd the measured hostlet
+	// uses too.
+	j.h, err = j.c.StartJoinedHostlet(ctx, harness.HostletOptions{Binary: j.bin, NodeName: j.name, NoWaitReady: true,
+		ExtraArgs: []string{"--eviction-hard", harness.EvictionHard, "--image-gc-high-threshold", "100"}},
 		filepath.Join(j.state, "config.yaml"))
 	return err
 }

@@ -94,15 +94,15 @@ func (b *bench) runNode(ctx context.Context, t target) (*nodeResult, error) {
 			return nil, fmt.Errorf("steady: %w", err)
 		}
 	}
-	if b.cfg.scenarios["density"] {
-		if err := b.density(ctx, t, r); err != nil {
-			return nil, fmt.Errorf("density: %w", err)
-		}
-	}
 	if b.cfg.scenarios["join"] {
 		log.Infof("[%s] join: bootstrap token -> node Ready -> first pod Running", t.label)
 		if err := b.join(ctx, t, r); err != nil {
 			return nil, fmt.Errorf("join: %w", err)
+		}
+	}
+	if b.cfg.scenarios["density"] {
+		if err := b.density(ctx, t, r); err != nil {
+			return nil, fmt.Errorf("density: %w", err)
 		}
 	}
 	cpu1, err := cpuTime(t.agentPid)
