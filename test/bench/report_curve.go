@@ -76,6 +76,37 @@ func densityRows(counts []int) []row {
 			durRow(fmt.Sprintf("density %d: delete → all gone", n), func(r *nodeResult) time.Duration { return p(r).allGone }),
 		)
 	}
+	return append(out, marginalRows(counts)...)
+}
+
+// memTotal and cpuTotal are a point's steady memory (agent and containerd
+// RSS, shims' PSS) and CPU (millicores of both groups).
+func (p *densityPoint) memTotal() int64 { return p.agentRSS + p.ctrdRSS + p.shimsPSS }
+func (p *densityPoint) cpuTotal() float64 {
+	return millicores(p.cpu.agent+p.cpu.runtime, p.window)
+}
+
+// marginalRows are what each pod added between consecutive points of the
+// curve costs: the slope, without the agent's and containerd's base that
+// the per-pod rows spread over the pods.
+func marginalRows(counts []int) []row {
+	var out []row
+	for i := 1; i < len(counts); i++ {
+		a, b := counts[i-1], counts[i]
+		if b == a {
+			continue
+		}
+		mem := func(r *nodeResult) float64 {
+			return float64(r.point(b).memTotal()-r.point(a).memTotal()) / float64(b-a)
+		}
+		cpu := func(r *nodeResult) float64 { return (r.point(b).cpuTotal() - r.point(a).cpuTotal()) / float64(b-a) }
+		out = append(out,
+			row{fmt.Sprintf("density %d → %d: agent + containerd + shims CPU per added pod", a, b), cpu,
+				func(r *nodeResult) string { return fmt.Sprintf("%.2f m", cpu(r)) }, "lighter"},
+			row{fmt.Sprintf("density %d → %d: agent + containerd RSS + shims PSS per added pod", a, b), mem,
+				func(r *nodeResult) string { return fmt.Sprintf("%.2f MiB", mem(r)/(1<<20)) }, "lighter"},
+		)
+	}
 	return out
 }
 

@@ -138,3 +138,24 @@ func TestCSRCommonName(t *testing.T) {
 		t.Errorf("CN of junk = %q", cn)
 	}
 }
+
+func TestMarginalRows(t *testing.T) {
+	node := func(mem30, mem110 int64, cpu30, cpu110 time.Duration) *nodeResult {
+		return &nodeResult{density: map[int]*densityPoint{
+			30:  {pods: 30, window: time.Second, agentRSS: mem30, cpu: cpuUse{agent: cpu30}},
+			110: {pods: 110, window: time.Second, agentRSS: mem110, cpu: cpuUse{agent: cpu110}},
+		}}
+	}
+	// 80 more pods: 40 MiB and 80 m more on hostlet, 160 MiB and 400 m on the kubelet.
+	h := node(100<<20, 140<<20, 20*time.Millisecond, 100*time.Millisecond)
+	k := node(200<<20, 360<<20, 100*time.Millisecond, 500*time.Millisecond)
+	tbl := table(config{density: []int{30, 110}, scenarios: map[string]bool{"density": true}}, []string{"hostlet", "kubelet"}, []*nodeResult{h, k})
+	for _, want := range []string{
+		"| density 30 → 110: agent + containerd + shims CPU per added pod | 1.00 m | 5.00 m | 0.20 | 5.0× lighter |",
+		"| density 30 → 110: agent + containerd RSS + shims PSS per added pod | 0.50 MiB | 2.00 MiB | 0.25 | 4.0× lighter |",
+	} {
+		if !strings.Contains(tbl, want+"\n") {
+			t.Errorf("table lacks\n%s\n in:\n%s", want, tbl)
+		}
+	}
+}
