@@ -30,9 +30,9 @@ import (
 	"github.com/hostlet/hostlet/test/harness"
 )
 
-// joinName is the node a target's join scenario adds: a second node of the
+// joinName is the node the i-th join of a target adds: another node of the
 // same kind beside the measured one, which keeps running.
-func joinName(node string) string { return node + "-join" }
+func joinName(node string, i int) string { return fmt.Sprintf("%s-join%d", node, i) }
 
 // joinCgroupRoot is the joined kubelet's cgroupRoot: a kubelet removes pod
 // cgroups under its root that it does not know, so two kubelets cannot
@@ -136,9 +136,7 @@ type joinResult struct {
 	writes               int           // by the node, start → pod Running
 }
 
-// join times a fresh node of t's kind: start → its client certificate is
-// issued (the CSR as a watch sees it) → the Node is Ready → a pod created
-// then is Running. Then the pod, the agent and the Node go.
+// join joins -joins fresh nodes of t's kind, one after the other.
 func (b *bench) join(ctx context.Context, t target, r *nodeResult) error {
 	if t.joiner == nil {
 		return errors.New("no joiner for this node")
@@ -147,7 +145,18 @@ func (b *bench) join(ctx context.Context, t target, r *nodeResult) error {
 	if b.bsErr != nil {
 		return fmt.Errorf("cluster side: %w", b.bsErr)
 	}
-	name := joinName(t.node)
+	for i := range b.cfg.joins {
+		if err := b.joinOnce(ctx, t, r, joinName(t.node, i)); err != nil {
+			return fmt.Errorf("%s: %w", joinName(t.node, i), err)
+		}
+	}
+	return nil
+}
+
+// joinOnce times a fresh node of t's kind: start → its client certificate
+// is issued (the CSR as a watch sees it) → the Node is Ready → a pod
+// created then is Running. Then the pod, the agent and the Node go.
+func (b *bench) joinOnce(ctx context.Context, t target, r *nodeResult, name string) error {
 	started := false
 	// The agent goes first, then its Node (a running agent would write it
 	// again).
@@ -195,8 +204,9 @@ func (b *bench) join(ctx context.Context, t target, r *nodeResult) error {
 	if ready.err != nil {
 		return fmt.Errorf("node Ready: %w", ready.err)
 	}
-	pods := []*v1.Pod{sleeperPod(name, t.ns, "join", 0)}
-	tr, created, running, err := b.launch(ctx, t, "join", pods, "running", map[string]cond{"running": harness.PodRunning}, 3*time.Minute)
+	scenario := "join-" + name
+	pods := []*v1.Pod{sleeperPod(name, t.ns, scenario, 0)}
+	tr, created, running, err := b.launch(ctx, t, scenario, pods, "running", map[string]cond{"running": harness.PodRunning}, 3*time.Minute)
 	if err != nil {
 		return err
 	}
@@ -210,9 +220,9 @@ func (b *bench) join(ctx context.Context, t target, r *nodeResult) error {
 	}
 	log.Infof("[%s] joined: certificate %v, Ready %v, pod Running %v after the start", t.label,
 		res.cert.Round(time.Millisecond), res.ready.Round(time.Millisecond), res.running.Round(time.Millisecond))
-	r.join = res
+	r.joins = append(r.joins, *res)
 	_, goneAt, err := b.remove(ctx, tr, pods, 2*time.Minute)
-	r.count("join: first pod", pods, running, goneAt)
+	r.count("join: first pod on "+name, pods, running, goneAt)
 	return err
 }
 
@@ -302,6 +312,7 @@ func (j *hostletJoiner) start(ctx context.Context) error {
 func (j *hostletJoiner) stop() {
 	if j.h != nil {
 		j.h.Stop()
+		j.h = nil
 	}
 }
 
@@ -408,9 +419,11 @@ func (j *kubeletJoiner) start(context.Context) error {
 func (j *kubeletJoiner) stop() {
 	if j.p != nil {
 		j.p.Stop(15 * time.Second)
+		j.p = nil
 	}
 	if j.cri != nil {
 		j.cri.stop()
+		j.cri = nil
 	}
 	if err := harness.RemoveCgroupRoot(joinCgroupRoot); err != nil {
 		log.Warnf("remove %s: %v", joinCgroupRoot, err)

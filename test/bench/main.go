@@ -39,6 +39,8 @@ type config struct {
 	// held steady for densityWindow.
 	density       []int
 	densityWindow time.Duration
+	// joins is how many nodes of each kind the join scenario joins.
+	joins int
 	// scenarios run (scenarioNames); the others are skipped and left out
 	// of the table.
 	scenarios map[string]bool
@@ -114,12 +116,17 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster dir (logs) after the run")
 	density := flag.String("density", "30,110,250", "pod counts of the density curve, comma-separated; both nodes get --max-pods of the largest (at least 110)")
 	flag.DurationVar(&c.densityWindow, "density-window", 30*time.Second, "how long each density point is held steady while CPU, RSS and API writes are measured")
+	flag.IntVar(&c.joins, "joins", 3, "nodes of each kind joined one after the other (join scenario); the table gives the median of each phase")
 	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window), density (-density pods held steady), join (bootstrap token to first pod Running)")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
 	var err error
 	if c.scenarios, err = parseScenarios(*scenarios); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if c.joins < 1 {
+		fmt.Fprintln(os.Stderr, "-joins: at least 1")
 		os.Exit(2)
 	}
 	if c.density, err = parseCounts(*density); err != nil {

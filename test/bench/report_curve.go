@@ -110,21 +110,36 @@ func marginalRows(counts []int) []row {
 	return out
 }
 
-// joinRows are the join's phases, from the join's start.
-func joinRows() []row {
-	j := func(r *nodeResult) *joinResult {
-		if r.join != nil {
-			return r.join
+// joinPhase is the median over a node's joins of one phase.
+func joinPhase(f func(joinResult) time.Duration) func(*nodeResult) time.Duration {
+	return func(r *nodeResult) time.Duration {
+		var d dist
+		for _, j := range r.joins {
+			d = append(d, f(j))
 		}
-		return &joinResult{}
+		sortDist(d)
+		return d.pct(50)
+	}
+}
+
+// joinRows are the join's phases, from the join's start: the median of
+// each over the joins.
+func joinRows(joins int) []row {
+	writes := func(r *nodeResult) int {
+		var d dist
+		for _, j := range r.joins {
+			d = append(d, time.Duration(j.writes))
+		}
+		sortDist(d)
+		return int(d.pct(50))
 	}
 	return []row{
-		durRow("join: start → client certificate issued", func(r *nodeResult) time.Duration { return j(r).cert }),
-		durRow("join: client certificate issued → Node Ready", func(r *nodeResult) time.Duration { return j(r).ready - j(r).cert }),
-		durRow("join: start → Node Ready", func(r *nodeResult) time.Duration { return j(r).ready }),
-		durRow("join: first pod, created once Ready → Running", func(r *nodeResult) time.Duration { return j(r).podStart }),
-		durRow("join: start → first pod Running", func(r *nodeResult) time.Duration { return j(r).running }),
-		countRow("join: API writes by the node, start → pod Running", "fewer", func(r *nodeResult) int { return j(r).writes }),
+		durRow(fmt.Sprintf("join (p50 of %d): start → client certificate issued", joins), joinPhase(func(j joinResult) time.Duration { return j.cert })),
+		durRow("join: client certificate issued → Node Ready", joinPhase(func(j joinResult) time.Duration { return j.ready - j.cert })),
+		durRow("join: start → Node Ready", joinPhase(func(j joinResult) time.Duration { return j.ready })),
+		durRow("join: first pod, created once Ready → Running", joinPhase(func(j joinResult) time.Duration { return j.podStart })),
+		durRow("join: start → first pod Running", joinPhase(func(j joinResult) time.Duration { return j.running })),
+		countRow("join: API writes by the node, start → pod Running", "fewer", writes),
 	}
 }
 
@@ -138,7 +153,8 @@ func extraHeader(c config) string {
 `, joinInts(c.density), maxPods(c), settle, c.densityWindow)
 	}
 	if c.scenarios["join"] {
-		b.WriteString("- join: a second node of each kind on a host with its containerd running and the images present:\n" +
+		fmt.Fprintf(&b, "- join: %d more nodes of each kind, one after the other (the table: each phase's median), on a host\n", c.joins)
+		b.WriteString("  with its containerd running and the images present:\n" +
 			"  hostlet: `hostlet join` (bootstrap token, CA pin, discovery of kube-public/cluster-info), then hostlet\n" +
 			"  from the files join wrote; kubelet: TLS bootstrap from a --bootstrap-kubeconfig with the same token\n" +
 			"  (written before the start: no discovery). The token and kubeadm's RBAC (node-bootstrapper, the\n" +

@@ -54,7 +54,7 @@ type nodeResult struct {
 	runWrites                    int
 	runAgentCPU, runTime         time.Duration
 	density                      map[int]*densityPoint // by pod count
-	join                         *joinResult
+	joins                        []joinResult
 }
 
 type bench struct {

@@ -102,7 +102,11 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		return nil, err
 	}
 	cl.add("delete bridge "+kn.bridge, func() error { return deleteLink(kn.bridge) })
-	if env.audit, err = newAuditLog(work, hostletNode, kubeletNode, joinName(hostletNode), joinName(kubeletNode)); err != nil {
+	nodes := []string{hostletNode, kubeletNode}
+	for i := range c.joins {
+		nodes = append(nodes, joinName(hostletNode, i), joinName(kubeletNode, i))
+	}
+	if env.audit, err = newAuditLog(work, nodes...); err != nil {
 		return nil, err
 	}
 
