@@ -156,9 +156,12 @@ conformance-compare: deps components
 ## bench: hostlet against the upstream kubelet of the pinned release, two
 ## nodes of one local cluster on this machine, the same pods on each in turn
 ## (start, exit, delete latency; CPU, RSS and API writes with 100 probed
-## pods). About 10 minutes. Results: $(CACHE)/bench/latest.md. Pass flags
-## with BENCH_FLAGS, e.g. BENCH_FLAGS='-probed 50 -window 30s', or
-## BENCH_FLAGS='-nodes hostlet -profile /tmp/prof' for hostlet's profiles.
+## pods; the density curve of 30, 110 and 250 pods, per pod; join time, a
+## bootstrap token to the first pod Running). About 25 minutes. Results:
+## $(CACHE)/bench/latest.md. Pass flags with BENCH_FLAGS, e.g.
+## BENCH_FLAGS='-probed 50 -window 30s', BENCH_FLAGS='-scenarios
+## density,join -density 30,110', or BENCH_FLAGS='-nodes hostlet -profile
+## /tmp/prof' for hostlet's profiles.
 bench: deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/bench -out $(CACHE)/bench/latest.md $(BENCH_FLAGS)
 

@@ -16,9 +16,9 @@ type kubeletProc struct {
 }
 
 // startKubelet runs the kubelet from binDir as node name with node IP
-// nodeIP, its state under dir, against the CRI containerd, and waits until
-// the node is Ready.
-func startKubelet(ctx context.Context, c *harness.Cluster, dir, name, nodeIP, cgroupRoot string, cri *criRuntime) (*kubeletProc, error) {
+// nodeIP and capacity for maxPods pods, its state under dir, against the
+// CRI containerd, and waits until the node is Ready.
+func startKubelet(ctx context.Context, c *harness.Cluster, dir, name, nodeIP, cgroupRoot string, maxPods int, cri *criRuntime) (*kubeletProc, error) {
 	k := &kubeletProc{root: filepath.Join(dir, "root")}
 	for _, d := range []string{k.root, filepath.Join(dir, "pod-logs"), filepath.Join(dir, "volume-plugins")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -41,7 +41,7 @@ func startKubelet(ctx context.Context, c *harness.Cluster, dir, name, nodeIP, cg
 	// API server talks to it.
 	cfg := harness.KubeletConfigYAML(harness.KubeletConfig{
 		Address: "127.0.0.1", Port: port, CertFile: cert, KeyFile: key, ClientCA: c.CACertFile(),
-		CgroupRoot: cgroupRoot, CRISocket: cri.socket(),
+		CgroupRoot: cgroupRoot, CRISocket: cri.socket(), MaxPods: maxPods,
 		PodLogsDir: filepath.Join(dir, "pod-logs"), VolumePluginDir: filepath.Join(dir, "volume-plugins"),
 	})
 	cfgPath := filepath.Join(dir, "kubelet-config.yaml")

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,15 +39,53 @@ type config struct {
 	// bridge network over the node's pod CIDR, --cni-default-bridge) or
 	// "conflist" (the harness's bridge conflist, exec'd like any CNI config).
 	hostletNet string
+	// density are the pod counts of the density curve (-density), each
+	// held steady for densityWindow.
+	density       []int
+	densityWindow time.Duration
+	// joins is how many nodes of each kind the join scenario joins.
+	joins int
 	// scenarios run (scenarioNames); the others are skipped and left out
 	// of the table.
 	scenarios map[string]bool
 }
 
 // scenarioNames are the measurements -scenarios picks from: "burst" (the
-// rounds of -pods started and deleted, RSS idle), "exit" (exit latency) and
-// "probed" (the probed burst and the steady window).
-var scenarioNames = []string{"burst", "exit", "probed"}
+// rounds of -pods started and deleted, RSS idle), "exit" (exit latency),
+// "probed" (the probed burst and the steady window), "density" (the pods
+// of -density held steady, one count after the other) and "join" (a bare
+// host joined with a bootstrap token until its first pod runs).
+var scenarioNames = []string{"burst", "exit", "probed", "density", "join"}
+
+// parseCounts reads -density: comma-separated positive pod counts, kept in
+// the order given.
+func parseCounts(list string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("pod count %q: not a positive number", s)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no pod count")
+	}
+	return out, nil
+}
+
+// maxPods is the pod capacity both nodes get: the kubelet's default 110,
+// or the density curve's largest count when it runs and is larger.
+func maxPods(c config) int {
+	n := 110
+	if c.scenarios["density"] {
+		n = max(n, slices.Max(c.density))
+	}
+	return n
+}
 
 // parseScenarios reads -scenarios: a comma-separated subset of
 // scenarioNames.
@@ -80,7 +119,10 @@ func main() {
 	flag.StringVar(&c.nodes, "nodes", "hostlet,kubelet", "nodes to run: hostlet, kubelet or both")
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster dir (logs) after the run")
 	flag.StringVar(&c.hostletNet, "hostlet-network", "default", "the hostlet node's pod network: default (its own bridge network over the node's pod CIDR, as a node without a CNI DaemonSet runs) or conflist (the harness's bridge conflist in --cni-conf-dir, exec'd as any cluster's CNI config)")
-	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window)")
+	density := flag.String("density", "30,110,250", "pod counts of the density curve, comma-separated; both nodes get --max-pods of the largest (at least 110)")
+	flag.DurationVar(&c.densityWindow, "density-window", 30*time.Second, "how long each density point is held steady while CPU, RSS and API writes are measured")
+	flag.IntVar(&c.joins, "joins", 3, "nodes of each kind joined one after the other (join scenario); the table gives the median of each phase")
+	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window), density (-density pods held steady), join (bootstrap token to first pod Running)")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
 	var err error
@@ -90,6 +132,14 @@ func main() {
 	}
 	if c.hostletNet != "default" && c.hostletNet != "conflist" {
 		fmt.Fprintf(os.Stderr, "-hostlet-network: want default or conflist, got %q\n", c.hostletNet)
+		os.Exit(2)
+	}
+	if c.joins < 1 {
+		fmt.Fprintln(os.Stderr, "-joins: at least 1")
+		os.Exit(2)
+	}
+	if c.density, err = parseCounts(*density); err != nil {
+		fmt.Fprintln(os.Stderr, "-density:", err)
 		os.Exit(2)
 	}
 	log.SetFormatter(&log.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
@@ -130,7 +180,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{cs: env.cluster.Client(), audit: env.audit, cfg: c}
+	b := &bench{cs: env.cluster.Client(), cluster: env.cluster, audit: env.audit, cfg: c}
 	var labels []string
 	var results []*nodeResult
 	for _, t := range env.targets {

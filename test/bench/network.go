@@ -172,3 +172,29 @@ func hostletDefaultNetwork(dir string) (confDir, podCIDR string, err error) {
 	confDir = filepath.Join(dir, "hostlet-net.d")
 	return confDir, n.String(), os.MkdirAll(confDir, 0o755)
 }
+
+// podAddrs is how many pods host-local can address at once in subnet: all
+// of it but the network and broadcast addresses and the bridge's gateway.
+func podAddrs(subnet string) (int, error) {
+	_, n, err := net.ParseCIDR(subnet)
+	if err != nil {
+		return 0, err
+	}
+	ones, bits := n.Mask.Size()
+	if bits-ones < 2 {
+		return 0, nil
+	}
+	return 1<<(bits-ones) - 3, nil
+}
+
+// subnetFits says why pods pods cannot all have an address in subnet.
+func subnetFits(subnet string, pods int) error {
+	n, err := podAddrs(subnet)
+	if err != nil {
+		return err
+	}
+	if pods > n {
+		return fmt.Errorf("pod subnet %s has %d addresses for pods, the density curve needs %d at once", subnet, n, pods)
+	}
+	return nil
+}

@@ -120,7 +120,7 @@ func rows(c config) []row {
 	for _, sc := range []struct {
 		name string
 		rows []row
-	}{{"burst", burst}, {"exit", exit}, {"probed", probed}} {
+	}{{"burst", burst}, {"exit", exit}, {"probed", probed}, {"density", densityRows(c.density)}, {"join", joinRows(c.joins)}} {
 		if c.scenarios == nil || c.scenarios[sc.name] {
 			out = append(out, sc.rows...)
 		}
@@ -229,9 +229,9 @@ func header(c config, env *benchEnv) string {
   latency to the watch event showing it terminated); %d testapp pods with an httpGet readiness probe every 1 s,
   measured over %v once all are Ready (CPU from /proc/<pid>/stat, RSS the max of 1 s VmRSS samples, API writes
   from the apiserver's audit log)
-
+%s
 `, time.Now().UTC().Format(time.RFC3339), env.hostletCommit, c.hostletNet, env.kubeletVersion, runtime.NumCPU(),
-		strings.TrimSpace(string(kernel)), scenarioList(c), c.pods, c.rounds, c.idle, c.exits, c.probed, c.window)
+		strings.TrimSpace(string(kernel)), scenarioList(c), c.pods, c.rounds, c.idle, c.exits, c.probed, c.window, extraHeader(c))
 }
 
 // scenarioList names the scenarios run, in scenarioNames' order.

@@ -28,6 +28,8 @@ type target struct {
 	prof       *profiler
 	// The agent's and its containerd's cpuacct groups (nil: not counted).
 	agentCG, runtimeCG *cpuGroup
+	// joiner joins a second node of this kind (the join scenario).
+	joiner joiner
 }
 
 // nodeResult is everything measured on one node.
@@ -51,12 +53,19 @@ type nodeResult struct {
 	notReadyAtEnd                int
 	runWrites                    int
 	runAgentCPU, runTime         time.Duration
+	density                      map[int]*densityPoint // by pod count
+	joins                        []joinResult
 }
 
 type bench struct {
-	cs    kubernetes.Interface
-	audit *auditLog
-	cfg   config
+	cs      kubernetes.Interface
+	cluster *harness.Cluster
+	audit   *auditLog
+	cfg     config
+	// The join scenario's cluster side, set up for the first node joined.
+	bsOnce sync.Once
+	bs     *bootstrap
+	bsErr  error
 }
 
 // runNode takes one node through all measurements, one after the other.
@@ -83,6 +92,17 @@ func (b *bench) runNode(ctx context.Context, t target) (*nodeResult, error) {
 		log.Infof("[%s] steady cost: %d pods probed every second, %v", t.label, b.cfg.probed, b.cfg.window)
 		if err := b.steady(ctx, t, r); err != nil {
 			return nil, fmt.Errorf("steady: %w", err)
+		}
+	}
+	if b.cfg.scenarios["join"] {
+		log.Infof("[%s] join: bootstrap token -> node Ready -> first pod Running", t.label)
+		if err := b.join(ctx, t, r); err != nil {
+			return nil, fmt.Errorf("join: %w", err)
+		}
+	}
+	if b.cfg.scenarios["density"] {
+		if err := b.density(ctx, t, r); err != nil {
+			return nil, fmt.Errorf("density: %w", err)
 		}
 	}
 	cpu1, err := cpuTime(t.agentPid)

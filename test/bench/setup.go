@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,7 +105,11 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		return nil, err
 	}
 	cl.add("delete bridge "+kn.bridge, func() error { return deleteLink(kn.bridge) })
-	if env.audit, err = newAuditLog(work, hostletNode, kubeletNode); err != nil {
+	nodes := []string{hostletNode, kubeletNode}
+	for i := range c.joins {
+		nodes = append(nodes, joinName(hostletNode, i), joinName(kubeletNode, i))
+	}
+	if env.audit, err = newAuditLog(work, nodes...); err != nil {
 		return nil, err
 	}
 
@@ -117,6 +122,15 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 	env.cluster = cluster
 	cl.add("stop the cluster", func() error { cluster.Stop(); return nil })
 	log.Infof("cluster up in %v, dir %s", cluster.StartDuration.Round(time.Millisecond), cluster.Dir())
+	if c.scenarios["density"] {
+		// Every pod of the largest point needs an address of its node's
+		// pod subnet at once.
+		for _, n := range []struct{ node, subnet string }{{hostletNode, cluster.PodSubnet()}, {kubeletNode, kn.subnet}} {
+			if err := subnetFits(n.subnet, slices.Max(c.density)); err != nil {
+				return nil, fmt.Errorf("%s: %w", n.node, err)
+			}
+		}
+	}
 	if err := harness.RemoveCgroupRoot(cgroupRoot); err != nil {
 		return nil, fmt.Errorf("a previous run's cgroups: %w", err)
 	}
@@ -142,7 +156,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 			cl.add("delete bridge "+hostletBridge, func() error { return deleteLink(hostletBridge) })
 		}
 		h, err := cluster.StartHostlet(ctx, harness.HostletOptions{
-			Binary: hostletBin, NodeName: hostletNode, ExtraArgs: args, Env: hostletEnv, NoWaitReady: podCIDR != "",
+			Binary: hostletBin, NodeName: hostletNode, ExtraArgs: append(args, "--max-pods", fmt.Sprint(maxPods(c))), Env: hostletEnv, NoWaitReady: podCIDR != "",
 		})
 		if err != nil {
 			return nil, err
@@ -163,16 +177,18 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		if err := t.countCPU(); err != nil {
 			return nil, err
 		}
+		t.joiner = &hostletJoiner{c: cluster, bin: hostletBin}
 		env.targets = append(env.targets, t)
 	}
 	if strings.Contains(c.nodes, "kubelet") {
-		t, err := startKubeletNode(ctx, cluster, imgs, kn.confDir, nodeIP, cl)
+		t, err := startKubeletNode(ctx, cluster, imgs, kn.confDir, nodeIP, maxPods(c), cl)
 		if err != nil {
 			return nil, err
 		}
 		if err := t.countCPU(); err != nil {
 			return nil, err
 		}
+		t.joiner = &kubeletJoiner{c: cluster, imgs: imgs, cniConfDir: kn.confDir, nodeIP: nodeIP}
 		env.targets = append(env.targets, t)
 		if out, err := exec.Command(filepath.Join(cluster.BinDir(), "kubelet"), "--version").Output(); err == nil {
 			env.kubeletVersion = strings.TrimSpace(string(out))
@@ -191,7 +207,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 
 // startKubeletNode starts the kubelet's CRI containerd with the images
 // imported, then the kubelet, and registers their stopping in cl.
-func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *benchImages, cniConfDir, nodeIP string, cl *cleanups) (target, error) {
+func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *benchImages, cniConfDir, nodeIP string, maxPods int, cl *cleanups) (target, error) {
 	kdir := filepath.Join(cluster.Dir(), "bench-kubelet")
 	cri, err := startCRIContainerd(ctx, filepath.Join(kdir, "containerd"), cluster.BinDir(),
 		harness.CRIConfig{SandboxImage: pauseRef, CNIBinDir: cluster.CNIBinDir(), CNIConfDir: cniConfDir})
@@ -204,7 +220,7 @@ func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *bench
 			return target{}, err
 		}
 	}
-	k, err := startKubelet(ctx, cluster, kdir, kubeletNode, nodeIP, cgroupRoot, cri)
+	k, err := startKubelet(ctx, cluster, kdir, kubeletNode, nodeIP, cgroupRoot, maxPods, cri)
 	if err != nil {
 		return target{}, err
 	}

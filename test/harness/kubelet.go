@@ -52,6 +52,8 @@ type KubeletConfig struct {
 	CRISocket                   string // containerd's, with the CRI plugin
 	PodLogsDir, VolumePluginDir string
 	ClusterDNS, ClusterDomain   string // optional
+	// MaxPods is the node's pod capacity; 0: the kubelet's default (110).
+	MaxPods int
 }
 
 // KubeletConfigYAML is the kubelet's KubeletConfiguration: cgroupfs, the
@@ -96,6 +98,9 @@ volumePluginDir: %[9]q
 `, k.Address, k.Port, k.CertFile, k.KeyFile, k.ClientCA, k.CgroupRoot, k.CRISocket, k.PodLogsDir, k.VolumePluginDir)
 	if k.ClusterDNS != "" {
 		s += fmt.Sprintf("clusterDNS: [%q]\nclusterDomain: %q\n", k.ClusterDNS, k.ClusterDomain)
+	}
+	if k.MaxPods > 0 {
+		s += fmt.Sprintf("maxPods: %d\n", k.MaxPods)
 	}
 	return s
 }
