@@ -299,13 +299,9 @@ func (j *hostletJoiner) start(ctx context.Context) error {
 		return fmt.Errorf("hostlet join: %w\n%s", err, out)
 	}
 	var err error
-	// The shared disk's eviction thresholds and image GC as for the
-	// harness's nodes (and the kubelets' config): with the defaults a disk
-	// others filled has the node reclaim the imported images, which
-	// cannot be pulled again, from the containerd the measured hostlet
-	// uses too.
-	j.h, err = j.c.StartJoinedHostlet(ctx, harness.HostletOptions{Binary: j.bin, NodeName: j.name, NoWaitReady: true,
-		ExtraArgs: []string{"--eviction-hard", harness.EvictionHard, "--image-gc-high-threshold", "100"}},
+	// The harness gives it the shared disk's eviction thresholds and image
+	// GC (the imported images cannot be pulled again).
+	j.h, err = j.c.StartJoinedHostlet(ctx, harness.HostletOptions{Binary: j.bin, NodeName: j.name, NoWaitReady: true},
 		filepath.Join(j.state, "config.yaml"))
 	return err
 }

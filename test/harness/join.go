@@ -50,7 +50,15 @@ func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, c
 	h.args = append(h.args, "--address", "127.0.0.1", "--port", fmt.Sprint(h.port),
 		"--healthz-port", fmt.Sprint(h.healthzPort), "--healthz-bind-address", c.NodeIP(),
 		"--pod-logs-dir", h.PodLogsDir(), "--container-logs-dir", h.ContainerLogsDir(),
-		"--cgroup-root", h.CgroupRoot())
+		"--cgroup-root", h.CgroupRoot(),
+		// The shared disk's image GC and eviction thresholds as
+		// StartHostlet's: with the defaults a disk others filled has the
+		// joined node reclaim the imported test images from the containerd
+		// every node of the harness uses.
+		"--image-gc-high-threshold", "100")
+	if !hasFlag(opts.ExtraArgs, "--eviction-hard") {
+		h.args = append(h.args, "--eviction-hard", EvictionHard)
+	}
 	h.args = append(h.args, opts.ExtraArgs...)
 	if err := h.start(); err != nil {
 		return nil, err
