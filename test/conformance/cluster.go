@@ -54,6 +54,9 @@ type testEnv struct {
 	cluster *harness.Cluster
 	node    *harness.Hostlet
 	kubelet *harness.Kubelet
+	// -full's: both nodes, and the Host the second runs on.
+	nodes []*harness.Hostlet
+	hosts []*harness.Host
 }
 
 // startCluster starts a cluster with one node of kind. With network the
@@ -145,6 +148,9 @@ func pauseRef(imgs []builtImage) string {
 func (e *testEnv) stopNode() {
 	if e.kubelet != nil {
 		e.kubelet.Stop()
+	}
+	for _, h := range e.hosts { // before the cluster whose node links them
+		h.Stop()
 	}
 }
 
