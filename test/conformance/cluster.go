@@ -31,6 +31,14 @@ func prepareImages(ctx context.Context, c config, tools tooling) ([]builtImage, 
 	if err != nil {
 		return nil, err
 	}
+	if c.full {
+		for ref, k := range wantedFullImages(list) {
+			wanted[ref] = k
+		}
+		if err := readFullInputs(ctx, c.root, scratch, &in); err != nil {
+			return nil, err
+		}
+	}
 	imgs, err := buildImages(wanted, in, filepath.Join(c.cache, "conformance", "images"))
 	if err != nil {
 		return nil, err

@@ -50,12 +50,12 @@ func startFullCluster(ctx context.Context, c config, imgs []builtImage) (*testEn
 			return nil, err
 		}
 	}
+	// The harness's API server reaches webhooks and aggregated APIs at
+	// their endpoints (--enable-aggregator-routing): the pod /24 is routed
+	// from the root namespace to the node's, and flannel routes each node's
+	// part on to it.
 	cl, err := harness.Start(ctx, harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: true,
-		NodeCIDRMaskSize: fullNodeCIDRMask,
-		// Webhooks and aggregated APIs are Services whose pods the API
-		// server (in the root namespace, where no kube-proxy runs) reaches
-		// at their endpoints: pod addresses are routed to the nodes.
-		APIServerArgs: []string{"--enable-aggregator-routing=true"}})
+		NodeCIDRMaskSize: fullNodeCIDRMask})
 	if err != nil {
 		return nil, err
 	}
