@@ -62,6 +62,7 @@ type imageInputs struct {
 	applets        []string // busybox applet paths, e.g. "bin/sh"
 	// -full's (readFullInputs).
 	sampleAPIServer, etcd []byte
+	updateDemo            map[imageKind][]namedFile // kitten's and nautilus's files
 }
 
 // imageKind says which stand-in serves an upstream image repository.
