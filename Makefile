@@ -149,7 +149,8 @@ conformance: deps components
 ## just selection.txt's node part) on a cluster of two hostlet nodes, each
 ## in its own network namespace with its own containerd, flannel (host-gw)
 ## as the CNI DaemonSet, kube-proxy and CoreDNS; the [Serial] tests after
-## the others; counts per SIG. Hours on a small machine: narrow it with
+## the others; counts per SIG. About an hour on a loaded 2-core machine
+## (57 min in two focused runs); narrow it with
 ## CONFORMANCE_FLAGS='-focus sig-apps'. Results: $(CACHE)/conformance/results.
 conformance-full: deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/conformance -full $(CONFORMANCE_FLAGS)
