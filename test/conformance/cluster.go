@@ -31,6 +31,14 @@ func prepareImages(ctx context.Context, c config, tools tooling) ([]builtImage, 
 	if err != nil {
 		return nil, err
 	}
+	if c.full {
+		for ref, k := range wantedFullImages(list) {
+			wanted[ref] = k
+		}
+		if err := readFullInputs(ctx, c.root, scratch, &in); err != nil {
+			return nil, err
+		}
+	}
 	imgs, err := buildImages(wanted, in, filepath.Join(c.cache, "conformance", "images"))
 	if err != nil {
 		return nil, err
@@ -54,6 +62,9 @@ type testEnv struct {
 	cluster *harness.Cluster
 	node    *harness.Hostlet
 	kubelet *harness.Kubelet
+	// -full's: both nodes, and the Host the second runs on.
+	nodes []*harness.Hostlet
+	hosts []*harness.Host
 }
 
 // startCluster starts a cluster with one node of kind. With network the
@@ -145,6 +156,9 @@ func pauseRef(imgs []builtImage) string {
 func (e *testEnv) stopNode() {
 	if e.kubelet != nil {
 		e.kubelet.Stop()
+	}
+	for _, h := range e.hosts { // before the cluster whose node links them
+		h.Stop()
 	}
 }
 

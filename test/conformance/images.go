@@ -60,6 +60,9 @@ type imageInputs struct {
 	agnhostBusybox []byte
 	cert, key      []byte
 	applets        []string // busybox applet paths, e.g. "bin/sh"
+	// -full's (readFullInputs).
+	sampleAPIServer, etcd []byte
+	updateDemo            map[imageKind][]namedFile // kitten's and nautilus's files
 }
 
 // imageKind says which stand-in serves an upstream image repository.
@@ -106,8 +109,11 @@ type imageRecipe struct {
 }
 
 func recipeFor(kind imageKind, in imageInputs) imageRecipe {
+	if r, ok := fullRecipe(kind, in); ok {
+		return r
+	}
 	base := baseLayer(in)
-	cfg := v1.Config{Env: []string{pathEnv}}
+	cfg := defaultConfig()
 	switch kind {
 	case kindBusybox:
 		cfg.Cmd = []string{"sh"}
@@ -144,6 +150,8 @@ func recipeFor(kind imageKind, in imageInputs) imageRecipe {
 	}
 	panic("unknown image kind " + kind)
 }
+
+func defaultConfig() v1.Config { return v1.Config{Env: []string{pathEnv}} }
 
 // baseLayer is a busybox root file system with every applet linked.
 func baseLayer(in imageInputs) []layerEntry {

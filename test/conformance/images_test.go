@@ -39,3 +39,33 @@ func TestDNSProbeImages(t *testing.T) {
 		}
 	}
 }
+
+// -full builds the aggregator spec's images; the one-node selection does
+// not (wantedImages leaves them out).
+func TestFullImages(t *testing.T) {
+	list := []string{
+		"registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2",
+		"registry.k8s.io/etcd:3.6.6-0",
+		"registry.k8s.io/e2e-test-images/agnhost:2.59",
+		"registry.k8s.io/e2e-test-images/kitten:1.7",
+	}
+	if got := wantedImages(list); len(got) != 1 {
+		t.Errorf("wantedImages = %v, want agnhost only", got)
+	}
+	got := wantedFullImages(list)
+	if len(got) != 3 || got[list[0]] != kindSampleAPIServer || got[list[1]] != kindEtcd || got[list[3]] != kindKitten {
+		t.Fatalf("wantedFullImages = %v", got)
+	}
+	in := imageInputs{sampleAPIServer: []byte("sa"), etcd: []byte("etcd"),
+		updateDemo: map[imageKind][]namedFile{kindKitten: {{"data.json", []byte("{}")}}}}
+	for kind, want := range map[imageKind]string{kindSampleAPIServer: "sample-apiserver", kindEtcd: "usr/local/bin/etcd", kindKitten: "data.json"} {
+		r := recipeFor(kind, in)
+		last := r.layers[len(r.layers)-1]
+		if len(last) != 1 || last[0].name != want || len(last[0].data) == 0 {
+			t.Errorf("%s image: top layer %+v, want %s", kind, last, want)
+		}
+	}
+	if ep := recipeFor(kindSampleAPIServer, in).config.Entrypoint; len(ep) != 1 || ep[0] != "/sample-apiserver" {
+		t.Errorf("sample-apiserver entrypoint %q", ep)
+	}
+}

@@ -55,6 +55,7 @@ type config struct {
 	keepRuns   int
 	extraFlags string
 	nodeKinds  []nodeKind
+	full       bool
 }
 
 func main() {
@@ -75,6 +76,7 @@ func main() {
 	flag.BoolVar(&c.skipKnown, "skip-known", false, "do not run the known failures (CI: only regressions can fail it, fast)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster's state dir after the run")
 	flag.IntVar(&c.keepRuns, "keep-runs", 10, "how many runs' results to keep")
+	flag.BoolVar(&c.full, "full", false, "run every [Conformance] test of the suite (not selection.txt's) on a two-node cluster with flannel, kube-proxy and CoreDNS, the [Serial] ones after the others (make conformance-full)")
 	flag.StringVar(&c.extraFlags, "e2e-flags", "", "extra space-separated flags for e2e.test")
 	kinds := flag.String("node-kind", "hostlet", "what runs as the node: hostlet, kubelet (the upstream kubelet against containerd's CRI), or hostlet,kubelet (both in turn, results side by side)")
 	flag.Parse()
@@ -126,6 +128,13 @@ func run(ctx context.Context, c config) (int, error) {
 		return 1, err
 	}
 	names := sel.run
+	if c.full {
+		all, err := tools.listTests(ctx)
+		if err != nil {
+			return 1, err
+		}
+		names = conformanceNames(all)
+	}
 	if c.skipKnown {
 		names = withoutKnown(names, known)
 	}
@@ -181,6 +190,9 @@ func run(ctx context.Context, c config) (int, error) {
 			// this environment's.
 			s.print(&out, nil)
 		}
+		if c.full {
+			s.printBySIG(&out)
+		}
 		fmt.Fprintf(&out, "\n%d tests on %s in %v with %d processes; results: %s\n", len(names), kind, elapsed, c.procs, runDir)
 		if kind == kindHostlet && !s.ok() {
 			code = 1
@@ -207,6 +219,9 @@ func run(ctx context.Context, c config) (int, error) {
 // others in the plain one (so a core-only run is what it always was). Each
 // part's report, e2e output and logs go to <runDir>/<kind>-<part>.
 func runKind(ctx context.Context, c config, tools tooling, images []builtImage, kind nodeKind, names []string, runDir string) ([]result, time.Duration, error) {
+	if c.full {
+		return runFull(ctx, c, tools, images, kind, names, runDir)
+	}
 	var all []result
 	var elapsed time.Duration
 	core, network := splitNetwork(names)

@@ -22,36 +22,19 @@ import (
 // the nodes of a flannel cluster out of its pod /24.
 const nodeCIDRMask = 26
 
-// flannelDirs are a node's host directories the flannel DaemonSet writes to,
-// the test's own in place of /opt/cni/bin, /etc/cni/net.d, /run/flannel and
-// /var/lib/cni (see testdata/flannel.yaml).
-type flannelDirs struct{ bin, conf, run, data string }
+func newFlannelDirs(t *testing.T) harness.FlannelDirs { return harness.NewFlannelDirs(t.TempDir()) }
 
-func newFlannelDirs(t *testing.T) flannelDirs {
-	d := t.TempDir()
-	return flannelDirs{bin: filepath.Join(d, "bin"), conf: filepath.Join(d, "net.d"),
-		run: filepath.Join(d, "run-flannel"), data: filepath.Join(d, "cni")}
-}
-
-// hostletArgs point a node at the dirs: an empty config dir (the DaemonSet
-// fills it) and the plugin dir after the harness's (bridge, host-local and
-// portmap, which flannel's plugin delegates to, are there).
-func (d flannelDirs) hostletArgs() []string {
-	return []string{"--cni-conf-dir", d.conf, "--cni-bin-dir", d.bin}
-}
-
-// deployFlannel builds flannel (build.sh flannel) and its image and deploys
-// testdata/flannel.yaml over c's pod /24 with the dirs d, flanneld using the
-// interface ifaceArg (--iface or --iface-regex) says.
-func deployFlannel(t *testing.T, c *harness.Cluster, d flannelDirs, ifaceArg string) {
+// deployFlannel builds flannel and its image and deploys it over c's pod
+// /24 with the dirs d (harness.Cluster.DeployFlannel).
+func deployFlannel(t *testing.T, c *harness.Cluster, d harness.FlannelDirs, ifaceArg string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	deployComponent(ctx, t, c, "flannel", images.BuildFlannel, "testdata/flannel.yaml", map[string]string{
-		"CLUSTER_CIDR": c.PodSubnet(), "SUBNET_LEN": fmt.Sprint(nodeCIDRMask), "NODE_LABEL": harness.NodeNetnsLabel,
-		"CNI_BIN_DIR": d.bin, "CNI_CONF_DIR": d.conf, "RUN_DIR": d.run, "DATA_DIR": d.data, "IFACE_ARG": ifaceArg,
-	})
+	a := harness.AddonImages{ImageDir: filepath.Join(imageCache(), "images"), Import: c.ImportImage}
+	if err := c.DeployFlannel(ctx, a, d, nodeCIDRMask, ifaceArg); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("flannel and its image built and applied in %v", time.Since(t0).Round(time.Second))
 }
 
@@ -76,7 +59,7 @@ func TestFlannelDaemonSet(t *testing.T) {
 	importTestImages(t, c)
 	dirs := newFlannelDirs(t)
 	h, err := c.StartHostlet(ctx, harness.HostletOptions{Binary: hostletBinary(t), NodeName: node, NoWaitReady: true,
-		ExtraArgs: dirs.hostletArgs()})
+		ExtraArgs: dirs.HostletArgs()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,13 +79,13 @@ func TestFlannelDaemonSet(t *testing.T) {
 		logs, _ := c.Kubectl(ctxT(t), "logs", "-n", "kube-flannel", "ds/kube-flannel-ds", "--tail", "40")
 		t.Fatalf("Ready after flannel's conflist: %v\n%s\n%s", err, pods, logs)
 	}
-	if _, err := os.Stat(filepath.Join(dirs.bin, "flannel")); err != nil {
+	if _, err := os.Stat(filepath.Join(dirs.Bin, "flannel")); err != nil {
 		t.Errorf("flannel's CNI plugin not installed: %v", err)
 	}
 	// The conflist (an init container's) makes the node Ready; flanneld
 	// writes its lease of the node's pod CIDR soon after.
 	pollUntil(t, 2*time.Minute, "flanneld's subnet.env for pod CIDR "+podCIDR, func() bool {
-		env, _ := os.ReadFile(filepath.Join(dirs.run, "subnet.env"))
+		env, _ := os.ReadFile(filepath.Join(dirs.Run, "subnet.env"))
 		return strings.Contains(string(env), "FLANNEL_SUBNET="+gatewayOf(t, podCIDR)+"\n")
 	})
 
@@ -127,8 +110,8 @@ func TestFlannelDaemonSet(t *testing.T) {
 	}
 	// flannel's plugin keeps each attachment's delegate config by
 	// container: the pods' network is flannel's.
-	if ents, err := os.ReadDir(filepath.Join(dirs.data, "flannel")); err != nil || len(ents) != 3 {
-		t.Errorf("flannel plugin's attachments in %s: %v %v, want 3", dirs.data, ents, err)
+	if ents, err := os.ReadDir(filepath.Join(dirs.Data, "flannel")); err != nil || len(ents) != 3 {
+		t.Errorf("flannel plugin's attachments in %s: %v %v, want 3", dirs.Data, ents, err)
 	}
 	seen := map[string]bool{}
 	for i := 0; i < 40 && len(seen) < 2; i++ {
@@ -218,9 +201,10 @@ func TestFlannelTwoHosts(t *testing.T) {
 	}
 	t.Cleanup(c.Stop)
 	dirs, own := newFlannelDirs(t), newFlannelDirs(t)
-	hostB, err := c.AddHost(ctx, "b", harness.HostOptions{Binds: map[string]string{
-		own.bin: mkdir(t, dirs.bin), own.conf: mkdir(t, dirs.conf), own.run: mkdir(t, dirs.run), own.data: mkdir(t, dirs.data),
-	}})
+	for _, d := range []string{dirs.Bin, dirs.Conf, dirs.Run, dirs.Data} {
+		mkdir(t, d)
+	}
+	hostB, err := c.AddHost(ctx, "b", harness.HostOptions{Binds: dirs.BindsOver(own)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +220,7 @@ func TestFlannelTwoHosts(t *testing.T) {
 		}
 	}
 	for _, o := range []harness.HostletOptions{{NodeName: nodeA}, {NodeName: nodeB, Host: hostB}} {
-		o.Binary, o.NoWaitReady, o.ExtraArgs = hostletBinary(t), true, dirs.hostletArgs()
+		o.Binary, o.NoWaitReady, o.ExtraArgs = hostletBinary(t), true, dirs.HostletArgs()
 		if _, err := c.StartHostlet(ctx, o); err != nil {
 			t.Fatal(err)
 		}

@@ -40,27 +40,54 @@ type AddonImages struct {
 // kube-proxy's healthz on the node says its rules are synced and CoreDNS is
 // rolled out. The cluster needs Options.NodeNetns and a Ready node.
 func (c *Cluster) DeployNetworkAddons(ctx context.Context, a AddonImages) error {
+	if err := c.DeployKubeProxy(ctx, a); err != nil {
+		return err
+	}
+	if err := c.DeployCoreDNS(ctx, a); err != nil {
+		return err
+	}
+	if err := c.WaitKubeProxy(ctx, c.NodeIP()); err != nil {
+		return err
+	}
+	return c.WaitCoreDNS(ctx)
+}
+
+// DeployKubeProxy builds kube-proxy and its image, imports it with a.Import
+// and applies test/e2e/testdata/kube-proxy.yaml (a DaemonSet on the
+// own-netns nodes); WaitKubeProxy waits for a node's. The cluster needs
+// Options.NodeNetns.
+func (c *Cluster) DeployKubeProxy(ctx context.Context, a AddonImages) error {
 	if c.net == nil {
-		return fmt.Errorf("network addons need a node in its own network namespace (Options.NodeNetns)")
+		return fmt.Errorf("kube-proxy needs a node in its own network namespace (Options.NodeNetns)")
 	}
 	root, err := RepoRoot()
 	if err != nil {
 		return err
 	}
-	testdata := filepath.Join(root, "test", "e2e", "testdata")
-	if err := c.DeployComponent(ctx, a, "kube-proxy", images.BuildKubeProxy, filepath.Join(testdata, "kube-proxy.yaml"), map[string]string{
+	return c.DeployComponent(ctx, a, "kube-proxy", images.BuildKubeProxy, filepath.Join(root, "test", "e2e", "testdata", "kube-proxy.yaml"), map[string]string{
 		"APISERVER": c.APIServerURL(), "CLUSTER_CIDR": c.PodSubnet(), "NODE_LABEL": NodeNetnsLabel,
-	}); err != nil {
+	})
+}
+
+// DeployCoreDNS builds CoreDNS and its image, imports it with a.Import and
+// applies test/e2e/testdata/coredns.yaml (a Deployment behind ClusterDNS);
+// WaitCoreDNS waits for its rollout.
+func (c *Cluster) DeployCoreDNS(ctx context.Context, a AddonImages) error {
+	root, err := RepoRoot()
+	if err != nil {
 		return err
 	}
-	if err := c.DeployComponent(ctx, a, "coredns", images.BuildCoreDNS, filepath.Join(testdata, "coredns.yaml"), map[string]string{
+	return c.DeployComponent(ctx, a, "coredns", images.BuildCoreDNS, filepath.Join(root, "test", "e2e", "testdata", "coredns.yaml"), map[string]string{
 		"DOMAIN": ClusterDomain, "DNS_IP": ClusterDNS,
-	}); err != nil {
-		return err
-	}
-	url := "http://" + net.JoinHostPort(c.NodeIP(), "10256") + "/healthz"
+	})
+}
+
+// WaitKubeProxy waits until kube-proxy's healthz on the node at nodeIP says
+// its rules are synced.
+func (c *Cluster) WaitKubeProxy(ctx context.Context, nodeIP string) error {
+	url := "http://" + net.JoinHostPort(nodeIP, "10256") + "/healthz"
 	var last string
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -73,8 +100,13 @@ func (c *Cluster) DeployNetworkAddons(ctx context.Context, a AddonImages) error 
 	})
 	if err != nil {
 		logs, _ := c.Kubectl(ctx, "logs", "-n", "kube-system", "ds/kube-proxy", "--tail", "40")
-		return fmt.Errorf("kube-proxy healthz (%s): %w\n%s", last, err, logs)
+		return fmt.Errorf("kube-proxy healthz on %s (%s): %w\n%s", nodeIP, last, err, logs)
 	}
+	return nil
+}
+
+// WaitCoreDNS waits until CoreDNS's Deployment is rolled out.
+func (c *Cluster) WaitCoreDNS(ctx context.Context) error {
 	if out, err := c.Kubectl(ctx, "rollout", "status", "-n", "kube-system", "deployment/coredns", "--timeout=3m"); err != nil {
 		logs, _ := c.Kubectl(ctx, "logs", "-n", "kube-system", "deployment/coredns", "--tail", "40")
 		return fmt.Errorf("coredns: %w\n%s\n%s", err, out, logs)
