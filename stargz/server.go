@@ -27,7 +27,7 @@ import (
 	stargzfs "github.com/containerd/stargz-snapshotter/fs"
 	memorymetadata "github.com/containerd/stargz-snapshotter/metadata/memory"
 	"github.com/containerd/stargz-snapshotter/service"
-	"github.com/hostlet/hostlet/provider/grpcsock"
+	"github.com/hostlet/hostlet/crash"
 	log "github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 )
@@ -101,9 +101,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// filesystems, as with upstream's containerd-stargz-grpc without its
 	// FUSE manager; left mounted, they would be dead FUSE mounts.
 	defer sn.Close()
-	if err := grpcsock.Serve(ctx, cfg.Address, "stargz-snapshotter", func(s *grpc.Server) {
-		snapshotsapi.RegisterSnapshotsServer(s, snapshotservice.FromSnapshotter(sn))
-	}); err != nil {
+	if err := serveSnapshots(ctx, cfg.Address, snapshotservice.FromSnapshotter(sn)); err != nil {
 		return err
 	}
 	if err := serveCredentials(ctx, cfg.CredentialsSocket, creds); err != nil {
@@ -133,19 +131,32 @@ func registryHosts(ctx context.Context, dir string, creds *Credentials) func(ref
 }
 
 // serveCredentials serves creds on a root-only socket until ctx ends.
-func serveCredentials(ctx context.Context, socket string, creds *Credentials) error {
-	if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
-		return err
-	}
-	if err := os.Remove(socket); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	ln, err := net.Listen("unix", socket)
+// serveSnapshots serves containerd's snapshots API on socket. A panic in
+// a call fails that call only: the callers are pods' starts.
+func serveSnapshots(ctx context.Context, socket string, snapshots snapshotsapi.SnapshotsServer) error {
+	ln, err := listenUnix(socket, 0o750, 0o660)
 	if err != nil {
 		return err
 	}
-	if err := os.Chmod(socket, 0o600); err != nil {
-		ln.Close()
+	l := log.WithField("server", "stargz-snapshotter")
+	srv := grpc.NewServer(grpc.UnaryInterceptor(crash.UnaryServerInterceptor(l)))
+	snapshotsapi.RegisterSnapshotsServer(srv, snapshots)
+	go func() {
+		<-ctx.Done()
+		srv.Stop()
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil {
+			l.WithError(err).Error("gRPC server stopped")
+		}
+	}()
+	return nil
+}
+
+// serveCredentials serves the credentials socket, root's only.
+func serveCredentials(ctx context.Context, socket string, creds *Credentials) error {
+	ln, err := listenUnix(socket, 0o700, 0o600)
+	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: creds, ReadHeaderTimeout: 10 * time.Second}
@@ -159,4 +170,27 @@ func serveCredentials(ctx context.Context, socket string, creds *Credentials) er
 		}
 	}()
 	return nil
+}
+
+// listenUnix listens on socket, replacing a stale one a previous run left,
+// its directory made with dirMode and the socket given mode. The package
+// does its own serving rather than use provider/grpcsock: runtime imports
+// it (the credentials client), and runtime reaches up into no provider
+// package.
+func listenUnix(socket string, dirMode, mode os.FileMode) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(socket), dirMode); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(socket); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(socket, mode); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
