@@ -379,6 +379,7 @@ func (h *host) run(ctx context.Context) {
 		h.crun(ctx)
 	}
 	h.restartService(ctx)
+	h.watchdog(ctx)
 	h.poweroff(ctx)
 	h.deleteEnded(ctx)
 	h.leave(ctx)
@@ -525,6 +526,49 @@ func (h *host) restartService(ctx context.Context) {
 	}
 	if before != after || p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("after systemctl restart hostlet: container pid %q then %q, pod %s", strings.TrimSpace(before), strings.TrimSpace(after), harness.DescribePodStatus(p))
+	}
+}
+
+// watchdog hangs hostlet (SIGSTOP: its process stops pinging systemd's
+// watchdog) and wants systemd to restart it unaided: the unit's
+// WatchdogSec runs out, systemd aborts the hung process (and kills it once
+// the abort times out, a stopped process not acting on SIGABRT), and
+// Restart=always starts hostlet again; the pod's container goes on.
+func (h *host) watchdog(ctx context.Context) {
+	t := h.t
+	if wd := strings.TrimSpace(h.vm.Run(ctx, "systemctl show hostlet -p WatchdogUSec --value")); wd == "0" || wd == "infinity" || wd == "" {
+		// The unit an older release's join wrote (an upgrade keeps it).
+		t.Logf("hostlet.service has no watchdog (WatchdogUSec=%q): the hang is not tried", wd)
+		return
+	}
+	before := h.vm.Run(ctx, `pgrep -xf 'sleep 3601'`)
+	hung := strings.TrimSpace(h.vm.Run(ctx, "systemctl show hostlet -p MainPID --value"))
+	h.vm.Run(ctx, "kill -STOP "+hung)
+	t0 := time.Now()
+	var state string
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		state = h.vm.Run(ctx, "systemctl show hostlet -p MainPID -p ActiveState -p SubState -p NRestarts")
+		if !strings.Contains(state, "MainPID="+hung+"\n") && strings.Contains(state, "ActiveState=active\n") && strings.Contains(state, "SubState=running\n") {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if strings.Contains(state, "MainPID="+hung+"\n") || !strings.Contains(state, "SubState=running\n") {
+		t.Fatalf("a hung hostlet (pid %s stopped) was not restarted by systemd's watchdog within 5 minutes:\n%s\n%s", hung, state,
+			h.vm.Run(ctx, "journalctl -u hostlet -b --no-pager | tail -20"))
+	}
+	h.tm.add("%s: a hung hostlet restarted by systemd's watchdog %v after the hang", h.name, time.Since(t0).Round(time.Second))
+	if j := h.vm.Run(ctx, "journalctl -u hostlet -b --no-pager | grep -c -i 'watchdog timeout' || true"); strings.TrimSpace(j) == "0" {
+		t.Errorf("systemd's journal does not say the watchdog fired")
+	}
+	// A new pod Running shows the restarted hostlet has synced.
+	h.cluster.CreatePod(t, h.pod("after-watchdog", 1, nil, "sleep", "3603"))
+	if _, err := h.cluster.WaitForPod(ctx, h.ns, "after-watchdog", 5*time.Minute, harness.PodPhase(v1.PodRunning)); err != nil {
+		t.Fatal(err)
+	}
+	if after := h.vm.Run(ctx, `pgrep -xf 'sleep 3601'`); after != before {
+		t.Errorf("after the watchdog's restart: container pid %q then %q", strings.TrimSpace(before), strings.TrimSpace(after))
 	}
 }
 
