@@ -13,7 +13,6 @@ import (
 	"github.com/hostlet/hostlet/test/images/csihostdir"
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -73,11 +72,7 @@ func TestCSIBlockVolume(t *testing.T) {
 	if _, err := exec.LookPath("losetup"); err != nil {
 		t.Skip("losetup not installed")
 	}
-	ns := cluster.NewNamespace(t)
-	name := csiDriverName(ns)
-	state := t.TempDir()
-	csiDriverObject(t, name, false, "", storagev1.VolumeLifecyclePersistent)
-	startCSIDriver(t, name, state)
+	ns, name, state, _ := persistentCSIDriver(t, false)
 	pv := ns + "-cblk"
 	csiBlockClaim(t, ns, name, pv, "blk1", 8<<20)
 	file := csihostdir.BlockFile(state, "blk1")

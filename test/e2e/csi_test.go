@@ -32,6 +32,19 @@ func csiDriverName(ns string) string {
 	return strings.TrimPrefix(ns, "e2e-") + ".hostdir.hostlet.test"
 }
 
+// persistentCSIDriver is a test's namespace and a driver of persistent
+// volumes for it: its CSIDriver object (attachRequired as attach) and the
+// driver serving on the node, with its state in a temp dir.
+func persistentCSIDriver(t *testing.T, attach bool) (ns, name, state string, d *csihostdir.Driver) {
+	t.Helper()
+	ns = cluster.NewNamespace(t)
+	name = csiDriverName(ns)
+	state = t.TempDir()
+	csiDriverObject(t, name, attach, "", storagev1.VolumeLifecyclePersistent)
+	d, _ = startCSIDriver(t, name, state)
+	return ns, name, state, d
+}
+
 // csiDriverObject creates the driver's CSIDriver object (deleted when the
 // test ends), with a token request for audience unless it is "".
 func csiDriverObject(t *testing.T, name string, attach bool, audience string, modes ...storagev1.VolumeLifecycleMode) {
@@ -325,11 +338,7 @@ func TestCSIDriverNotRegistered(t *testing.T) {
 // the controller detaches it.
 func TestCSIAttachRequired(t *testing.T) {
 	skipIfNoCluster(t)
-	ns := cluster.NewNamespace(t)
-	name := csiDriverName(ns)
-	state := t.TempDir()
-	csiDriverObject(t, name, true, "", storagev1.VolumeLifecyclePersistent)
-	_, _ = startCSIDriver(t, name, state)
+	ns, name, state, _ := persistentCSIDriver(t, true)
 	pv := ns + "-att"
 	pod := csiClaimPod(t, ns, name, pv, "", "vol-a")
 	cluster.CreatePod(t, pod)
@@ -389,11 +398,7 @@ func TestCSIAttachRequired(t *testing.T) {
 // what vol_data.json says, leaving nothing mounted.
 func TestCSIHostletRestart(t *testing.T) {
 	skipIfNoCluster(t)
-	ns := cluster.NewNamespace(t)
-	name := csiDriverName(ns)
-	state := t.TempDir()
-	csiDriverObject(t, name, false, "", storagev1.VolumeLifecyclePersistent)
-	d, _ := startCSIDriver(t, name, state)
+	ns, name, state, d := persistentCSIDriver(t, false)
 	pv := ns + "-rs"
 	pod := csiClaimPod(t, ns, name, pv, "", "vol-r")
 	pod.Spec.NodeName = nodeName
@@ -443,11 +448,7 @@ func TestCSIHostletRestart(t *testing.T) {
 // kubelet's online expansion.
 func TestCSIOnlineExpansion(t *testing.T) {
 	skipIfNoCluster(t)
-	ns := cluster.NewNamespace(t)
-	name := csiDriverName(ns)
-	state := t.TempDir()
-	csiDriverObject(t, name, false, "", storagev1.VolumeLifecyclePersistent)
-	_, _ = startCSIDriver(t, name, state)
+	ns, name, state, _ := persistentCSIDriver(t, false)
 	class := ns + "-grow"
 	if _, err := cluster.Client().StorageV1().StorageClasses().Create(ctxT(t), &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: name, AllowVolumeExpansion: ptr(true),
@@ -510,11 +511,7 @@ func TestCSIOnlineExpansion(t *testing.T) {
 // only once its volumes are torn down).
 func TestVolumeTeardownHoldsDeletion(t *testing.T) {
 	skipIfNoCluster(t)
-	ns := cluster.NewNamespace(t)
-	name := csiDriverName(ns)
-	state := t.TempDir()
-	csiDriverObject(t, name, false, "", storagev1.VolumeLifecyclePersistent)
-	d, _ := startCSIDriver(t, name, state)
+	ns, name, state, d := persistentCSIDriver(t, false)
 	pv := ns + "-held"
 	pod := csiClaimPod(t, ns, name, pv, "", "vol-h")
 	pod.Spec.NodeName = nodeName
