@@ -678,6 +678,7 @@ func (r *Runtime) deleteTask(ctx context.Context, id string, task containerd.Tas
 		return err
 	}()
 	if err != nil && !errdefs.IsNotFound(err) {
+		r.shims.deleteFailed(id)
 		return err
 	}
 	r.shims.gone(id)

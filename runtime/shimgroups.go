@@ -26,7 +26,10 @@ const containersPerShim = 8
 //   - a group's first task is created alone, and a group whose first
 //     creation failed is closed;
 //   - the deletion of a group's last task waits for the creations under way,
-//     and closes the group before it starts: no task joins it again;
+//     and closes the group before it starts: no task joins it again. "Last"
+//     counts the deletions under way: two tasks deleted at once are both a
+//     group's last (each saw the other still there, its shim exited under a
+//     creation that joined it: "ttrpc: closed", seen in the storage specs);
 //   - groups of an earlier hostlet run are never joined (their shims may be
 //     exiting); their containers move to a group of this run;
 //   - a group holds the containers of one runtime handler: a shim runs
@@ -39,6 +42,7 @@ type shimGroups struct {
 	open   map[string]string     // handler -> the group its new containers are given
 	groups map[string]*shimGroup // this run's groups that are not closed
 	byTask map[string]*shimGroup // container ID -> group of its task
+	dying  map[string]bool       // container IDs whose task deletion is under way
 }
 
 type shimGroup struct {
@@ -47,10 +51,14 @@ type shimGroup struct {
 	given    int // containers given the group
 	creating int // task creations under way
 	tasks    int // tasks created and not deleted
+	deleting int // of those, deletions under way
 }
 
+// left is how many of g's tasks are not being deleted.
+func (g *shimGroup) left() int { return g.tasks - g.deleting }
+
 func newShimGroups(prefix string) *shimGroups {
-	s := &shimGroups{prefix: prefix, open: map[string]string{}, groups: map[string]*shimGroup{}, byTask: map[string]*shimGroup{}}
+	s := &shimGroups{prefix: prefix, open: map[string]string{}, groups: map[string]*shimGroup{}, byTask: map[string]*shimGroup{}, dying: map[string]bool{}}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -111,7 +119,8 @@ func (s *shimGroups) created(id string, ok bool) {
 }
 
 // deleting is called before id's task is deleted: the last task of a group
-// waits for the creations under way, then closes the group.
+// (the last one not being deleted) waits for the creations under way, then
+// closes the group.
 func (s *shimGroups) deleting(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -119,11 +128,26 @@ func (s *shimGroups) deleting(id string) {
 	if g == nil {
 		return
 	}
-	for g.tasks == 1 && g.creating > 0 {
+	if !s.dying[id] {
+		s.dying[id] = true
+		g.deleting++
+	}
+	for g.left() <= 0 && g.creating > 0 {
 		s.cond.Wait()
 	}
-	if g.tasks <= 1 {
+	if g.left() <= 0 {
 		s.close(g)
+	}
+}
+
+// deleteFailed ends a deletion deleting began whose task is still there
+// (its group, if closed, stays closed: its shim may yet exit).
+func (s *shimGroups) deleteFailed(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.byTask[id]; g != nil && s.dying[id] {
+		delete(s.dying, id)
+		g.deleting--
 	}
 }
 
@@ -141,6 +165,10 @@ func (s *shimGroups) taskGone(id string) bool {
 		return false
 	}
 	g.tasks--
+	if s.dying[id] {
+		delete(s.dying, id)
+		g.deleting--
+	}
 	s.forget(id, g)
 	return true
 }

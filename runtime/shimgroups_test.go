@@ -126,6 +126,46 @@ func TestShimGroupsLastDeletionWaitsForCreation(t *testing.T) {
 	}
 }
 
+// Two tasks deleted at once are both a group's last: whichever begins
+// second closes the group (its shim exits once both are gone), so a new
+// container does not join it.
+func TestShimGroupsConcurrentLastDeletions(t *testing.T) {
+	s := newShimGroups("run")
+	g := s.pick("")
+	_ = s.pick("")
+	for _, id := range []string{"a", "b"} {
+		if !s.join(id, g) {
+			t.Fatalf("%s refused by its group", id)
+		}
+		s.created(id, true)
+	}
+	s.deleting("a")
+	if s.groups[g] == nil {
+		t.Fatal("group closed while b's task is not being deleted")
+	}
+	s.deleting("b")
+	if s.join("c", g) {
+		t.Fatal("c joined a group both of whose tasks are being deleted")
+	}
+	// A deletion that failed leaves its task counted, not being deleted.
+	s2 := newShimGroups("run2")
+	g2 := s2.pick("")
+	for _, id := range []string{"a", "b"} {
+		s2.join(id, g2)
+		s2.created(id, true)
+	}
+	s2.deleting("a")
+	s2.deleteFailed("a")
+	s2.deleting("b")
+	if s2.groups[g2] == nil {
+		t.Fatal("group closed by b's deletion although a's task stayed")
+	}
+	s2.gone("b")
+	if got := s2.byTask["a"]; got == nil || got.tasks != 1 || got.deleting != 0 {
+		t.Fatalf("a's group after b is gone: %+v, want 1 task, none being deleted", got)
+	}
+}
+
 // A group's first task is created alone; if it fails, the group closes and
 // whoever waited moves on.
 func TestShimGroupsFirstCreationAlone(t *testing.T) {
