@@ -208,6 +208,47 @@ func checkSelection(all []listedTest, sel *selection, known knownFailures) []str
 	return problems
 }
 
+// checkStorage compares storage.txt with the suite: its tests are the
+// [sig-storage] specs outside selection.txt's universe (test/e2e/storage,
+// and common/storage's untagged ones) that one node runs without a CSI
+// driver; each must exist, be listed once (there and in selection.txt) and
+// not be in the universe.
+func checkStorage(all []listedTest, sel, storage *selection) []string {
+	inSel := map[string]bool{}
+	for _, n := range sel.run {
+		inSel[n] = true
+	}
+	for n := range sel.skipped {
+		inSel[n] = true
+	}
+	loc := map[string]string{}
+	for _, t := range all {
+		loc[t.name] = t.location
+	}
+	var problems []string
+	check := func(n string) {
+		l, ok := loc[n]
+		switch {
+		case !ok:
+			problems = append(problems, "in storage.txt but not in this e2e.test (renamed or removed upstream?): "+n)
+		case inUniverse(l, n):
+			problems = append(problems, "in storage.txt but in selection.txt's universe (list it there): "+n)
+		case !strings.HasPrefix(n, "[sig-storage] "):
+			problems = append(problems, "in storage.txt but not a [sig-storage] test: "+n)
+		case inSel[n]:
+			problems = append(problems, "in both storage.txt and selection.txt: "+n)
+		}
+	}
+	for _, n := range storage.run {
+		check(n)
+	}
+	for n := range storage.skipped {
+		check(n)
+	}
+	sort.Strings(problems)
+	return problems
+}
+
 // focusRegexp matches exactly the given tests. Ginkgo matches --focus
 // against "<suite description> <full test name>", so each name is anchored
 // at a preceding space and at the end.
