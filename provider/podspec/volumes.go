@@ -59,6 +59,13 @@ func (r *Runtime) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return err
 		}
+		// emptyDir is world-writable, as the kubelet makes it (setupDir),
+		// before a tmpfs goes on it: the tmpfs root is 1777, sticky as the
+		// kubelet's (a subPath made in it, which copies the root's mode,
+		// is too).
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return err
+		}
 		if src.EmptyDir.Medium == v1.StorageMediumMemory {
 			opts := "mode=1777"
 			if size := r.memoryVolumeSize(pod, src.EmptyDir.SizeLimit); size > 0 {
@@ -67,10 +74,6 @@ func (r *Runtime) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 			if err := ensureTmpfs(dir, opts); err != nil {
 				return err
 			}
-		}
-		// emptyDir is world-writable, as the kubelet makes it.
-		if err := os.Chmod(dir, 0o777); err != nil {
-			return err
 		}
 		return applyFSGroup(dir, podFSGroup(pod), false)
 	case src.HostPath != nil:
