@@ -140,7 +140,10 @@ e2e-prometheus: deps components images
 ## conformance: the upstream node conformance tests (e2e.test of the pinned
 ## Kubernetes release, test/conformance/selection.txt) against a local
 ## cluster with hostlet as its only node. Fails on a failure outside
-## test/conformance/known-failures.txt. Results: $(CACHE)/conformance/results.
+## test/conformance/known-failures.txt. Also runs test/conformance/storage.txt's
+## cheap "always" [sig-storage] specs (HostPathType, common/storage's untagged
+## FSGroup ones; under 3 minutes more); conformance-storage runs all of it.
+## Results: $(CACHE)/conformance/results.
 ## Pass runner flags with CONFORMANCE_FLAGS, e.g. CONFORMANCE_FLAGS='-focus Probing'.
 conformance: deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/conformance $(CONFORMANCE_FLAGS)

@@ -20,6 +20,9 @@ import (
 type selection struct {
 	run     []string          // in file order
 	skipped map[string]string // name -> reason
+	// always are storage.txt's cheap "always NAME" tests (also in run):
+	// make conformance runs them with selection.txt's.
+	always []string
 }
 
 // knownFailures is test/conformance/known-failures.txt: NAME  # REASON per
@@ -38,7 +41,7 @@ func readSelection(path string) (*selection, error) {
 		rest = strings.TrimSpace(rest)
 		var name, reason string
 		switch verb {
-		case "run":
+		case "run", "always":
 			name = rest
 			if strings.Contains(name, reasonSep) {
 				return fmt.Errorf("a run line takes no reason")
@@ -49,7 +52,7 @@ func readSelection(path string) (*selection, error) {
 				return fmt.Errorf("a skip line needs a reason: skip NAME%sREASON", reasonSep)
 			}
 		default:
-			return fmt.Errorf("want \"run NAME\" or \"skip NAME%sREASON\"", reasonSep)
+			return fmt.Errorf("want \"run NAME\", \"always NAME\" or \"skip NAME%sREASON\"", reasonSep)
 		}
 		if name == "" {
 			return fmt.Errorf("no test name")
@@ -58,7 +61,10 @@ func readSelection(path string) (*selection, error) {
 			return fmt.Errorf("%q is listed twice", name)
 		}
 		seen[name] = true
-		if verb == "run" {
+		if verb == "always" {
+			s.always = append(s.always, name)
+		}
+		if verb != "skip" {
 			s.run = append(s.run, name)
 		} else {
 			s.skipped[name] = reason
@@ -180,6 +186,9 @@ func checkSelection(all []listedTest, sel *selection, known knownFailures) []str
 		listed[n] = true
 	}
 	var problems []string
+	for _, n := range sel.always {
+		problems = append(problems, "an \"always\" line in selection.txt (run it): "+n)
+	}
 	for n := range universe {
 		if strings.Contains(n, reasonSep) {
 			problems = append(problems, fmt.Sprintf("test name contains %q, which the lists use as separator: %s", reasonSep, n))

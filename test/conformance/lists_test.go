@@ -34,6 +34,26 @@ run [sig-node] C "quoted" *stars* [Conformance]
 	if r := s.skipped["[sig-node] B is slow [Slow]"]; r != "[Slow]: takes long" {
 		t.Errorf("skip reason = %q", r)
 	}
+	if len(s.always) != 0 {
+		t.Errorf("always = %q", s.always)
+	}
+}
+
+// storage.txt's "always" tests run with -storage and with make conformance.
+func TestReadSelectionAlways(t *testing.T) {
+	s, err := readSelection(writeFile(t, "run  [sig-storage] A\nalways [sig-storage] B\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(s.run, "|") != "[sig-storage] A|[sig-storage] B" || strings.Join(s.always, "|") != "[sig-storage] B" {
+		t.Errorf("run %q, always %q", s.run, s.always)
+	}
+	if _, err := readSelection(writeFile(t, "always A # why\n")); err == nil {
+		t.Error("an always line with a reason was accepted")
+	}
+	if p := checkSelection(nil, &selection{always: []string{"X"}}, nil); len(p) != 1 || !strings.Contains(p[0], `an "always" line in selection.txt`) {
+		t.Errorf("always in selection.txt: %q", p)
+	}
 }
 
 func TestReadSelectionErrors(t *testing.T) {

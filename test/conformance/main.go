@@ -18,7 +18,8 @@
 // (containerd's CRI); -node-kind hostlet,kubelet runs both in turn and
 // prints their counts side by side (make conformance-compare). -storage
 // runs storage.txt's [sig-storage] specs instead of selection.txt's (make
-// conformance-storage).
+// conformance-storage); without it, storage.txt's cheap "always" specs run
+// with selection.txt's.
 //
 // Results (per node kind and part: JUnit report, e2e output, component
 // logs; the summary) go to <results>/<time>, with <results>/latest pointing
@@ -314,7 +315,14 @@ func loadLists(ctx context.Context, c config, tools tooling) (*selection, knownF
 	if c.storage {
 		return storage, ofStorage, nil
 	}
-	return sel, ofSelection, nil
+	// make conformance also runs storage.txt's cheap "always" tests.
+	withAlways := &selection{run: append(append([]string(nil), sel.run...), storage.always...), skipped: sel.skipped}
+	for _, n := range storage.always {
+		if r, ok := ofStorage[n]; ok {
+			ofSelection[n] = r
+		}
+	}
+	return withAlways, ofSelection, nil
 }
 
 func withoutKnown(names []string, known knownFailures) []string {
