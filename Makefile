@@ -33,7 +33,7 @@ APT_PACKAGES := libseccomp-dev busybox-static containernetworking-plugins iptabl
 # Only make hosttest needs these: the VM image's build and qemu.
 HOSTTEST_APT_PACKAGES := mmdebstrap qemu-system-x86 qemu-utils openssh-client e2fsprogs
 
-.PHONY: all build deps hosttest-deps components images dev dev-down test unit e2e vet clean conformance conformance-compare bench compat e2e-prometheus release release-test hosttest conformance-full
+.PHONY: all build deps hosttest-deps components images dev dev-down test unit e2e vet clean conformance conformance-compare conformance-storage bench compat e2e-prometheus release release-test hosttest conformance-full
 
 all: build
 
@@ -140,7 +140,10 @@ e2e-prometheus: deps components images
 ## conformance: the upstream node conformance tests (e2e.test of the pinned
 ## Kubernetes release, test/conformance/selection.txt) against a local
 ## cluster with hostlet as its only node. Fails on a failure outside
-## test/conformance/known-failures.txt. Results: $(CACHE)/conformance/results.
+## test/conformance/known-failures.txt. Also runs test/conformance/storage.txt's
+## cheap "always" [sig-storage] specs (HostPathType, common/storage's untagged
+## FSGroup ones; under 3 minutes more); conformance-storage runs all of it.
+## Results: $(CACHE)/conformance/results.
 ## Pass runner flags with CONFORMANCE_FLAGS, e.g. CONFORMANCE_FLAGS='-focus Probing'.
 conformance: deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/conformance $(CONFORMANCE_FLAGS)
@@ -162,6 +165,15 @@ conformance-full: deps components
 ## CONFORMANCE_FLAGS='-focus sig-network' for the Services and DNS part.
 conformance-compare: deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/conformance -node-kind hostlet,kubelet $(CONFORMANCE_FLAGS)
+
+## conformance-storage: the [sig-storage] specs one node runs without any
+## CSI driver image (test/conformance/storage.txt: the in-tree local,
+## hostPath, hostPathSymlink and emptydir drivers' testsuites,
+## PersistentVolumes-local, HostPathType, ...) instead of selection.txt's,
+## on hostlet and on the upstream kubelet side by side. Too long for every
+## make conformance; fails on a hostlet failure outside known-failures.txt.
+conformance-storage: deps components
+	HOSTLET_CACHE=$(CACHE) go run ./test/conformance -storage -node-kind hostlet,kubelet $(CONFORMANCE_FLAGS)
 
 ## bench: hostlet against the upstream kubelet of the pinned release, two
 ## nodes of one local cluster on this machine, the same pods on each in turn

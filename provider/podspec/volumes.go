@@ -59,6 +59,13 @@ func (r *Runtime) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return err
 		}
+		// emptyDir is world-writable, as the kubelet makes it (setupDir),
+		// before a tmpfs goes on it: the tmpfs root is 1777, sticky as the
+		// kubelet's (a subPath made in it, which copies the root's mode,
+		// is too).
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return err
+		}
 		if src.EmptyDir.Medium == v1.StorageMediumMemory {
 			opts := "mode=1777"
 			if size := r.memoryVolumeSize(pod, src.EmptyDir.SizeLimit); size > 0 {
@@ -67,10 +74,6 @@ func (r *Runtime) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 			if err := ensureTmpfs(dir, opts); err != nil {
 				return err
 			}
-		}
-		// emptyDir is world-writable, as the kubelet makes it.
-		if err := os.Chmod(dir, 0o777); err != nil {
-			return err
 		}
 		return applyFSGroup(dir, podFSGroup(pod), false)
 	case src.HostPath != nil:
@@ -152,31 +155,73 @@ func podMemoryLimit(pod *v1.Pod) (int64, bool) {
 	return sum, true
 }
 
+// setupHostPath checks a hostPath volume's type as the kubelet's hostPath
+// plugin does (checkTypeInternal): the *OrCreate types make a missing path
+// and otherwise check what exists like their plain types; every other type
+// names what the path (symlinks followed) must be. A failure keeps the pod
+// Pending with a FailedMount event.
 func (r *Runtime) setupHostPath(hp *v1.HostPathVolumeSource) error {
 	t := v1.HostPathUnset
 	if hp.Type != nil {
 		t = *hp.Type
 	}
-	fi, err := os.Stat(hp.Path)
+	if t == v1.HostPathUnset {
+		return nil
+	}
+	got, exists := hostPathFileType(hp.Path)
 	switch t {
 	case v1.HostPathDirectoryOrCreate:
-		if errors.Is(err, os.ErrNotExist) {
+		if !exists {
 			return createHostPath(hp.Path, true)
 		}
+		t = v1.HostPathDirectory
 	case v1.HostPathFileOrCreate:
-		if errors.Is(err, os.ErrNotExist) {
+		if !exists {
 			return createHostPath(hp.Path, false)
 		}
-	case v1.HostPathDirectory:
-		if err != nil || !fi.IsDir() {
-			return fmt.Errorf("hostPath type check failed: %s is not a directory", hp.Path)
-		}
-	case v1.HostPathFile:
-		if err != nil || !fi.Mode().IsRegular() {
-			return fmt.Errorf("hostPath type check failed: %s is not a file", hp.Path)
-		}
+		t = v1.HostPathFile
+	}
+	what, known := hostPathTypeNames[t]
+	if !known {
+		return fmt.Errorf("%s is an invalid volume type", t)
+	}
+	if got != t {
+		return fmt.Errorf("hostPath type check failed: %s is not %s", hp.Path, what)
 	}
 	return nil
+}
+
+// hostPathTypeNames are the kubelet's words for each checked type in its
+// "hostPath type check failed: PATH is not ..." message.
+var hostPathTypeNames = map[v1.HostPathType]string{
+	v1.HostPathDirectory: "a directory",
+	v1.HostPathFile:      "a file",
+	v1.HostPathSocket:    "a socket file",
+	v1.HostPathCharDev:   "a character device",
+	v1.HostPathBlockDev:  "a block device",
+}
+
+// hostPathFileType is what path is (its target, as the kubelet's
+// hostutil.GetFileType stats it), or "" for anything else; exists is
+// false when it cannot be stat'ed.
+func hostPathFileType(path string) (t v1.HostPathType, exists bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", false
+	}
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		return v1.HostPathDirectory, true
+	case m.IsRegular():
+		return v1.HostPathFile, true
+	case m&os.ModeSocket != 0:
+		return v1.HostPathSocket, true
+	case m&os.ModeCharDevice != 0:
+		return v1.HostPathCharDev, true
+	case m&os.ModeDevice != 0:
+		return v1.HostPathBlockDev, true
+	}
+	return "", true
 }
 
 func ensureTmpfs(dir, opts string) error {

@@ -20,6 +20,9 @@ import (
 type selection struct {
 	run     []string          // in file order
 	skipped map[string]string // name -> reason
+	// always are storage.txt's cheap "always NAME" tests (also in run):
+	// make conformance runs them with selection.txt's.
+	always []string
 }
 
 // knownFailures is test/conformance/known-failures.txt: NAME  # REASON per
@@ -38,7 +41,7 @@ func readSelection(path string) (*selection, error) {
 		rest = strings.TrimSpace(rest)
 		var name, reason string
 		switch verb {
-		case "run":
+		case "run", "always":
 			name = rest
 			if strings.Contains(name, reasonSep) {
 				return fmt.Errorf("a run line takes no reason")
@@ -49,7 +52,7 @@ func readSelection(path string) (*selection, error) {
 				return fmt.Errorf("a skip line needs a reason: skip NAME%sREASON", reasonSep)
 			}
 		default:
-			return fmt.Errorf("want \"run NAME\" or \"skip NAME%sREASON\"", reasonSep)
+			return fmt.Errorf("want \"run NAME\", \"always NAME\" or \"skip NAME%sREASON\"", reasonSep)
 		}
 		if name == "" {
 			return fmt.Errorf("no test name")
@@ -58,7 +61,10 @@ func readSelection(path string) (*selection, error) {
 			return fmt.Errorf("%q is listed twice", name)
 		}
 		seen[name] = true
-		if verb == "run" {
+		if verb == "always" {
+			s.always = append(s.always, name)
+		}
+		if verb != "skip" {
 			s.run = append(s.run, name)
 		} else {
 			s.skipped[name] = reason
@@ -180,6 +186,9 @@ func checkSelection(all []listedTest, sel *selection, known knownFailures) []str
 		listed[n] = true
 	}
 	var problems []string
+	for _, n := range sel.always {
+		problems = append(problems, "an \"always\" line in selection.txt (run it): "+n)
+	}
 	for n := range universe {
 		if strings.Contains(n, reasonSep) {
 			problems = append(problems, fmt.Sprintf("test name contains %q, which the lists use as separator: %s", reasonSep, n))
@@ -203,6 +212,47 @@ func checkSelection(all []listedTest, sel *selection, known knownFailures) []str
 		if !runs[n] {
 			problems = append(problems, "in known-failures.txt but not a \"run\" test of selection.txt: "+n)
 		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// checkStorage compares storage.txt with the suite: its tests are the
+// [sig-storage] specs outside selection.txt's universe (test/e2e/storage,
+// and common/storage's untagged ones) that one node runs without a CSI
+// driver; each must exist, be listed once (there and in selection.txt) and
+// not be in the universe.
+func checkStorage(all []listedTest, sel, storage *selection) []string {
+	inSel := map[string]bool{}
+	for _, n := range sel.run {
+		inSel[n] = true
+	}
+	for n := range sel.skipped {
+		inSel[n] = true
+	}
+	loc := map[string]string{}
+	for _, t := range all {
+		loc[t.name] = t.location
+	}
+	var problems []string
+	check := func(n string) {
+		l, ok := loc[n]
+		switch {
+		case !ok:
+			problems = append(problems, "in storage.txt but not in this e2e.test (renamed or removed upstream?): "+n)
+		case inUniverse(l, n):
+			problems = append(problems, "in storage.txt but in selection.txt's universe (list it there): "+n)
+		case !strings.HasPrefix(n, "[sig-storage] "):
+			problems = append(problems, "in storage.txt but not a [sig-storage] test: "+n)
+		case inSel[n]:
+			problems = append(problems, "in both storage.txt and selection.txt: "+n)
+		}
+	}
+	for _, n := range storage.run {
+		check(n)
+	}
+	for n := range storage.skipped {
+		check(n)
 	}
 	sort.Strings(problems)
 	return problems

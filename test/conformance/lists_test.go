@@ -34,6 +34,26 @@ run [sig-node] C "quoted" *stars* [Conformance]
 	if r := s.skipped["[sig-node] B is slow [Slow]"]; r != "[Slow]: takes long" {
 		t.Errorf("skip reason = %q", r)
 	}
+	if len(s.always) != 0 {
+		t.Errorf("always = %q", s.always)
+	}
+}
+
+// storage.txt's "always" tests run with -storage and with make conformance.
+func TestReadSelectionAlways(t *testing.T) {
+	s, err := readSelection(writeFile(t, "run  [sig-storage] A\nalways [sig-storage] B\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(s.run, "|") != "[sig-storage] A|[sig-storage] B" || strings.Join(s.always, "|") != "[sig-storage] B" {
+		t.Errorf("run %q, always %q", s.run, s.always)
+	}
+	if _, err := readSelection(writeFile(t, "always A # why\n")); err == nil {
+		t.Error("an always line with a reason was accepted")
+	}
+	if p := checkSelection(nil, &selection{always: []string{"X"}}, nil); len(p) != 1 || !strings.Contains(p[0], `an "always" line in selection.txt`) {
+		t.Errorf("always in selection.txt: %q", p)
+	}
 }
 
 func TestReadSelectionErrors(t *testing.T) {
@@ -128,10 +148,37 @@ func TestFocusRegexpMatchesExactlyTheNames(t *testing.T) {
 	}
 }
 
+func TestCheckStorage(t *testing.T) {
+	all := []listedTest{
+		{"k8s.io/kubernetes@v1.35.4/test/e2e/common/storage/empty_dir.go:1", "[sig-storage] EmptyDir works [NodeConformance]"},
+		{"k8s.io/kubernetes@v1.35.4/test/e2e/common/storage/empty_dir.go:2", "[sig-storage] EmptyDir untagged"},
+		{"k8s.io/kubernetes@v1.35.4/test/e2e/storage/host_path_type.go:3", "[sig-storage] HostPathType File [Slow] works"},
+		{"k8s.io/kubernetes@v1.35.4/test/e2e/apps/job.go:4", "[sig-apps] Job runs"},
+	}
+	sel := &selection{run: []string{"[sig-storage] EmptyDir works [NodeConformance]"}, skipped: map[string]string{}}
+	storage := &selection{
+		run:     []string{"[sig-storage] EmptyDir untagged", "[sig-storage] HostPathType File [Slow] works", "[sig-storage] EmptyDir works [NodeConformance]", "[sig-apps] Job runs"},
+		skipped: map[string]string{"gone": "renamed"},
+	}
+	got := checkStorage(all, sel, storage)
+	want := []string{
+		"in storage.txt but in selection.txt's universe (list it there): [sig-storage] EmptyDir works [NodeConformance]",
+		"in storage.txt but not a [sig-storage] test: [sig-apps] Job runs",
+		"in storage.txt but not in this e2e.test (renamed or removed upstream?): gone",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // The lists in the repo must parse; their consistency with the suite is
 // checked by the runner (it needs e2e.test).
 func TestRepoLists(t *testing.T) {
 	sel, err := readSelection("selection.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage, err := readSelection("storage.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,12 +187,12 @@ func TestRepoLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := map[string]bool{}
-	for _, n := range sel.run {
+	for _, n := range append(sel.run, storage.run...) {
 		runs[n] = true
 	}
 	for n := range known {
 		if !runs[n] {
-			t.Errorf("known failure %q is not a run test of selection.txt", n)
+			t.Errorf("known failure %q is not a run test of selection.txt or storage.txt", n)
 		}
 	}
 }

@@ -16,7 +16,10 @@
 //
 // -node-kind kubelet runs the same with the upstream kubelet as the node
 // (containerd's CRI); -node-kind hostlet,kubelet runs both in turn and
-// prints their counts side by side (make conformance-compare).
+// prints their counts side by side (make conformance-compare). -storage
+// runs storage.txt's [sig-storage] specs instead of selection.txt's (make
+// conformance-storage); without it, storage.txt's cheap "always" specs run
+// with selection.txt's.
 //
 // Results (per node kind and part: JUnit report, e2e output, component
 // logs; the summary) go to <results>/<time>, with <results>/latest pointing
@@ -56,6 +59,7 @@ type config struct {
 	extraFlags string
 	nodeKinds  []nodeKind
 	full       bool
+	storage    bool
 }
 
 func main() {
@@ -77,6 +81,7 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster's state dir after the run")
 	flag.IntVar(&c.keepRuns, "keep-runs", 10, "how many runs' results to keep")
 	flag.BoolVar(&c.full, "full", false, "run every [Conformance] test of the suite (not selection.txt's) on a two-node cluster with flannel, kube-proxy and CoreDNS, the [Serial] ones after the others (make conformance-full)")
+	flag.BoolVar(&c.storage, "storage", false, "run storage.txt's tests instead of selection.txt's: the [sig-storage] specs one node runs without a CSI driver (in-tree local, hostPath and emptyDir drivers, local PVs, hostPath types), too long for make conformance (make conformance-storage)")
 	flag.StringVar(&c.extraFlags, "e2e-flags", "", "extra space-separated flags for e2e.test")
 	kinds := flag.String("node-kind", "hostlet", "what runs as the node: hostlet, kubelet (the upstream kubelet against containerd's CRI), or hostlet,kubelet (both in turn, results side by side)")
 	flag.Parse()
@@ -285,10 +290,39 @@ func loadLists(ctx context.Context, c config, tools tooling) (*selection, knownF
 	if err != nil {
 		return nil, nil, err
 	}
-	if problems := checkSelection(all, sel, known); len(problems) > 0 {
+	storage, err := readSelection(filepath.Join(c.listsDir, "storage.txt"))
+	if err != nil {
+		return nil, nil, err
+	}
+	// known-failures.txt may name storage.txt's run tests too; those are
+	// checked by checkStorage, the others against selection.txt.
+	ofSelection, ofStorage := knownFailures{}, knownFailures{}
+	storageRuns := map[string]bool{}
+	for _, n := range storage.run {
+		storageRuns[n] = true
+	}
+	for n, r := range known {
+		if storageRuns[n] {
+			ofStorage[n] = r
+		} else {
+			ofSelection[n] = r
+		}
+	}
+	problems := append(checkSelection(all, sel, ofSelection), checkStorage(all, sel, storage)...)
+	if len(problems) > 0 {
 		return nil, nil, fmt.Errorf("the lists in %s do not match the suite:\n  %s", c.listsDir, strings.Join(problems, "\n  "))
 	}
-	return sel, known, nil
+	if c.storage {
+		return storage, ofStorage, nil
+	}
+	// make conformance also runs storage.txt's cheap "always" tests.
+	withAlways := &selection{run: append(append([]string(nil), sel.run...), storage.always...), skipped: sel.skipped}
+	for _, n := range storage.always {
+		if r, ok := ofStorage[n]; ok {
+			ofSelection[n] = r
+		}
+	}
+	return withAlways, ofSelection, nil
 }
 
 func withoutKnown(names []string, known knownFailures) []string {

@@ -9,6 +9,12 @@
 // closes or (with -w) nothing arrives for that long. -v says on stderr
 // that the connection succeeded, as netcat-openbsd does. Exit code 1 when
 // the connection cannot be made.
+//
+//	nc -U PATH, nc -lU PATH
+//
+// the same over a unix socket, or listening on one for a single
+// connection: the HostPathType specs keep `nc -lU` running in agnhost so
+// that a socket exists on the node.
 package main
 
 import (
@@ -23,9 +29,11 @@ import (
 
 type options struct {
 	verbose, udp, zero bool
+	unix, listen       bool
 	wait               time.Duration
 	srcPort            int
 	host, port         string
+	path               string // -U
 }
 
 func main() {
@@ -55,6 +63,10 @@ func parse(args []string) (options, error) {
 				o.udp = true
 			case 'z':
 				o.zero = true
+			case 'U':
+				o.unix = true
+			case 'l':
+				o.listen = true
 			case 'w', 'p':
 				v := a[j+1:]
 				if v == "" {
@@ -79,6 +91,16 @@ func parse(args []string) (options, error) {
 			}
 		}
 	}
+	if o.unix {
+		if len(pos) != 1 {
+			return o, errors.New("usage: nc -U [-l] PATH")
+		}
+		o.path = pos[0]
+		return o, nil
+	}
+	if o.listen {
+		return o, errors.New("-l: only a unix socket (-U PATH) can listen")
+	}
 	if len(pos) != 2 {
 		return o, errors.New("usage: nc [-vtunz] [-w SECONDS] [-p SRCPORT] HOST PORT")
 	}
@@ -87,6 +109,29 @@ func parse(args []string) (options, error) {
 }
 
 func run(o options) int {
+	if o.unix {
+		var conn net.Conn
+		if o.listen {
+			ln, err := net.Listen("unix", o.path)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "nc:", err)
+				return 1
+			}
+			defer ln.Close()
+			if conn, err = ln.Accept(); err != nil {
+				fmt.Fprintln(os.Stderr, "nc:", err)
+				return 1
+			}
+		} else {
+			var err error
+			if conn, err = net.Dial("unix", o.path); err != nil {
+				fmt.Fprintln(os.Stderr, "nc:", err)
+				return 1
+			}
+		}
+		defer conn.Close()
+		return pipe(o, conn)
+	}
 	proto := "tcp"
 	d := net.Dialer{Timeout: o.wait}
 	if o.udp {
@@ -111,6 +156,12 @@ func run(o options) int {
 	if o.zero {
 		return 0
 	}
+	return pipe(o, conn)
+}
+
+// pipe copies stdin to conn and conn to stdout until the peer closes or,
+// with -w, nothing arrives for that long.
+func pipe(o options, conn net.Conn) int {
 	go func() {
 		// Each read of stdin is one write: one datagram with -u.
 		buf := make([]byte, 64*1024)

@@ -15,13 +15,16 @@ func TestParse(t *testing.T) {
 		{[]string{"-v", "-u", "-w", "2", "10.0.0.1", "53"}, options{verbose: true, udp: true, wait: 2 * time.Second, host: "10.0.0.1", port: "53"}},
 		{[]string{"-u", "-w5", "-p", "12345", "h", "9"}, options{udp: true, wait: 5 * time.Second, srcPort: 12345, host: "h", port: "9"}},
 		{[]string{"-vz", "h", "1"}, options{verbose: true, zero: true, host: "h", port: "1"}},
+		// host_path_type.go's socket on the node.
+		{[]string{"-lU", "/mnt/test/asocket"}, options{unix: true, listen: true, path: "/mnt/test/asocket"}},
+		{[]string{"-U", "/s"}, options{unix: true, path: "/s"}},
 	} {
 		got, err := parse(c.args)
 		if err != nil || got != c.want {
 			t.Errorf("parse(%q) = %+v, %v; want %+v", c.args, got, err, c.want)
 		}
 	}
-	for _, bad := range [][]string{{"-l", "80"}, {"h"}, {"-w", "x", "h", "1"}, {"-w"}} {
+	for _, bad := range [][]string{{"-l", "80"}, {"-lU"}, {"-U", "a", "b"}, {"h"}, {"-w", "x", "h", "1"}, {"-w"}} {
 		if _, err := parse(bad); err == nil {
 			t.Errorf("parse(%q): no error", bad)
 		}
