@@ -165,8 +165,10 @@ func extraHeader(c config) string {
   ChaCha8 stream: the same digests every run, incompressible) pushed to a loopback registry (plain HTTP)
   as gzip and as eStargz; %d pods of it created at once, IfNotPresent, to Running. hostlet: fresh nodes,
   each with a containerd of its own (empty content store), removed after each case: a normal pull, a lazy
-  pull (the stargz snapshotter with its defaults, background fetch on), %d nodes at once without and with
-  --registry-mirror (the pods spread over them). kubelet: its node's normal pull (CRI), the image removed after
+  pull (the stargz snapshotter with its defaults, background fetch on: its bytes are those served by the
+  time all pods ran), %d nodes at once without and with --registry-mirror (the pods spread over them), and
+  with the mirror staggered (the first node's pods, then the others' once those run: peers that have the
+  image). kubelet: its node's normal pull (CRI), the image removed after
 `, c.imageMB, c.imagePods, c.imageNodes)
 	}
 	return b.String()
