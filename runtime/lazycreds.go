@@ -16,9 +16,12 @@ import (
 // fetches their files later. So hostlet keeps, in memory only (never on
 // disk), the credentials each lazy pull handed over, by image reference,
 // and when the snapshotter's credentials socket is made anew hands over
-// again those of the images the node's containers and image volumes use,
-// then says it is done (the snapshotter waits for that before it
-// remounts). The others are forgotten then: no container needs them.
+// again those of the images the node's containers use, then says it is
+// done (the snapshotter waits for that before it remounts). The others
+// are forgotten then: no container needs them. Image volumes are left
+// out: a lazily pulled image's are views in the very snapshotter that is
+// starting, which lists nothing until it serves (after the handover); a
+// pod's next pull of the image hands its credentials over again.
 
 // heldCredentials are the lazy pulls' credentials by image reference.
 type heldCredentials struct {
@@ -69,16 +72,13 @@ func (r *Runtime) WatchSnapshotter(ctx context.Context) error {
 }
 
 // imagesInUse are the images of the namespace's containers (running or
-// not) and of pods' image volumes.
+// not).
 func (r *Runtime) imagesInUse(ctx context.Context) (map[string]bool, error) {
 	cs, err := r.client.ContainerService().List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	used, err := r.imageVolumeImages(ctx)
-	if err != nil {
-		return nil, err
-	}
+	used := map[string]bool{}
 	for _, c := range cs {
 		used[c.Image] = true
 	}
