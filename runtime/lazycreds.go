@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/hostlet/hostlet/stargz"
 	log "github.com/sirupsen/logrus"
+	"k8s.io/utils/clock"
 )
 
 // A restarted stargz snapshotter knows no credentials (it keeps them in
@@ -63,12 +65,36 @@ func (h *heldCredentials) inUse(used map[string]bool) map[string]heldEntry {
 
 // WatchSnapshotter hands the stargz snapshotter (--image-snapshotter) the
 // credentials of the images in use each time its credentials socket is
-// made anew, until ctx ends; nothing without a snapshotter.
+// made anew, until ctx ends; nothing without a snapshotter. A watch that
+// cannot be set up (the host's inotify instances used up) is retried with
+// back-off rather than given up: until then a restarted snapshotter waits
+// in vain.
 func (r *Runtime) WatchSnapshotter(ctx context.Context) error {
 	if r.snapshotter == "" {
 		return nil
 	}
-	return watchSocket(ctx, r.snapshotterCreds, nil, func() { r.rehandCredentials(ctx, r.imagesInUse) })
+	return retryWatch(ctx, clock.RealClock{}, func() error {
+		return watchSocket(ctx, r.snapshotterCreds, nil, func() { r.rehandCredentials(ctx, r.imagesInUse) })
+	})
+}
+
+// retryWatch runs watch again after each failure, 1 s doubling up to a
+// minute apart, until ctx ends.
+func retryWatch(ctx context.Context, clk clock.Clock, watch func() error) error {
+	delay := time.Second
+	for {
+		err := watch()
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.WithError(err).WithField("retry in", delay).Warn("lazy pull: the stargz snapshotter's credentials socket is not watched")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-clk.After(delay):
+		}
+		delay = min(2*delay, time.Minute)
+	}
 }
 
 // imagesInUse are the images of the namespace's containers (running or

@@ -3,11 +3,16 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // fakeSnapshotter serves a credentials socket as the stargz snapshotter
@@ -97,5 +102,31 @@ func TestRehandCredentialsOnSnapshotterRestart(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("watch: %v", err)
+	}
+}
+
+// A watch that fails is set up again after a back-off, until ctx ends.
+func TestRetryWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	clk := testingclock.NewFakeClock(time.Now())
+	calls := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- retryWatch(ctx, clk, func() error {
+			calls <- struct{}{}
+			return errors.New("too many open files")
+		})
+	}()
+	<-calls
+	for range 2 { // 1 s, then 2 s
+		for !clk.HasWaiters() {
+			goruntime.Gosched()
+		}
+		clk.Step(2 * time.Second)
+		<-calls
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("retryWatch after ctx ended: %v", err)
 	}
 }

@@ -200,7 +200,7 @@ func run(ctx context.Context, o *options) error {
 	// in use again (--image-snapshotter).
 	go func() {
 		if err := rt.WatchSnapshotter(ctx); err != nil {
-			log.WithError(err).Error("stargz snapshotter's credentials socket not watched: a restarted snapshotter gets no credentials until the images are pulled again")
+			log.WithError(err).Error("stargz snapshotter's credentials socket not watched")
 		}
 	}()
 	go shutdown.Run(ctx)
