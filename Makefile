@@ -179,7 +179,9 @@ conformance-storage: deps components
 ## nodes of one local cluster on this machine, the same pods on each in turn
 ## (start, exit, delete latency; CPU, RSS and API writes with 100 probed
 ## pods; the density curve of 30, 110 and 250 pods, per pod; join time, a
-## bootstrap token to the first pod Running). About 25 minutes. Results:
+## bootstrap token to the first pod Running; images: 30 pods of a 500 MB
+## image on fresh nodes, normal, lazy and 3-node pulls with and without the
+## registry mirror, -image-mb to shrink it). About 30 minutes. Results:
 ## $(CACHE)/bench/latest.md. Pass flags with BENCH_FLAGS, e.g.
 ## BENCH_FLAGS='-probed 50 -window 30s', BENCH_FLAGS='-scenarios
 ## density,join -density 30,110', or BENCH_FLAGS='-nodes hostlet -profile

@@ -45,6 +45,8 @@ func (r *Runtime) lazyPullOpts(ctx context.Context, name string, creds Credentia
 		log.WithError(err).WithField("image", name).Warn("lazy pull: the stargz snapshotter does not answer; pulling the whole image into overlayfs")
 		return nil
 	}
+	// Kept for a restarted snapshotter (lazycreds.go).
+	r.held.set(name, user, secret)
 	// No prefetch size: an eStargz image's prefetch landmark says what to
 	// fetch at mount.
 	return []containerd.RemoteOpt{

@@ -79,6 +79,8 @@ type Runtime struct {
 	mirror     PeerFetcher
 	// snapshotter and snapshotterCreds: Config's (lazypull.go).
 	snapshotter, snapshotterCreds string
+	// held are the lazy pulls' credentials, in memory (lazycreds.go).
+	held heldCredentials
 	// usernsOnce checks once whether pods can have user namespaces.
 	usernsOnce sync.Once
 	usernsErr  error

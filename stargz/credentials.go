@@ -20,11 +20,19 @@ import (
 // metadata. Instead hostlet hands each pull's credentials to the
 // snapshotter process over a root-only unix socket before the pull
 // (SendCredentials), and the snapshotter keeps them in memory by image
-// reference (Credentials.Lookup). A restarted snapshotter knows none until
-// the image is pulled again; the layers it has cached already need none.
+// reference (Credentials.Lookup). A restarted snapshotter knows none: so
+// it serves this socket first, and hostlet, seeing the socket made again,
+// hands over once more the credentials of the images its running
+// containers use (it holds them in memory only) and then says it is done
+// (SendSynced); the snapshotter waits for that, bounded, before it
+// remounts its snapshots from their registries.
 
-// credentialsPath is the one endpoint of the credentials socket.
-const credentialsPath = "/credentials"
+// credentialsPath takes an image's credentials; syncedPath says hostlet
+// has handed over all it holds.
+const (
+	credentialsPath = "/credentials"
+	syncedPath      = "/synced"
+)
 
 // entry is one image reference's credentials, as sent over the socket.
 type entry struct {
@@ -38,6 +46,21 @@ type entry struct {
 type Credentials struct {
 	mu sync.Mutex
 	m  map[string]entry
+	// synced is closed at the first PUT /synced.
+	syncOnce sync.Once
+	synced   chan struct{}
+}
+
+// Synced is closed once hostlet said it handed over all it holds.
+func (c *Credentials) Synced() <-chan struct{} { return c.syncedChan() }
+
+func (c *Credentials) syncedChan() chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.synced == nil {
+		c.synced = make(chan struct{})
+	}
+	return c.synced
 }
 
 // credentialsMax bounds the store: each pulled reference adds one entry;
@@ -67,10 +90,17 @@ func (c *Credentials) set(e entry) {
 	c.m[e.Ref] = e
 }
 
-// ServeHTTP takes PUT /credentials with an entry as JSON.
+// ServeHTTP takes PUT /credentials with an entry as JSON, and PUT
+// /synced.
 func (c *Credentials) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == syncedPath && r.Method == http.MethodPut {
+		ch := c.syncedChan()
+		c.syncOnce.Do(func() { close(ch) })
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if r.URL.Path != credentialsPath || r.Method != http.MethodPut {
-		http.Error(w, "only PUT "+credentialsPath, http.StatusNotFound)
+		http.Error(w, "only PUT "+credentialsPath+" or "+syncedPath, http.StatusNotFound)
 		return
 	}
 	var e entry
@@ -89,6 +119,16 @@ func SendCredentials(ctx context.Context, socket, ref, user, secret string) erro
 	if err != nil {
 		return err
 	}
+	return put(ctx, socket, credentialsPath, body)
+}
+
+// SendSynced tells the snapshotter on socket that every credential held
+// was handed over again.
+func SendSynced(ctx context.Context, socket string) error {
+	return put(ctx, socket, syncedPath, nil)
+}
+
+func put(ctx context.Context, socket, path string, body []byte) error {
 	client := &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -97,7 +137,7 @@ func SendCredentials(ctx context.Context, socket, ref, user, secret string) erro
 		}},
 	}
 	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://stargz"+credentialsPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://stargz"+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

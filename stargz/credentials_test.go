@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestCredentialsSocket(t *testing.T) {
@@ -33,5 +34,33 @@ func TestCredentialsSocket(t *testing.T) {
 	}
 	if err := SendCredentials(ctx, sock, "", "u", "p"); err == nil {
 		t.Error("an entry without a ref was accepted")
+	}
+}
+
+// hostlet's PUT /synced ends the start's wait for credentials; without it
+// the wait ends on its own.
+func TestCredentialsSynced(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sock := filepath.Join(t.TempDir(), "c.sock")
+	creds := &Credentials{}
+	if err := serveCredentials(ctx, sock, creds); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-creds.Synced():
+		t.Fatal("synced before hostlet said so")
+	default:
+	}
+	waitSynced(ctx, creds.Synced(), time.Millisecond) // times out, no panic
+	for range 2 {                                     // idempotent
+		if err := SendSynced(ctx, sock); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-creds.Synced()
+	waitSynced(ctx, creds.Synced(), time.Hour) // returns at once
+	if hasSnapshots(t.TempDir()) {
+		t.Error("an empty root has snapshots to remount")
 	}
 }

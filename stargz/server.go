@@ -67,6 +67,10 @@ type Config struct {
 	// NoBackgroundFetch leaves a layer's files not yet read in the registry
 	// (by default they are fetched in the background once it is mounted).
 	NoBackgroundFetch bool
+	// CredentialsWait bounds how long a start with snapshots to remount
+	// waits for hostlet to hand over the credentials it holds (hostlet
+	// may be down: then the private ones stay unmounted, as before).
+	CredentialsWait time.Duration
 }
 
 // Run serves the snapshotter until ctx ends, then unmounts its snapshots.
@@ -82,6 +86,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("stargz snapshotter not supported on %s: %w", cfg.Root, err)
 	}
 	creds := &Credentials{}
+	// The credentials socket first: a hostlet watching it hands over the
+	// credentials of its running containers' images before the remounts
+	// below need them.
+	if err := serveCredentials(ctx, cfg.CredentialsSocket, creds); err != nil {
+		return err
+	}
+	if hasSnapshots(cfg.Root) {
+		waitSynced(ctx, creds.Synced(), cfg.CredentialsWait)
+	}
 	var scfg service.Config
 	scfg.NoBackgroundFetch = cfg.NoBackgroundFetch
 	// At start the snapshotter remounts the remote snapshots it had, from
@@ -104,13 +117,33 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := serveSnapshots(ctx, cfg.Address, snapshotservice.FromSnapshotter(sn)); err != nil {
 		return err
 	}
-	if err := serveCredentials(ctx, cfg.CredentialsSocket, creds); err != nil {
-		return err
-	}
 	log.WithFields(log.Fields{"address": cfg.Address, "root": cfg.Root}).Info("stargz snapshotter serving")
 	<-ctx.Done()
 	log.Info("stargz snapshotter stopping: unmounting its snapshots")
 	return nil
+}
+
+// hasSnapshots says whether a previous run left snapshots under root
+// (the snapshotter's metadata database), which the start remounts.
+func hasSnapshots(root string) bool {
+	_, err := os.Stat(filepath.Join(root, "snapshotter", "metadata.db"))
+	return err == nil
+}
+
+// waitSynced waits for hostlet's PUT /synced, at most wait.
+func waitSynced(ctx context.Context, synced <-chan struct{}, wait time.Duration) {
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-synced:
+		log.Info("stargz snapshotter: hostlet handed over its credentials; remounting the snapshots")
+	case <-t.C:
+		log.WithField("waited", wait).Warn("stargz snapshotter: no credentials from hostlet; remounting the snapshots without (private images stay unmounted)")
+	case <-ctx.Done():
+	}
 }
 
 // registryHosts resolves a layer's registry as hostlet's pull does (the

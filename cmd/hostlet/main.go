@@ -196,6 +196,13 @@ func run(ctx context.Context, o *options) error {
 			log.WithError(err).Error("CNI config dir no longer watched: changes show at the next status check only")
 		}
 	}()
+	// A restarted stargz snapshotter gets the credentials of the images
+	// in use again (--image-snapshotter).
+	go func() {
+		if err := rt.WatchSnapshotter(ctx); err != nil {
+			log.WithError(err).Error("stargz snapshotter's credentials socket not watched")
+		}
+	}()
 	go shutdown.Run(ctx)
 
 	nc, err := newNodeController(o, c.api, nd)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/hostlet/hostlet/stargz"
 	"github.com/spf13/pflag"
@@ -25,6 +26,7 @@ func runStargzSnapshotter(args []string) {
 	fs.StringVar(&cfg.Address, "address", stargz.DefaultAddress, "unix socket of the snapshots API (containerd's proxy_plugins address)")
 	fs.StringVar(&cfg.CredentialsSocket, "credentials-socket", stargz.DefaultCredentialsSocket, "unix socket hostlet hands pull credentials to (hostlet's --stargz-credentials-socket)")
 	fs.StringVar(&cfg.RegistryConfigDir, "registry-config-dir", "", "containerd-style hosts.toml directory per registry (hostlet's)")
+	fs.DurationVar(&cfg.CredentialsWait, "credentials-wait", 10*time.Second, "at a start with snapshots to remount: how long to wait for hostlet to hand over the credentials of its running containers' images first")
 	fs.BoolVar(&cfg.NoBackgroundFetch, "no-background-fetch", false, "fetch only the files read (default: a mounted layer's other files too, in the background)")
 	err := fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {

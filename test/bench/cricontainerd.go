@@ -26,6 +26,9 @@ type criRuntime struct {
 
 func (r *criRuntime) socket() string { return harness.ContainerdSocketIn(r.dir) }
 
+// hostsDir is its registry hosts directory (the CRI plugin's config_path).
+func (r *criRuntime) hostsDir() string { return filepath.Join(r.dir, "certs.d") }
+
 // startCRIContainerd starts the CRI containerd under dir with binaries (and,
 // through PATH, the shim and runc) from binDir, and waits until it answers.
 func startCRIContainerd(ctx context.Context, dir, binDir string, cri harness.CRIConfig) (*criRuntime, error) {

@@ -18,8 +18,9 @@ const pauseRef = "hostlet.local/pause:bench"
 // benchImages are the archives the nodes need: the test images for both,
 // plus the pause image for the kubelet's CRI runtime.
 type benchImages struct {
-	test  []string // busybox and testapp
-	pause string
+	test     []string // busybox and testapp
+	pause    string
+	pauseExe string // the pause program (the images scenario's big image runs it)
 }
 
 func buildImages(ctx context.Context, root, cache string) (*benchImages, error) {
@@ -48,6 +49,6 @@ func buildImages(ctx context.Context, root, cache string) (*benchImages, error) 
 	if err != nil {
 		return nil, err
 	}
-	bi.pause = filepath.Join(dir, "pause.tar")
+	bi.pause, bi.pauseExe = filepath.Join(dir, "pause.tar"), exe
 	return bi, harness.WriteBinaryImage(bi.pause, pauseRef, "pause", b)
 }

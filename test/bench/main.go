@@ -45,6 +45,9 @@ type config struct {
 	densityWindow time.Duration
 	// joins is how many nodes of each kind the join scenario joins.
 	joins int
+	// The images scenario: the big image's size in MB, its pods per case,
+	// and the hostlet nodes pulling at once in the multi-node cases.
+	imageMB, imagePods, imageNodes int
 	// scenarios run (scenarioNames); the others are skipped and left out
 	// of the table.
 	scenarios map[string]bool
@@ -54,8 +57,10 @@ type config struct {
 // rounds of -pods started and deleted, RSS idle), "exit" (exit latency),
 // "probed" (the probed burst and the steady window), "density" (the pods
 // of -density held steady, one count after the other) and "join" (a bare
-// host joined with a bootstrap token until its first pod runs).
-var scenarioNames = []string{"burst", "exit", "probed", "density", "join"}
+// host joined with a bootstrap token until its first pod runs) and
+// "images" (pods of a big image on fresh nodes: normal and lazy pulls,
+// several nodes at once with and without the registry mirror).
+var scenarioNames = []string{"burst", "exit", "probed", "density", "join", "images"}
 
 // parseCounts reads -density: comma-separated positive pod counts, kept in
 // the order given.
@@ -122,7 +127,10 @@ func main() {
 	density := flag.String("density", "30,110,250", "pod counts of the density curve, comma-separated; both nodes get --max-pods of the largest (at least 110)")
 	flag.DurationVar(&c.densityWindow, "density-window", 30*time.Second, "how long each density point is held steady while CPU, RSS and API writes are measured")
 	flag.IntVar(&c.joins, "joins", 3, "nodes of each kind joined one after the other (join scenario); the table gives the median of each phase")
-	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window), density (-density pods held steady), join (bootstrap token to first pod Running)")
+	flag.IntVar(&c.imageMB, "image-mb", 500, "images scenario: layer content of the big image in MB (incompressible data, in layers of 100 MB)")
+	flag.IntVar(&c.imagePods, "image-pods", 30, "images scenario: pods of the big image started at once in each case (spread over the case's nodes)")
+	flag.IntVar(&c.imageNodes, "image-nodes", 3, "images scenario: hostlet nodes pulling at once in the multi-node cases")
+	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window), density (-density pods held steady), join (bootstrap token to first pod Running), images (a big image: normal, lazy, multi-node and mirrored pulls)")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
 	var err error
@@ -132,6 +140,10 @@ func main() {
 	}
 	if c.hostletNet != "default" && c.hostletNet != "conflist" {
 		fmt.Fprintf(os.Stderr, "-hostlet-network: want default or conflist, got %q\n", c.hostletNet)
+		os.Exit(2)
+	}
+	if c.imageMB < 1 || c.imagePods < 1 || c.imageNodes < 1 {
+		fmt.Fprintln(os.Stderr, "-image-mb, -image-pods, -image-nodes: at least 1")
 		os.Exit(2)
 	}
 	if c.joins < 1 {
@@ -180,7 +192,12 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{cs: env.cluster.Client(), cluster: env.cluster, audit: env.audit, cfg: c}
+	b := &bench{cs: env.cluster.Client(), cluster: env.cluster, audit: env.audit, cfg: c, cl: &cl, hostletBin: env.hostletBin, imgs: env.imgs}
+	for _, t := range env.targets {
+		if t.cri != nil {
+			b.hostsDirs = append(b.hostsDirs, t.cri.hostsDir())
+		}
+	}
 	var labels []string
 	var results []*nodeResult
 	for _, t := range env.targets {

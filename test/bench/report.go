@@ -120,7 +120,7 @@ func rows(c config) []row {
 	for _, sc := range []struct {
 		name string
 		rows []row
-	}{{"burst", burst}, {"exit", exit}, {"probed", probed}, {"density", densityRows(c.density)}, {"join", joinRows(c.joins)}} {
+	}{{"burst", burst}, {"exit", exit}, {"probed", probed}, {"density", densityRows(c.density)}, {"join", joinRows(c.joins)}, {"images", imageRows(c)}} {
 		if c.scenarios == nil || c.scenarios[sc.name] {
 			out = append(out, sc.rows...)
 		}
@@ -154,6 +154,7 @@ func table(c config, labels []string, res []*nodeResult) string {
 		fmt.Fprintf(&b, "| %s | %s |\n", rw.metric, strings.Join(cells, " | "))
 	}
 	b.WriteString(roundsTable(labels, res))
+	b.WriteString(imagesTable(labels, res))
 	fmt.Fprintf(&b, "\nAPI writes during the steady window, by verb and resource:\n\n| write | %s |\n|---|%s\n",
 		strings.Join(labels, " | "), strings.Repeat("---|", len(labels)))
 	keys := map[string]bool{}

@@ -160,6 +160,17 @@ func extraHeader(c config) string {
 			"  (written before the start: no discovery). The token and kubeadm's RBAC (node-bootstrapper, the\n" +
 			"  csrapprover's nodeclient role) from charts/hostlet. A sleeper pod is created once the Node is Ready\n")
 	}
+	if c.scenarios["images"] {
+		fmt.Fprintf(&b, `- images: a %d MB image (an idle program, then layers of at most 100 MB of 10 MB files of a seeded
+  ChaCha8 stream: the same digests every run, incompressible) pushed to a loopback registry (plain HTTP)
+  as gzip and as eStargz; %d pods of it created at once, IfNotPresent, to Running. hostlet: fresh nodes,
+  each with a containerd of its own (empty content store), removed after each case: a normal pull, a lazy
+  pull (the stargz snapshotter with its defaults, background fetch on: its bytes are those served by the
+  time all pods ran), %d nodes at once without and with --registry-mirror (the pods spread over them), and
+  with the mirror staggered (the first node's pods, then the others' once those run: peers that have the
+  image). kubelet: its node's normal pull (CRI), the image removed after
+`, c.imageMB, c.imagePods, c.imageNodes)
+	}
 	return b.String()
 }
 

@@ -30,6 +30,8 @@ type target struct {
 	agentCG, runtimeCG *cpuGroup
 	// joiner joins a second node of this kind (the join scenario).
 	joiner joiner
+	// cri is the kubelet's containerd (nil on hostlet's node).
+	cri *criRuntime
 }
 
 // nodeResult is everything measured on one node.
@@ -55,6 +57,7 @@ type nodeResult struct {
 	runAgentCPU, runTime         time.Duration
 	density                      map[int]*densityPoint // by pod count
 	joins                        []joinResult
+	pulls                        []pullCase
 }
 
 type bench struct {
@@ -66,6 +69,14 @@ type bench struct {
 	bsOnce sync.Once
 	bs     *bootstrap
 	bsErr  error
+	// The images scenario's registry and big image, set up once.
+	imgOnce    sync.Once
+	img        *bigImages
+	imgErr     error
+	cl         *cleanups // the run's, for what lives until its end
+	hostletBin string
+	imgs       *benchImages
+	hostsDirs  []string // registry hosts dirs of the other runtimes (the kubelet's)
 }
 
 // runNode takes one node through all measurements, one after the other.
@@ -103,6 +114,11 @@ func (b *bench) runNode(ctx context.Context, t target) (*nodeResult, error) {
 	if b.cfg.scenarios["density"] {
 		if err := b.density(ctx, t, r); err != nil {
 			return nil, fmt.Errorf("density: %w", err)
+		}
+	}
+	if b.cfg.scenarios["images"] {
+		if err := b.images(ctx, t, r); err != nil {
+			return nil, fmt.Errorf("images: %w", err)
 		}
 	}
 	cpu1, err := cpuTime(t.agentPid)

@@ -25,6 +25,8 @@ type benchEnv struct {
 	targets        []target
 	kubeletVersion string
 	hostletCommit  string
+	hostletBin     string
+	imgs           *benchImages
 }
 
 // setup builds what is missing, prepares the host (kernel settings saved,
@@ -77,6 +79,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		return nil, fmt.Errorf("build.sh kubelet: %w\n%s", err, out)
 	}
 	env.hostletCommit = gitDescribe(root)
+	env.hostletBin, env.imgs = hostletBin, imgs
 
 	restore, err := saveSysctls(filepath.Join(cache, "bench", "sysctls.json"))
 	if err != nil {
@@ -226,7 +229,7 @@ func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *bench
 	}
 	cl.add("stop the kubelet", func() error { k.stop(); return nil })
 	return target{node: kubeletNode, label: "kubelet", ns: "bench-kubelet", agentPid: k.p.Pid(),
-		runtimePid: cri.p.Pid(), socket: cri.socket()}, nil
+		runtimePid: cri.p.Pid(), socket: cri.socket(), cri: cri}, nil
 }
 
 // setPodCIDR gives the node its pod CIDR as the controller-manager's node

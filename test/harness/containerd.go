@@ -182,7 +182,14 @@ func (c *Cluster) ContainerdHostsDir() string { return filepath.Join(c.container
 // AllowInsecureRegistry lets hostPort (e.g. "127.0.0.1:5000") be pulled
 // from over plain HTTP, by writing its hosts.toml into ContainerdHostsDir.
 func (c *Cluster) AllowInsecureRegistry(hostPort string) error {
-	d := filepath.Join(c.ContainerdHostsDir(), hostPort)
+	return AllowInsecureRegistryIn(c.ContainerdHostsDir(), hostPort)
+}
+
+// AllowInsecureRegistryIn writes hostPort's hosts.toml (plain HTTP) into a
+// registry hosts directory: another containerd's certs.d (a CRI
+// containerd's config_path), as AllowInsecureRegistry does the cluster's.
+func AllowInsecureRegistryIn(hostsDir, hostPort string) error {
+	d := filepath.Join(hostsDir, hostPort)
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return err
 	}

@@ -30,7 +30,10 @@ func proxyPlugins(snapshotters map[string]string) string {
 // AddContainerdWithSnapshotters(..., {"stargz": s.Socket()}).
 type StargzSnapshotter struct {
 	c    *Cluster
+	name string
 	dir  string
+	bin  string
+	argv []string
 	proc *process
 }
 
@@ -40,21 +43,44 @@ type StargzSnapshotter struct {
 // Stop (or the cluster's Stop, which unmounts whatever is under its dir)
 // takes it down.
 func (c *Cluster) AddStargzSnapshotter(ctx context.Context, name, hostletBin string, args ...string) (*StargzSnapshotter, error) {
-	s := &StargzSnapshotter{c: c, dir: filepath.Join(c.dir, "stargz-"+name)}
+	s := &StargzSnapshotter{c: c, name: name, dir: filepath.Join(c.dir, "stargz-"+name)}
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return nil, err
 	}
-	bin, argv := c.net.command(hostletBin, append([]string{"stargz-snapshotter",
+	s.bin, s.argv = c.net.command(hostletBin, append([]string{"stargz-snapshotter",
 		"--root", filepath.Join(s.dir, "root"), "--address", s.Socket(),
 		"--credentials-socket", s.CredentialsSocket(),
 		"--registry-config-dir", c.ContainerdHostsDir()}, args...)...)
-	var err error
-	if s.proc, err = startProcess("stargz-"+name, c.logPath("stargz-"+name), os.Environ(), true, bin, argv...); err != nil {
+	if err := s.start(ctx); err != nil {
 		return nil, err
+	}
+	return s, nil
+}
+
+// Restart stops the process (it unmounts its snapshots) and starts it
+// again with the same flags and root: it remounts the snapshots it had.
+func (s *StargzSnapshotter) Restart(ctx context.Context) error {
+	s.Stop()
+	// A killed process leaves its sockets: the start waits for new ones.
+	for _, p := range []string{s.Socket(), s.CredentialsSocket()} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return s.start(ctx)
+}
+
+// LogPath is the process's log.
+func (s *StargzSnapshotter) LogPath() string { return s.c.logPath("stargz-" + s.name) }
+
+func (s *StargzSnapshotter) start(ctx context.Context) error {
+	var err error
+	if s.proc, err = startProcess("stargz-"+s.name, s.LogPath(), os.Environ(), true, s.bin, s.argv...); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = s.proc.waitFor(ctx, "stargz snapshotter "+name, 50*time.Millisecond, func(context.Context) error {
+	err = s.proc.waitFor(ctx, "stargz snapshotter "+s.name, 50*time.Millisecond, func(context.Context) error {
 		for _, p := range []string{s.Socket(), s.CredentialsSocket()} {
 			if _, err := os.Stat(p); err != nil {
 				return err
@@ -64,9 +90,8 @@ func (c *Cluster) AddStargzSnapshotter(ctx context.Context, name, hostletBin str
 	})
 	if err != nil {
 		s.Stop()
-		return nil, err
 	}
-	return s, nil
+	return err
 }
 
 // Socket is the snapshots API's socket (containerd's proxy plugin address).
