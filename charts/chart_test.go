@@ -181,6 +181,23 @@ data:
 			}
 		}
 	})
+	t.Run("volume expansion", func(t *testing.T) {
+		out, err := render()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if strings.Contains(out, "volume-expansion") {
+			t.Errorf("nodes may list claims by default")
+		}
+		if out, err = render("--set", "rbac.volumeExpansion=true"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		for _, want := range []string{"name: r-hostlet:volume-expansion", "resources: [persistentvolumeclaims]", "verbs: [list, watch]", "name: system:nodes"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("rendered chart lacks %q", want)
+			}
+		}
+	})
 	t.Run("no optional RBAC, no cluster-info", func(t *testing.T) {
 		out, err := render("--set", "rbac.getNodes=false", "--set", "rbac.nodeSelfDelete=false", "--set", "clusterInfo.create=false")
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 // csiBlockClaim makes a Block PV of driver's volume handle (size bytes,
@@ -65,7 +67,8 @@ func loopsOver(t *testing.T, file string) string {
 // bind-mounted on <pv>/dev/<uid> and symlinked from the pod's
 // volumeDevices/kubernetes.io~csi/<pv>. Two pods map it at once (one
 // read-only); what one writes the other reads, and the backing file has
-// it. The first pod gone unpublishes its mapping only; the last one gone
+// it. The driver's NodeGetVolumeStats of the mapping is in /stats/summary
+// and the kubelet_volume_stats_* metrics. The first pod gone unpublishes its mapping only; the last one gone
 // unstages the volume (the loop device detached) and leaves no path of it.
 func TestCSIBlockVolume(t *testing.T) {
 	skipIfNoCluster(t)
@@ -113,6 +116,27 @@ func TestCSIBlockVolume(t *testing.T) {
 	loop := loopsOver(t, file)
 	if loop == "" {
 		t.Fatal("no loop device over the volume's file")
+	}
+	// The driver's NodeGetVolumeStats of the pod's mapping (asked on the
+	// global map path, as the kubelet's block mapper asks) is in
+	// /stats/summary, with its claim, and the kubelet_volume_stats_*
+	// metrics.
+	_, statsToken := kubeletIdentity(t, ns, "stats", "get")
+	_, metricsToken := kubeletIdentity(t, ns, "metrics", "get")
+	var vols []statsv1alpha1.VolumeStats
+	for _, ps := range summary(t, statsToken).Pods {
+		if ps.PodRef.UID == string(w.UID) {
+			vols = ps.VolumeStats
+		}
+	}
+	i := slices.IndexFunc(vols, func(v statsv1alpha1.VolumeStats) bool { return v.Name == "data" })
+	if i < 0 || vols[i].PVCRef == nil || vols[i].PVCRef.Name != "blk" || vols[i].PVCRef.Namespace != ns ||
+		vols[i].CapacityBytes == nil || *vols[i].CapacityBytes == 0 {
+		t.Errorf("the block volume's stats: %s", js(vols))
+	}
+	if v, ok := sample(scrape(t, "/metrics", metricsToken), "kubelet_volume_stats_capacity_bytes",
+		map[string]string{"namespace": ns, "persistentvolumeclaim": "blk"}); !ok || v == 0 {
+		t.Errorf("kubelet_volume_stats_capacity_bytes of the block claim: %v %v", v, ok)
 	}
 
 	execIn(t, ns, writer.Name, "c", "sh", "-c", "printf from-pod | dd of=/dev/xvda bs=512 seek=1 conv=notrunc,fsync 2>/dev/null")

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/hostlet/hostlet/test/images/csihostdir"
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -443,11 +445,14 @@ func TestCSIHostletRestart(t *testing.T) {
 
 // A claim of an expandable class grows while its pod runs: the test is
 // the external-resizer (the PV's capacity set, the claim marked
-// NodeResizePending), and the node calls NodeExpandVolume for the new size
-// and then records the new capacity in the claim's status, as the
-// kubelet's online expansion.
+// NodeResizePending), and the node, watching the claim (the chart's
+// rbac.volumeExpansion granted), calls NodeExpandVolume for the new size
+// as the claim changes, then records the new capacity in the claim's
+// status and tells the claim FileSystemResizeSuccessful, as the kubelet's
+// online expansion.
 func TestCSIOnlineExpansion(t *testing.T) {
 	skipIfNoCluster(t)
+	claimWatchRBAC(t)
 	ns, name, state, _ := persistentCSIDriver(t, false)
 	class := ns + "-grow"
 	if _, err := cluster.Client().StorageV1().StorageClasses().Create(ctxT(t), &storagev1.StorageClass{
@@ -490,7 +495,7 @@ func TestCSIOnlineExpansion(t *testing.T) {
 	if _, err := c.PersistentVolumeClaims(ns).UpdateStatus(ctxT(t), pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The node's part comes with its next volume resync (a minute).
+	// The node's part follows the claim's change.
 	pollUntil(t, 3*time.Minute, "the claim's status at the new size", func() bool {
 		got, err := c.PersistentVolumeClaims(ns).Get(ctxT(t), "data", metav1.GetOptions{})
 		capacity := got.Status.Capacity[v1.ResourceStorage]
@@ -500,7 +505,33 @@ func TestCSIOnlineExpansion(t *testing.T) {
 	if len(calls) != 1 || calls[0].Bytes != two.Value() || calls[0].Error != "" {
 		t.Errorf("NodeExpandVolume calls %+v", calls)
 	}
+	pollUntil(t, time.Minute, "the claim's FileSystemResizeSuccessful event", func() bool {
+		evs, err := c.Events(ns).List(ctxT(t), metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,involvedObject.name=data"})
+		return err == nil && slices.ContainsFunc(evs.Items, func(e v1.Event) bool {
+			return e.Reason == "FileSystemResizeSuccessful" && e.Message == fmt.Sprintf("MountVolume.NodeExpandVolume succeeded for volume %q %s", pvName, nodeName)
+		})
+	})
 	removePod(t, ns, pod.Name)
+}
+
+// claimWatchRBAC lets nodes list and watch claims, as the chart's
+// rbac.volumeExpansion does (the Node authorizer lets a node only get one).
+func claimWatchRBAC(t *testing.T) {
+	t.Helper()
+	ctx := ctxT(t)
+	const name = "e2e:volume-expansion"
+	rbac := cluster.Client().RbacV1()
+	if _, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"list", "watch"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:nodes"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rbac.ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 }
 
 // A pod whose volume does not tear down (the driver's NodeUnpublishVolume

@@ -47,8 +47,13 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, volName, claim st
 	if attachable {
 		m.markInUse(pod.UID, UniqueName(v.driver, v.handle))
 	}
+	// Its stats are the driver's NodeGetVolumeStats of the pod's mapping
+	// on the global map path, as the kubelet's block mapper's metrics
+	// provider asks (NewMetricsCsi of <global map path>/<pod uid>).
+	stats := publishedVolume{driver: v.driver, handle: v.handle, target: mapFile, staging: BlockStagingPath(m.layout, pv.Name)}
 	if target, err := os.Readlink(link); err == nil && target == publish {
 		if ok, err := m.mounted(mapFile); err == nil && ok {
+			m.publishedAt(pod.UID, volName, stats)
 			return link, nil
 		}
 	}
@@ -137,6 +142,7 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, volName, claim st
 	if _, err := volumes.MapDevice(BlockGlobalMapPath(m.layout, pv.Name), link, publish, pod.UID); err != nil {
 		return "", fail("MapVolume.MapBlockVolume", err)
 	}
+	m.publishedAt(pod.UID, volName, stats)
 	return link, nil
 }
 

@@ -20,7 +20,6 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -514,66 +513,5 @@ func TestUsageStats(t *testing.T) {
 	}
 	if _, err := usageStats([]*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: -1}}); err == nil {
 		t.Error("a negative usage accepted")
-	}
-}
-
-// expander offers EXPAND_VOLUME and records NodeExpandVolume's size.
-type expander struct {
-	csipb.UnimplementedNodeServer
-	sizes chan int64
-}
-
-func (expander) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
-	return &csipb.NodeGetCapabilitiesResponse{Capabilities: []*csipb.NodeServiceCapability{{Type: &csipb.NodeServiceCapability_Rpc{
-		Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_EXPAND_VOLUME}}}}}, nil
-}
-
-func (e expander) NodeExpandVolume(_ context.Context, req *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
-	e.sizes <- req.CapacityRange.RequiredBytes
-	return &csipb.NodeExpandVolumeResponse{}, nil
-}
-
-// A published volume whose claim waits for the node (NodeResizePending,
-// the PV grown) is expanded to the PV's size and the claim's status says
-// the new capacity with the resize status gone; a claim not waiting is
-// left alone.
-func TestOnlineExpansion(t *testing.T) {
-	gi := resource.MustParse("1Gi")
-	two := resource.MustParse("2Gi")
-	pvc := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "ns"}, Status: v1.PersistentVolumeClaimStatus{
-		Capacity: v1.ResourceList{v1.ResourceStorage: gi}}}
-	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1"}, Spec: v1.PersistentVolumeSpec{
-		Capacity:               v1.ResourceList{v1.ResourceStorage: two},
-		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}}}}
-	if _, ok := expansionNeeded(pvc, pv); ok {
-		t.Error("a claim not waiting for the node expanded")
-	}
-	pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: v1.PersistentVolumeClaimNodeResizePending}
-	if size, ok := expansionNeeded(pvc, pv); !ok || size.Cmp(two) != 0 {
-		t.Errorf("expansionNeeded %v %v", size, ok)
-	}
-	client := fake.NewClientset(pvc, pv)
-	m := New(Config{RootDir: t.TempDir(), NodeName: "n1", Client: client})
-	ex := expander{sizes: make(chan int64, 1)}
-	socket := filepath.Join(t.TempDir(), "csi.sock")
-	if err := grpcsock.Serve(t.Context(), socket, "fake", func(s *grpc.Server) { csipb.RegisterNodeServer(s, ex) }); err != nil {
-		t.Fatal(err)
-	}
-	m.drivers["d"] = driver{endpoint: socket}
-	m.mounted = func(string) (bool, error) { return true, nil }
-	no := false
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	_ = idx.Add(&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}})
-	m.csiDrivers = storagelisters.NewCSIDriverLister(idx)
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid1"}}
-	if _, _, err := m.SetUpPV(t.Context(), pod, "vol", "data", pv, false); err != nil {
-		t.Fatal(err)
-	}
-	if got := <-ex.sizes; got != two.Value() {
-		t.Errorf("NodeExpandVolume to %d, want %d", got, two.Value())
-	}
-	got, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(t.Context(), "data", metav1.GetOptions{})
-	if c := got.Status.Capacity[v1.ResourceStorage]; c.Cmp(two) != 0 || len(got.Status.AllocatedResourceStatuses) != 0 {
-		t.Errorf("claim status after expansion: capacity %s, resize status %v", c.String(), got.Status.AllocatedResourceStatuses)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 )
 
@@ -43,6 +44,8 @@ type Config struct {
 	// Changed, if set, is called when the volumes in use change (the node
 	// status reports them).
 	Changed func()
+	// Events, if set, gets the kubelet's volume resize events.
+	Events record.EventRecorder
 }
 
 // driver is a registered CSI node plugin.
@@ -74,6 +77,9 @@ type Manager struct {
 	// mounted says whether a path is a mount point (mountinfo.Mounted).
 	mounted func(string) (bool, error)
 	tokens  *tokenCache
+	clock   clock.Clock
+	// exp are the claims of published volumes, for online expansion.
+	exp expansions
 
 	// volumeLocks serialize the operations on one volume (driver and
 	// handle), as the kubelet's nested pending operations do: a pod's
@@ -92,7 +98,7 @@ func (m *Manager) lockVolume(driver, handle string) func() {
 // every driver is taken as having no CSIDriver object).
 func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, layout: volumes.NewLayout(cfg.RootDir), drivers: map[string]driver{},
-		mounted: mountinfo.Mounted, tokens: &tokenCache{clock: clock.RealClock{}},
+		mounted: mountinfo.Mounted, tokens: &tokenCache{clock: clock.RealClock{}}, clock: clock.RealClock{}, exp: newExpansions(),
 		inUse: map[types.UID]map[v1.UniqueVolumeName]bool{}, pending: map[types.UID]bool{},
 		pods: map[types.UID]map[string]publishedVolume{}}
 }
@@ -108,6 +114,7 @@ func (m *Manager) Start(ctx context.Context) {
 	m.csiDrivers, m.synced = inf.Lister(), inf.Informer().HasSynced
 	f.Start(ctx.Done())
 	go m.initCSINode(ctx)
+	go m.runExpansions(ctx)
 }
 
 // csiDriver is the driver's CSIDriver object, nil when there is none.
@@ -232,12 +239,9 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	remount := false
 	if ok, err := m.mounted(target); err == nil && ok {
 		m.published(pod.UID, v, target)
-		if v.pvc != "" {
-			// Online expansion: an error does not make the volume unusable.
-			if err := m.expand(ctx, pod, v, target); err != nil {
-				log.WithError(err).WithFields(log.Fields{"pod": pod.Namespace + "/" + pod.Name, "volume": v.specName}).Warn("csi: volume expansion")
-			}
-		}
+		// Online expansion follows the claim (expansions.go); an
+		// unwatched claim is looked at now, as the kubelet's resync does.
+		m.trackClaim(pod, v, target)
 		if !requiresRepublish(cd) {
 			return target, false, nil
 		}
@@ -335,6 +339,7 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 		return "", false, &Failure{Op: "MountVolume.SetUp", Err: fmt.Errorf("rpc error: NodePublishVolume: %w", err)}
 	}
 	m.published(pod.UID, v, target)
+	m.trackClaim(pod, v, target)
 	return target, !remount && !mountGroup && fsGroupApplies(fsPolicy, v.fsType, v.pv, v.readOnly), nil
 }
 
@@ -477,6 +482,7 @@ func (m *Manager) forgetPod(uid types.UID) {
 	delete(m.inUse, uid)
 	delete(m.pods, uid)
 	m.mu.Unlock()
+	m.untrackPod(uid)
 	if had && m.cfg.Changed != nil {
 		m.cfg.Changed()
 	}

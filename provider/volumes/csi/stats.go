@@ -20,12 +20,17 @@ func (m *Manager) published(uid types.UID, v volume, target string) {
 	if !v.ephemeral {
 		pv.staging = StagingPath(m.layout, v.driver, v.handle)
 	}
+	m.publishedAt(uid, v.podVolume, pv)
+}
+
+// publishedAt records where the pod's volume podVolume is published.
+func (m *Manager) publishedAt(uid types.UID, podVolume string, pv publishedVolume) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.pods[uid] == nil {
 		m.pods[uid] = map[string]publishedVolume{}
 	}
-	m.pods[uid][v.podVolume] = pv
+	m.pods[uid][podVolume] = pv
 }
 
 // VolumeStats is a volume's usage as its driver reports it.
