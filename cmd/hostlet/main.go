@@ -198,10 +198,6 @@ func run(ctx context.Context, o *options) error {
 	}()
 	go shutdown.Run(ctx)
 
-	nc, err := newNodeController(o, c.api, nd)
-	if err != nil {
-		return err
-	}
 	// The first sweep once podsync was handed every pod (it starts once
 	// the node is registered): a pod removed from the API before then
 	// reaches no RemovePod, and the sweep cleans it up at once.
@@ -223,6 +219,11 @@ func run(ctx context.Context, o *options) error {
 		live.checks.Serve(ctx, net.JoinHostPort(o.healthzAddress, strconv.Itoa(int(o.healthzPort))))
 	}
 
+	// Made now, from the node as it is now: what it registers.
+	nc, err := newNodeController(o, c.api, nd)
+	if err != nil {
+		return err
+	}
 	errs := make(chan error, 2)
 	go func() { errs <- nc.Run(ctx) }()
 	select {
@@ -232,7 +233,11 @@ func run(ctx context.Context, o *options) error {
 	}
 	log.WithFields(log.Fields{"node": s.name, "ip": s.nodeIP, "root": filepath.Clean(o.rootDir)}).Info("node registered")
 	go node.NewLease(ctx, c.heartbeat, s.name).Run(ctx)
-	go func() { errs <- pods.Run(ctx, prov, podWorkers) }()
+	go func() {
+		if inf.servicesSynced(ctx) {
+			errs <- pods.Run(ctx, prov, podWorkers)
+		}
+	}()
 	// Registered and serving: systemd may start what comes after the
 	// unit (Type=notify), and the watchdog is pinged while healthy.
 	sd := health.Systemd{}
