@@ -104,6 +104,16 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer rt.Close()
 	go live.runtime.Probe(ctx, clock.RealClock{}, health.RuntimePeriod, health.RuntimePeriod, rt.Healthy)
+	// The runtime handlers' first read checks user namespace support by
+	// starting a process in one (35 ms): begun now, beside the start, for
+	// the node's first status round. run returns only once it is done, so
+	// a failed start leaves no check half done (its process, its mounts).
+	handlersRead := make(chan struct{})
+	go func() {
+		defer close(handlersRead)
+		_, _ = rt.RuntimeHandlers(ctx)
+	}()
+	defer func() { <-handlersRead }()
 	// /configz says the driver in use, as the kubelet's says the one the
 	// CRI reported.
 	o.kubeletConfig.CgroupDriver = rt.Cgroups().Driver()
