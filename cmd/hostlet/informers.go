@@ -45,12 +45,19 @@ func newInformers(client kubernetes.Interface, name string) *nodeInformers {
 	return i
 }
 
-// start runs the informers and waits for the Services: pods started before
-// would miss their service environment variables. (A pod naming a
-// RuntimeClass waits for their cache itself.)
+// start runs the informers. It does not wait for them: the node registers
+// meanwhile (client-go's sync wait polls every 100 ms, a third of a join's
+// time to Ready, for a list that takes a few).
 func (i *nodeInformers) start(ctx context.Context) {
 	i.podFactory.Start(ctx.Done())
 	i.nodeFactory.Start(ctx.Done())
 	i.serviceFactory.Start(ctx.Done())
-	cache.WaitForCacheSync(ctx.Done(), i.services.Informer().HasSynced)
+}
+
+// servicesSynced waits for the Services (false if ctx ended first): the
+// API's pods start after it, as pods started before would miss their
+// service environment variables. (A pod naming a RuntimeClass waits for
+// their cache itself.)
+func (i *nodeInformers) servicesSynced(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), i.services.Informer().HasSynced)
 }

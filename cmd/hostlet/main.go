@@ -104,6 +104,16 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer rt.Close()
 	go live.runtime.Probe(ctx, clock.RealClock{}, health.RuntimePeriod, health.RuntimePeriod, rt.Healthy)
+	// The runtime handlers' first read checks user namespace support by
+	// starting a process in one (35 ms): begun now, beside the start, for
+	// the node's first status round. run returns only once it is done, so
+	// a failed start leaves no check half done (its process, its mounts).
+	handlersRead := make(chan struct{})
+	go func() {
+		defer close(handlersRead)
+		_, _ = rt.RuntimeHandlers(ctx)
+	}()
+	defer func() { <-handlersRead }()
 	// /configz says the driver in use, as the kubelet's says the one the
 	// CRI reported.
 	o.kubeletConfig.CgroupDriver = rt.Cgroups().Driver()
@@ -205,10 +215,6 @@ func run(ctx context.Context, o *options) error {
 	}()
 	go shutdown.Run(ctx)
 
-	nc, err := newNodeController(o, c.api, nd)
-	if err != nil {
-		return err
-	}
 	// The first sweep once podsync was handed every pod (it starts once
 	// the node is registered): a pod removed from the API before then
 	// reaches no RemovePod, and the sweep cleans it up at once.
@@ -230,6 +236,11 @@ func run(ctx context.Context, o *options) error {
 		live.checks.Serve(ctx, net.JoinHostPort(o.healthzAddress, strconv.Itoa(int(o.healthzPort))))
 	}
 
+	// Made now, from the node as it is now: what it registers.
+	nc, err := newNodeController(o, c.api, nd)
+	if err != nil {
+		return err
+	}
 	errs := make(chan error, 2)
 	go func() { errs <- nc.Run(ctx) }()
 	select {
@@ -239,7 +250,11 @@ func run(ctx context.Context, o *options) error {
 	}
 	log.WithFields(log.Fields{"node": s.name, "ip": s.nodeIP, "root": filepath.Clean(o.rootDir)}).Info("node registered")
 	go node.NewLease(ctx, c.heartbeat, s.name).Run(ctx)
-	go func() { errs <- pods.Run(ctx, prov, podWorkers) }()
+	go func() {
+		if inf.servicesSynced(ctx) {
+			errs <- pods.Run(ctx, prov, podWorkers)
+		}
+	}()
 	// Registered and serving: systemd may start what comes after the
 	// unit (Type=notify), and the watchdog is pinged while healthy.
 	sd := health.Systemd{}

@@ -15,7 +15,6 @@ import (
 	"github.com/google/renameio/v2"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate"
 	"sigs.k8s.io/yaml"
 )
@@ -160,12 +159,13 @@ func ReadFlagsFile(path string) (map[string]string, error) {
 }
 
 // servingFiles are a self-signed serving certificate for the kubelet API,
-// what the kubelet makes when given none; kept if present.
+// what the kubelet makes when given none (with ECDSA keys:
+// selfSignedServing); kept if present.
 func servingFiles(l Layout, nodeName string) ([]file, error) {
 	if _, err := os.Stat(l.ServingKey()); err == nil {
 		return nil, nil
 	}
-	cert, key, err := certutil.GenerateSelfSignedCertKey(nodeName, nil, nil)
+	cert, key, err := selfSignedServing(nodeName, time.Now())
 	if err != nil {
 		return nil, err
 	}

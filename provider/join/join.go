@@ -10,6 +10,7 @@ import (
 
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
+	"golang.org/x/sync/errgroup"
 )
 
 // Config is everything `hostlet join` was asked for.
@@ -57,10 +58,7 @@ func Join(ctx context.Context, cfg Config) error {
 	if _, err := cfg.explicitDNS(); err != nil {
 		return err
 	}
-	if err := Preflight(ctx, cfg.Preflight); err != nil {
-		return err
-	}
-	cluster, err := Discover(ctx, cfg.Discovery)
+	cluster, err := preflightAndDiscover(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -121,13 +119,48 @@ func Join(ctx context.Context, cfg Config) error {
 	} else {
 		log.WithField("node", cfg.NodeName).Info("this host already holds a valid identity for the node: keeping it")
 	}
-	for _, f := range files {
-		if err := f.write(); err != nil {
-			return err
-		}
+	if err := writeFiles(files); err != nil {
+		return err
 	}
 	log.WithFields(log.Fields{"node": cfg.NodeName, "config": cfg.Layout.ConfigFile(), "flags": cfg.Layout.FlagsFile()}).Info("node credentials and config written")
 	return start(ctx, cfg, flags)
+}
+
+// preflightAndDiscover runs the host's preflight checks and the cluster's
+// discovery side by side: neither writes anything, and each costs tens of
+// milliseconds of a join (the checks read every process's name and ask
+// containerd; discovery reads cluster-info twice). A failed check is the
+// join's error, as when they ran one after the other, and ends the
+// discovery (which may be waiting for the server).
+func preflightAndDiscover(ctx context.Context, cfg Config) (*Cluster, error) {
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type discovery struct {
+		cluster *Cluster
+		err     error
+	}
+	done := make(chan discovery, 1)
+	go func() {
+		c, err := Discover(dctx, cfg.Discovery)
+		done <- discovery{c, err}
+	}()
+	if err := Preflight(ctx, cfg.Preflight); err != nil {
+		return nil, err
+	}
+	d := <-done
+	return d.cluster, d.err
+}
+
+// writeFiles writes the node's files at once, each on its own (every write
+// is synced to disk, one at a time they add up on a busy disk); the first
+// error is returned once all are done. A rerun of join writes what is
+// missing or different.
+func writeFiles(files []file) error {
+	var g errgroup.Group
+	for _, f := range files {
+		g.Go(f.write)
+	}
+	return g.Wait()
 }
 
 // start enables and (re)starts the unit and waits for the node to be Ready,
