@@ -39,6 +39,15 @@ func prepareImages(ctx context.Context, c config, tools tooling) ([]builtImage, 
 			return nil, err
 		}
 	}
+	if c.csiHostpath {
+		csi, err := readCSIInputs(ctx, c.root, scratch, &in)
+		if err != nil {
+			return nil, err
+		}
+		for ref, k := range csi {
+			wanted[ref] = k
+		}
+	}
 	imgs, err := buildImages(wanted, in, filepath.Join(c.cache, "conformance", "images"))
 	if err != nil {
 		return nil, err
@@ -178,6 +187,14 @@ func (e *testEnv) stop(runDir string) {
 	e.cluster.Stop()
 }
 
+// rootDir is the node's --root-dir.
+func (e *testEnv) rootDir() string {
+	if e.kubelet != nil {
+		return e.kubelet.RootDir()
+	}
+	return e.node.RootDir()
+}
+
 func (e *testEnv) logTail() string {
 	if e.node == nil {
 		return e.cluster.LogDir()
@@ -225,6 +242,11 @@ func runGinkgo(ctx context.Context, c config, tools tooling, env *testEnv, names
 		"--kubectl-path=" + filepath.Join(env.cluster.BinDir(), "kubectl"),
 		"--report-dir=" + runDir,
 		"--disable-log-dump",
+	}
+	if c.csiHostpath {
+		// The hostpath deployment's host paths and the registration path
+		// it gives the node are under the node's root dir.
+		args = append(args, "--kubelet-root-dir="+env.rootDir())
 	}
 	args = append(args, strings.Fields(c.extraFlags)...)
 	cmd := exec.CommandContext(ctx, tools.ginkgo, args...)

@@ -56,6 +56,9 @@ type config struct {
 	extraFlags string
 	nodeKinds  []nodeKind
 	full       bool
+	// csiHostpath runs the csi-hostpath testsuites (csiimages.go).
+	csiHostpath bool
+	skip        string
 }
 
 func main() {
@@ -77,6 +80,8 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster's state dir after the run")
 	flag.IntVar(&c.keepRuns, "keep-runs", 10, "how many runs' results to keep")
 	flag.BoolVar(&c.full, "full", false, "run every [Conformance] test of the suite (not selection.txt's) on a two-node cluster with flannel, kube-proxy and CoreDNS, the [Serial] ones after the others (make conformance-full)")
+	flag.BoolVar(&c.csiHostpath, "csi-hostpath", false, "run e2e.test's \"[sig-storage] CSI Volumes [Driver: csi-hostpath]\" testsuites (not selection.txt's tests), with stand-ins for the driver images the module proxy does not serve (see csiimages.go)")
+	flag.StringVar(&c.skip, "skip", "", "do not run the tests whose name matches this regexp")
 	flag.StringVar(&c.extraFlags, "e2e-flags", "", "extra space-separated flags for e2e.test")
 	kinds := flag.String("node-kind", "hostlet", "what runs as the node: hostlet, kubelet (the upstream kubelet against containerd's CRI), or hostlet,kubelet (both in turn, results side by side)")
 	flag.Parse()
@@ -135,10 +140,20 @@ func run(ctx context.Context, c config) (int, error) {
 		}
 		names = conformanceNames(all)
 	}
+	if c.csiHostpath {
+		all, err := tools.listTests(ctx)
+		if err != nil {
+			return 1, err
+		}
+		names = csiHostpathNames(all)
+	}
 	if c.skipKnown {
 		names = withoutKnown(names, known)
 	}
 	if names, err = filterNames(names, c.focus); err != nil {
+		return 2, err
+	}
+	if names, err = skipNames(names, c.skip); err != nil {
 		return 2, err
 	}
 	if c.check {
@@ -317,6 +332,26 @@ func filterNames(names []string, focus string) ([]string, error) {
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("-focus %q matches none of the %d selected tests", focus, len(names))
+	}
+	return out, nil
+}
+
+func skipNames(names []string, skip string) ([]string, error) {
+	if skip == "" {
+		return names, nil
+	}
+	re, err := regexp.Compile(skip)
+	if err != nil {
+		return nil, fmt.Errorf("-skip: %w", err)
+	}
+	var out []string
+	for _, n := range names {
+		if !re.MatchString(n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-skip %q leaves none of the %d tests", skip, len(names))
 	}
 	return out, nil
 }

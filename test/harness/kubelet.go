@@ -152,7 +152,7 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 	if err != nil {
 		return nil, err
 	}
-	root := filepath.Join(k.dir, "root")
+	root := k.RootDir()
 	cfg := KubeletConfigYAML(KubeletConfig{
 		Address: c.NodeIP(), Port: ports[0], CertFile: cert, KeyFile: key, ClientCA: c.pki.CACert,
 		CgroupRoot: cgroupRoot, CRISocket: ContainerdSocketIn(k.criDir()),
@@ -185,6 +185,9 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 	ok = true
 	return k, nil
 }
+
+// RootDir is the kubelet's --root-dir.
+func (k *Kubelet) RootDir() string { return filepath.Join(k.dir, "root") }
 
 func (k *Kubelet) criDir() string { return filepath.Join(k.dir, "containerd") }
 
