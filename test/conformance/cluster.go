@@ -39,18 +39,26 @@ func prepareImages(ctx context.Context, c config, tools tooling) ([]builtImage, 
 			return nil, err
 		}
 	}
+	imgs, err := buildImages(wanted, in, filepath.Join(c.cache, "conformance", "images"))
+	if err != nil {
+		return nil, err
+	}
 	if c.csiHostpath {
 		csi, err := readCSIInputs(ctx, c.root, scratch, &in)
 		if err != nil {
 			return nil, err
 		}
+		// A dir of their own: buildImages removes the archives its
+		// images dir has of other inputs, and a usual run (of another
+		// checkout, too) would take these for such.
+		more, err := buildImages(csi, in, filepath.Join(c.cache, "conformance", "csi-images"))
+		if err != nil {
+			return nil, err
+		}
+		imgs = append(imgs, more...)
 		for ref, k := range csi {
 			wanted[ref] = k
 		}
-	}
-	imgs, err := buildImages(wanted, in, filepath.Join(c.cache, "conformance", "images"))
-	if err != nil {
-		return nil, err
 	}
 	logf("%d test images (%d refs) ready in %v", len(imgs), len(wanted), time.Since(t0).Round(time.Second))
 	return imgs, nil

@@ -96,8 +96,60 @@ func csiRecipe(kind imageKind, in imageInputs) (imageRecipe, bool) {
 	r := imageRecipe{config: defaultConfig()}
 	name := string(kind)
 	r.config.Entrypoint = []string{"/" + name}
-	r.layers = [][]layerEntry{baseLayer(in), {{name: name, mode: 0o755, data: bin}}}
+	own := []layerEntry{{name: name, mode: 0o755, data: bin}}
+	if kind == kindHostpathPlugin {
+		own = append(own, in.csiLosetup...)
+	}
+	r.layers = [][]layerEntry{baseLayer(in), own}
 	return r, true
+}
+
+// hostLosetup is util-linux's losetup of this machine with the libraries
+// it links, as layer entries: the driver attaches block volumes' loop
+// devices with `losetup -f --show` and finds them with `losetup -j`, which
+// busybox's applet lacks. It goes to /usr/local/sbin, first in PATH.
+func hostLosetup(ctx context.Context) ([]layerEntry, error) {
+	bin, err := exec.LookPath("losetup")
+	if err != nil {
+		return nil, fmt.Errorf("losetup (util-linux) for the hostpathplugin stand-in: %w", err)
+	}
+	out, err := exec.CommandContext(ctx, "ldd", bin).Output()
+	if err != nil {
+		return nil, fmt.Errorf("ldd %s: %w", bin, err)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	entries := []layerEntry{{name: "usr/local/sbin", mode: 0o755, dir: true}, {name: "usr/local/sbin/losetup", mode: 0o755, data: data}}
+	dirs := map[string]bool{}
+	// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" and
+	// "/lib64/ld-linux-x86-64.so.2 (0x...)"; the vdso has no file.
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		var lib string
+		switch {
+		case len(f) >= 3 && f[1] == "=>":
+			lib = f[2]
+		case len(f) >= 1 && strings.HasPrefix(f[0], "/"):
+			lib = f[0]
+		}
+		if !strings.HasPrefix(lib, "/") {
+			continue
+		}
+		b, err := os.ReadFile(lib) // through symlinks: a regular file in the image
+		if err != nil {
+			return nil, err
+		}
+		rel := strings.TrimPrefix(filepath.Clean(lib), "/")
+		var parents []layerEntry
+		for d := filepath.Dir(rel); d != "." && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+			parents = append([]layerEntry{{name: d, mode: 0o755, dir: true}}, parents...)
+		}
+		entries = append(append(entries, parents...), layerEntry{name: rel, mode: 0o755, data: b})
+	}
+	return entries, nil
 }
 
 // readCSIInputs finds the pinned release's hostpath manifest, builds the
@@ -129,6 +181,9 @@ func readCSIInputs(ctx context.Context, root, scratch string, in *imageInputs) (
 		if in.csi[kind], err = os.ReadFile(out); err != nil {
 			return nil, err
 		}
+	}
+	if in.csiLosetup, err = hostLosetup(ctx); err != nil {
+		return nil, err
 	}
 	for _, kind := range []imageKind{kindProvisioner, kindAttacher} {
 		bin, err := harness.BuildComponent(ctx, logf, string(kind))

@@ -64,7 +64,8 @@ type imageInputs struct {
 	sampleAPIServer, etcd []byte
 	updateDemo            map[imageKind][]namedFile // kitten's and nautilus's files
 	// -csi-hostpath's (readCSIInputs): each kind's one binary.
-	csi map[imageKind][]byte
+	csi        map[imageKind][]byte
+	csiLosetup []layerEntry // hostLosetup
 }
 
 // imageKind says which stand-in serves an upstream image repository.

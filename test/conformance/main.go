@@ -240,6 +240,11 @@ func runKind(ctx context.Context, c config, tools tooling, images []builtImage, 
 	var all []result
 	var elapsed time.Duration
 	core, network := splitNetwork(names)
+	if c.csiHostpath {
+		// The driver's sidecars reach the API server through the
+		// kubernetes Service: kube-proxy's cluster.
+		core, network = nil, names
+	}
 	for _, part := range []struct {
 		name    string
 		tests   []string
