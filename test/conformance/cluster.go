@@ -82,6 +82,9 @@ type testEnv struct {
 	// -full's: both nodes, and the Host the second runs on.
 	nodes []*harness.Hostlet
 	hosts []*harness.Host
+	// ownDir is the cluster's Options.Dir when this run made it (removed
+	// after the cluster unless -keep).
+	ownDir string
 }
 
 // startCluster starts a cluster with one node of kind. With network the
@@ -97,11 +100,27 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 			return nil, err
 		}
 	}
-	cl, err := harness.Start(ctx, harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: network || kind == kindKubelet})
+	opts := harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: network || kind == kindKubelet}
+	if c.csiHostpath {
+		// Unix socket paths end at 107 bytes: the node's
+		// <root-dir>/plugins_registry/csi-hostpath-<namespace>-reg.sock
+		// outgrows that under the default /tmp/hostlet-e2e-<n>/
+		// hostlet/hostlet-conformance (and the node, as the kubelet does,
+		// cannot dial it). A short dir and short node names keep it
+		// below, as /var/lib/kubelet does on a real node.
+		var err error
+		if opts.Dir, err = os.MkdirTemp("", "hc"); err != nil {
+			return nil, err
+		}
+	}
+	cl, err := harness.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	env := &testEnv{cluster: cl}
+	if !c.keep {
+		env.ownDir = opts.Dir
+	}
 	fail := func(err error) (*testEnv, error) {
 		env.stopNode()
 		cl.Stop()
@@ -111,7 +130,7 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 	var importImage func(context.Context, string) error
 	switch kind {
 	case kindKubelet:
-		opts := harness.KubeletOptions{NodeName: name, SandboxImage: pauseRef(imgs)}
+		opts := harness.KubeletOptions{NodeName: name, SandboxImage: pauseRef(imgs), SharedRootDir: c.csiHostpath}
 		for _, img := range imgs {
 			opts.Images = append(opts.Images, img.archive)
 		}
@@ -150,7 +169,11 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 }
 
 // nodeName is -node for hostlet; the kubelet's node is named for it.
+// -csi-hostpath's nodes are named for their kind (short: see startCluster).
 func nodeName(c config, kind nodeKind) string {
+	if c.csiHostpath {
+		return string(kind)
+	}
 	if kind == kindKubelet {
 		return "kubelet-conformance"
 	}
@@ -193,6 +216,9 @@ func (e *testEnv) stop(runDir string) {
 	}
 	e.stopNode()
 	e.cluster.Stop()
+	if e.ownDir != "" {
+		os.Remove(e.ownDir) // empty once the cluster removed its entries
+	}
 }
 
 // rootDir is the node's --root-dir.
