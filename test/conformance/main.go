@@ -14,6 +14,11 @@
 //  4. runs the selected tests with ginkgo in parallel, then prints a
 //     summary and fails if a test outside known-failures.txt failed.
 //
+// -csi-hostpath runs e2e.test's "[sig-storage] CSI Volumes [Driver:
+// csi-hostpath]" testsuites instead of selection.txt's tests, on stand-in
+// images for the parts of the driver the module proxy does not serve (see
+// csiimages.go); -skip leaves out tests by name.
+//
 // -node-kind kubelet runs the same with the upstream kubelet as the node
 // (containerd's CRI); -node-kind hostlet,kubelet runs both in turn and
 // prints their counts side by side (make conformance-compare).
