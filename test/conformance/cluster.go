@@ -7,8 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 
 	"github.com/hostlet/hostlet/test/harness"
 )
@@ -217,8 +221,27 @@ func (e *testEnv) stop(runDir string) {
 	e.stopNode()
 	e.cluster.Stop()
 	if e.ownDir != "" {
-		os.Remove(e.ownDir) // empty once the cluster removed its entries
+		// The harness removes only its own entries from a Dir it was
+		// given: the kubelet's dir (and its root dir's mounts) and the
+		// addons' manifests stay. Unmount deepest first, then remove.
+		if err := removeOwnDir(e.ownDir); err != nil {
+			logf("removing %s: %v", e.ownDir, err)
+		}
 	}
+}
+
+func removeOwnDir(dir string) error {
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+	if err != nil {
+		return err
+	}
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i].Mountpoint) > len(mounts[j].Mountpoint) })
+	for _, m := range mounts {
+		if err := syscall.Unmount(m.Mountpoint, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL {
+			return fmt.Errorf("unmount %s: %w", m.Mountpoint, err)
+		}
+	}
+	return os.RemoveAll(dir)
 }
 
 // rootDir is the node's --root-dir.

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 )
 
@@ -53,5 +56,28 @@ func TestSkipNames(t *testing.T) {
 	}
 	if _, err := skipNames([]string{"a"}, "a"); err == nil {
 		t.Error("skipNames leaving none: no error")
+	}
+}
+
+func TestRemoveOwnDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounts need root")
+	}
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "kubelet", "root", "pods", "x")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", sub, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeOwnDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s still there: %v", dir, err)
 	}
 }
