@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -345,7 +346,9 @@ func readLog(ctx context.Context, path string, opts LogOptions, w io.Writer, run
 	// away and creates a new one under its name.
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
-		return err
+		// As the kubelet's "failed to create fsnotify watcher": EMFILE
+		// here is inotify's instance limit, not the open files'.
+		return fmt.Errorf("following %s: inotify: %w", path, err)
 	}
 	defer watcher.Close()
 	if err := watcher.Add(filepath.Dir(path)); err != nil {

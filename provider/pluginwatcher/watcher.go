@@ -63,13 +63,17 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if err := os.MkdirAll(w.dir, 0o750); err != nil {
 		return err
 	}
+	// The kubelet fails the same way ("failed to start plugin
+	// fsWatcher"); the reason names the watcher, as a bare EMFILE from
+	// inotify_init (fs.inotify.max_user_instances used up) reads like a
+	// file descriptor limit.
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
-		return err
+		return fmt.Errorf("plugin watcher: inotify for %s: %w", w.dir, err)
 	}
 	if err := fw.Add(w.dir); err != nil {
 		fw.Close()
-		return err
+		return fmt.Errorf("plugin watcher: watching %s: %w", w.dir, err)
 	}
 	entries, err := os.ReadDir(w.dir)
 	if err != nil {

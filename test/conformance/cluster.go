@@ -7,8 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 
 	"github.com/hostlet/hostlet/test/harness"
 )
@@ -43,6 +47,23 @@ func prepareImages(ctx context.Context, c config, tools tooling) ([]builtImage, 
 	if err != nil {
 		return nil, err
 	}
+	if c.csiHostpath {
+		csi, err := readCSIInputs(ctx, c.root, scratch, &in)
+		if err != nil {
+			return nil, err
+		}
+		// A dir of their own: buildImages removes the archives its
+		// images dir has of other inputs, and a usual run (of another
+		// checkout, too) would take these for such.
+		more, err := buildImages(csi, in, filepath.Join(c.cache, "conformance", "csi-images"))
+		if err != nil {
+			return nil, err
+		}
+		imgs = append(imgs, more...)
+		for ref, k := range csi {
+			wanted[ref] = k
+		}
+	}
 	logf("%d test images (%d refs) ready in %v", len(imgs), len(wanted), time.Since(t0).Round(time.Second))
 	return imgs, nil
 }
@@ -65,6 +86,9 @@ type testEnv struct {
 	// -full's: both nodes, and the Host the second runs on.
 	nodes []*harness.Hostlet
 	hosts []*harness.Host
+	// ownDir is the cluster's Options.Dir when this run made it (removed
+	// after the cluster unless -keep).
+	ownDir string
 }
 
 // startCluster starts a cluster with one node of kind. With network the
@@ -80,11 +104,27 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 			return nil, err
 		}
 	}
-	cl, err := harness.Start(ctx, harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: network || kind == kindKubelet})
+	opts := harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: network || kind == kindKubelet}
+	if c.csiHostpath {
+		// Unix socket paths end at 107 bytes: the node's
+		// <root-dir>/plugins_registry/csi-hostpath-<namespace>-reg.sock
+		// outgrows that under the default /tmp/hostlet-e2e-<n>/
+		// hostlet/hostlet-conformance (and the node, as the kubelet does,
+		// cannot dial it). A short dir and short node names keep it
+		// below, as /var/lib/kubelet does on a real node.
+		var err error
+		if opts.Dir, err = os.MkdirTemp("", "hc"); err != nil {
+			return nil, err
+		}
+	}
+	cl, err := harness.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	env := &testEnv{cluster: cl}
+	if !c.keep {
+		env.ownDir = opts.Dir
+	}
 	fail := func(err error) (*testEnv, error) {
 		env.stopNode()
 		cl.Stop()
@@ -94,7 +134,7 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 	var importImage func(context.Context, string) error
 	switch kind {
 	case kindKubelet:
-		opts := harness.KubeletOptions{NodeName: name, SandboxImage: pauseRef(imgs)}
+		opts := harness.KubeletOptions{NodeName: name, SandboxImage: pauseRef(imgs), SharedRootDir: c.csiHostpath}
 		for _, img := range imgs {
 			opts.Images = append(opts.Images, img.archive)
 		}
@@ -133,7 +173,11 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 }
 
 // nodeName is -node for hostlet; the kubelet's node is named for it.
+// -csi-hostpath's nodes are named for their kind (short: see startCluster).
 func nodeName(c config, kind nodeKind) string {
+	if c.csiHostpath {
+		return string(kind)
+	}
 	if kind == kindKubelet {
 		return "kubelet-conformance"
 	}
@@ -176,6 +220,36 @@ func (e *testEnv) stop(runDir string) {
 	}
 	e.stopNode()
 	e.cluster.Stop()
+	if e.ownDir != "" {
+		// The harness removes only its own entries from a Dir it was
+		// given: the kubelet's dir (and its root dir's mounts) and the
+		// addons' manifests stay. Unmount deepest first, then remove.
+		if err := removeOwnDir(e.ownDir); err != nil {
+			logf("removing %s: %v", e.ownDir, err)
+		}
+	}
+}
+
+func removeOwnDir(dir string) error {
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+	if err != nil {
+		return err
+	}
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i].Mountpoint) > len(mounts[j].Mountpoint) })
+	for _, m := range mounts {
+		if err := syscall.Unmount(m.Mountpoint, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL {
+			return fmt.Errorf("unmount %s: %w", m.Mountpoint, err)
+		}
+	}
+	return os.RemoveAll(dir)
+}
+
+// rootDir is the node's --root-dir.
+func (e *testEnv) rootDir() string {
+	if e.kubelet != nil {
+		return e.kubelet.RootDir()
+	}
+	return e.node.RootDir()
 }
 
 func (e *testEnv) logTail() string {
@@ -225,6 +299,11 @@ func runGinkgo(ctx context.Context, c config, tools tooling, env *testEnv, names
 		"--kubectl-path=" + filepath.Join(env.cluster.BinDir(), "kubectl"),
 		"--report-dir=" + runDir,
 		"--disable-log-dump",
+	}
+	if c.csiHostpath {
+		// The hostpath deployment's host paths and the registration path
+		// it gives the node are under the node's root dir.
+		args = append(args, "--kubelet-root-dir="+env.rootDir())
 	}
 	args = append(args, strings.Fields(c.extraFlags)...)
 	cmd := exec.CommandContext(ctx, tools.ginkgo, args...)

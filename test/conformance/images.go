@@ -63,6 +63,9 @@ type imageInputs struct {
 	// -full's (readFullInputs).
 	sampleAPIServer, etcd []byte
 	updateDemo            map[imageKind][]namedFile // kitten's and nautilus's files
+	// -csi-hostpath's (readCSIInputs): each kind's one binary.
+	csi        map[imageKind][]byte
+	csiLosetup []layerEntry // hostLosetup
 }
 
 // imageKind says which stand-in serves an upstream image repository.
@@ -110,6 +113,9 @@ type imageRecipe struct {
 
 func recipeFor(kind imageKind, in imageInputs) imageRecipe {
 	if r, ok := fullRecipe(kind, in); ok {
+		return r
+	}
+	if r, ok := csiRecipe(kind, in); ok {
 		return r
 	}
 	base := baseLayer(in)

@@ -14,6 +14,11 @@
 //  4. runs the selected tests with ginkgo in parallel, then prints a
 //     summary and fails if a test outside known-failures.txt failed.
 //
+// -csi-hostpath runs e2e.test's "[sig-storage] CSI Volumes [Driver:
+// csi-hostpath]" testsuites instead of selection.txt's tests, on stand-in
+// images for the parts of the driver the module proxy does not serve (see
+// csiimages.go); -skip leaves out tests by name.
+//
 // -node-kind kubelet runs the same with the upstream kubelet as the node
 // (containerd's CRI); -node-kind hostlet,kubelet runs both in turn and
 // prints their counts side by side (make conformance-compare). -storage
@@ -60,6 +65,9 @@ type config struct {
 	nodeKinds  []nodeKind
 	full       bool
 	storage    bool
+	// csiHostpath runs the csi-hostpath testsuites (csiimages.go).
+	csiHostpath bool
+	skip        string
 }
 
 func main() {
@@ -82,6 +90,8 @@ func main() {
 	flag.IntVar(&c.keepRuns, "keep-runs", 10, "how many runs' results to keep")
 	flag.BoolVar(&c.full, "full", false, "run every [Conformance] test of the suite (not selection.txt's) on a two-node cluster with flannel, kube-proxy and CoreDNS, the [Serial] ones after the others (make conformance-full)")
 	flag.BoolVar(&c.storage, "storage", false, "run storage.txt's tests instead of selection.txt's: the [sig-storage] specs one node runs without a CSI driver (in-tree local, hostPath and emptyDir drivers, local PVs, hostPath types), too long for make conformance (make conformance-storage)")
+	flag.BoolVar(&c.csiHostpath, "csi-hostpath", false, "run e2e.test's \"[sig-storage] CSI Volumes [Driver: csi-hostpath]\" testsuites (not selection.txt's tests), with stand-ins for the driver images the module proxy does not serve (see csiimages.go)")
+	flag.StringVar(&c.skip, "skip", "", "do not run the tests whose name matches this regexp")
 	flag.StringVar(&c.extraFlags, "e2e-flags", "", "extra space-separated flags for e2e.test")
 	kinds := flag.String("node-kind", "hostlet", "what runs as the node: hostlet, kubelet (the upstream kubelet against containerd's CRI), or hostlet,kubelet (both in turn, results side by side)")
 	flag.Parse()
@@ -140,10 +150,20 @@ func run(ctx context.Context, c config) (int, error) {
 		}
 		names = conformanceNames(all)
 	}
+	if c.csiHostpath {
+		all, err := tools.listTests(ctx)
+		if err != nil {
+			return 1, err
+		}
+		names = csiHostpathNames(all)
+	}
 	if c.skipKnown {
 		names = withoutKnown(names, known)
 	}
 	if names, err = filterNames(names, c.focus); err != nil {
+		return 2, err
+	}
+	if names, err = skipNames(names, c.skip); err != nil {
 		return 2, err
 	}
 	if c.check {
@@ -230,6 +250,11 @@ func runKind(ctx context.Context, c config, tools tooling, images []builtImage, 
 	var all []result
 	var elapsed time.Duration
 	core, network := splitNetwork(names)
+	if c.csiHostpath {
+		// The driver's sidecars reach the API server through the
+		// kubernetes Service: kube-proxy's cluster.
+		core, network = nil, names
+	}
 	for _, part := range []struct {
 		name    string
 		tests   []string
@@ -351,6 +376,26 @@ func filterNames(names []string, focus string) ([]string, error) {
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("-focus %q matches none of the %d selected tests", focus, len(names))
+	}
+	return out, nil
+}
+
+func skipNames(names []string, skip string) ([]string, error) {
+	if skip == "" {
+		return names, nil
+	}
+	re, err := regexp.Compile(skip)
+	if err != nil {
+		return nil, fmt.Errorf("-skip: %w", err)
+	}
+	var out []string
+	for _, n := range names {
+		if !re.MatchString(n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-skip %q leaves none of the %d tests", skip, len(names))
 	}
 	return out, nil
 }

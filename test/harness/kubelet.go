@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -28,6 +29,12 @@ type KubeletOptions struct {
 	// ClusterDNS and ClusterDomain are the kubelet's clusterDNS and
 	// clusterDomain (as hostlet's --cluster-dns, --cluster-domain).
 	ClusterDNS, ClusterDomain string
+	// SharedRootDir makes the root dir an rshared mount (bound onto
+	// itself), as it is below a systemd host's shared /: containerd's CRI
+	// refuses Bidirectional mount propagation from a private mount, and
+	// this machine's / is private. CSI node plugins need it (hostlet does
+	// the same for its root dir itself). Cluster.Stop unmounts it.
+	SharedRootDir bool
 }
 
 // Kubelet is the upstream kubelet (test/cluster/build.sh kubelet, the
@@ -152,7 +159,12 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 	if err != nil {
 		return nil, err
 	}
-	root := filepath.Join(k.dir, "root")
+	root := k.RootDir()
+	if opts.SharedRootDir {
+		if err := bindShared(root); err != nil {
+			return nil, err
+		}
+	}
 	cfg := KubeletConfigYAML(KubeletConfig{
 		Address: c.NodeIP(), Port: ports[0], CertFile: cert, KeyFile: key, ClientCA: c.pki.CACert,
 		CgroupRoot: cgroupRoot, CRISocket: ContainerdSocketIn(k.criDir()),
@@ -185,6 +197,23 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 	ok = true
 	return k, nil
 }
+
+// bindShared binds dir (made if missing) onto itself and makes it rshared.
+func bindShared(dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s onto itself: %w", dir, err)
+	}
+	if err := syscall.Mount("", dir, "", syscall.MS_SHARED|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("make %s rshared: %w", dir, err)
+	}
+	return nil
+}
+
+// RootDir is the kubelet's --root-dir.
+func (k *Kubelet) RootDir() string { return filepath.Join(k.dir, "root") }
 
 func (k *Kubelet) criDir() string { return filepath.Join(k.dir, "containerd") }
 

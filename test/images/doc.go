@@ -20,4 +20,9 @@
 // registering through the kubelet's plugin registry, that the CSI e2e tests
 // run next to hostlet: upstream's csi-driver-host-path and
 // node-driver-registrar are not served by the module proxy.
+// cmd/hostpathplugin, cmd/csi-node-driver-registrar and cmd/livenessprobe
+// are stand-ins for those upstream images (csihostdir under the upstream
+// plugin's flags; the registrar's and livenessprobe's documented behaviour)
+// that test/conformance -csi-hostpath runs e2e.test's csi-hostpath
+// testsuites on.
 package images

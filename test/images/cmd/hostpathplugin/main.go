@@ -1,0 +1,56 @@
+// Command hostpathplugin is a STAND-IN for upstream's
+// registry.k8s.io/sig-storage/hostpathplugin (csi-driver-host-path), whose
+// module the Go proxy does not serve: it runs hostlet's own test driver
+// (test/images/csihostdir, node and controller services, block volumes)
+// under the upstream plugin's flags, so e2e.test's embedded csi-hostpath
+// deployment (test/e2e/testing-manifests/storage-csi/hostpath) runs
+// unchanged. The conformance run (test/conformance -csi-hostpath) puts it
+// into an image of the upstream name.
+//
+// What it does not do that upstream does: snapshots, cloning, volume
+// modification (--enable-controller-modify-volume is accepted and ignored)
+// and the lifecycle checks of --check-volume-lifecycle; the testsuites that
+// need them fail or are skipped by the run.
+package main
+
+import (
+	"context"
+	"flag"
+	"log"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/hostlet/hostlet/test/images/csihostdir"
+)
+
+func main() {
+	var cfg csihostdir.Config
+	var endpoint string
+	flag.StringVar(&cfg.Name, "drivername", "hostpath.csi.k8s.io", "the driver's name")
+	flag.StringVar(&cfg.NodeID, "nodeid", "", "the node ID NodeGetInfo answers")
+	flag.StringVar(&endpoint, "endpoint", "unix:///csi/csi.sock", "the CSI endpoint")
+	flag.StringVar(&cfg.StateDir, "statedir", "/csi-data-dir", "where volumes and the call log are kept")
+	flag.Int64Var(&cfg.MaxVolumes, "maxvolumespernode", 0, "max_volumes_per_node of NodeGetInfo")
+	// Upstream's flags the e2e deployment passes, accepted so it runs
+	// unchanged; none changes what this stand-in does.
+	for _, name := range []string{"v", "accepted-mutable-parameter-names", "proxy-endpoint", "node-expand-required",
+		"enable-controller-modify-volume", "check-volume-lifecycle", "ephemeral", "capacity", "enable-topology",
+		"enable-volume-expansion", "attach-limit", "max-volume-size", "enable-attach"} {
+		flag.String(name, "", "accepted for upstream's hostpathplugin, ignored")
+	}
+	flag.Parse()
+	if cfg.NodeID == "" {
+		log.Fatal("--nodeid is required")
+	}
+	cfg.Endpoint = strings.TrimPrefix(endpoint, "unix://")
+	cfg.Stage, cfg.Controller = true, true
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if _, err := csihostdir.Start(ctx, cfg); err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("hostpathplugin stand-in (hostlet's csihostdir): driver %s, node %s, endpoint %s", cfg.Name, cfg.NodeID, cfg.Endpoint)
+	<-ctx.Done()
+}
