@@ -89,7 +89,15 @@ type testEnv struct {
 	// ownDir is the cluster's Options.Dir when this run made it (removed
 	// after the cluster unless -keep).
 	ownDir string
+	// hostDirs are host paths the tests' manifests make (hostPath
+	// DirectoryOrCreate) that did not exist before the run: removed after.
+	hostDirs []string
 }
+
+// csiHostpathDataDir is where upstream's hostpath manifest keeps the
+// driver's volumes on the host (a hostPath it creates, not under the
+// node's root dir).
+const csiHostpathDataDir = "/var/lib/csi-hostpath-data"
 
 // startCluster starts a cluster with one node of kind. With network the
 // node lives in its own network namespace (a real address), gets
@@ -124,6 +132,9 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 	env := &testEnv{cluster: cl}
 	if !c.keep {
 		env.ownDir = opts.Dir
+		if _, err := os.Lstat(csiHostpathDataDir); c.csiHostpath && os.IsNotExist(err) {
+			env.hostDirs = append(env.hostDirs, csiHostpathDataDir)
+		}
 	}
 	fail := func(err error) (*testEnv, error) {
 		env.stopNode()
@@ -226,6 +237,11 @@ func (e *testEnv) stop(runDir string) {
 		// addons' manifests stay. Unmount deepest first, then remove.
 		if err := removeOwnDir(e.ownDir); err != nil {
 			logf("removing %s: %v", e.ownDir, err)
+		}
+	}
+	for _, d := range e.hostDirs {
+		if err := removeOwnDir(d); err != nil {
+			logf("removing %s: %v", d, err)
 		}
 	}
 }
