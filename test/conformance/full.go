@@ -91,17 +91,13 @@ func startFullCluster(ctx context.Context, c config, imgs []builtImage) (*testEn
 		}
 	}
 	logf("imported %d images into both nodes' containerd", len(imgs))
-	extra := append(shared.HostletArgs(), "--cluster-dns", harness.ClusterDNS, "--cluster-domain", harness.ClusterDomain)
-	for i, name := range fullNodes {
-		o := harness.HostletOptions{Binary: bin, NodeName: name, NoWaitReady: true, ExtraArgs: extra}
-		if i == 1 {
-			o.Host = host
-		}
-		h, err := cl.StartHostlet(ctx, o)
-		if err != nil {
-			return fail(fmt.Errorf("hostlet %s: %w", name, err))
-		}
-		env.nodes = append(env.nodes, h)
+	if c.join {
+		err = joinFullNodes(ctx, c, env, bin, shared, imports)
+	} else {
+		err = startFullNodes(ctx, env, bin, shared)
+	}
+	if err != nil {
+		return fail(err)
 	}
 	env.node = env.nodes[0]
 	for _, name := range fullNodes {
@@ -138,9 +134,64 @@ func startFullCluster(ctx context.Context, c config, imgs []builtImage) (*testEn
 	if err := cl.WaitCoreDNS(ctx); err != nil {
 		return fail(err)
 	}
+	if c.join {
+		for i, ip := range []string{cl.NodeIP(), host.IP()} {
+			if err := waitServingCert(ctx, cl.CACertFile(), ip, env.nodes[i].Port()); err != nil {
+				return fail(err)
+			}
+		}
+		logf("both nodes serve certificates of the cluster CA")
+	}
 	logf("kube-proxy, flannel and CoreDNS up in %v", time.Since(t0).Round(time.Second))
 	logf("cluster up: nodes %s Ready, kubeconfig %s", strings.Join(fullNodes[:], ", "), cl.KubeconfigPath())
 	return env, nil
+}
+
+// startFullNodes starts the two hostlets with the harness's credentials
+// (-join=false): quicker to set up, nothing of the chart or join involved.
+func startFullNodes(ctx context.Context, env *testEnv, bin string, shared harness.FlannelDirs) error {
+	extra := append(shared.HostletArgs(), "--cluster-dns", harness.ClusterDNS, "--cluster-domain", harness.ClusterDomain)
+	for i, name := range fullNodes {
+		o := harness.HostletOptions{Binary: bin, NodeName: name, NoWaitReady: true, ExtraArgs: extra}
+		if i == 1 {
+			o.Host = env.hosts[0]
+		}
+		h, err := env.cluster.StartHostlet(ctx, o)
+		if err != nil {
+			return fmt.Errorf("hostlet %s: %w", name, err)
+		}
+		env.nodes = append(env.nodes, h)
+	}
+	return nil
+}
+
+// joinFullNodes installs the chart and joins the two nodes with `hostlet
+// join` (-join), each on its machine, pointed at flannel's dirs.
+func joinFullNodes(ctx context.Context, c config, env *testEnv, bin string, shared harness.FlannelDirs, imports func(context.Context, string) error) error {
+	t0 := time.Now()
+	cl := env.cluster
+	server, token, err := installFullChart(ctx, c, cl, imports)
+	if err != nil {
+		return err
+	}
+	caHash, err := caCertHash(cl.CACertFile())
+	if err != nil {
+		return err
+	}
+	cni := []string{"--cni-conf-dir", shared.Conf, "--cni-bin-dir", shared.Bin}
+	for i, name := range fullNodes {
+		var host *harness.Host
+		if i == 1 {
+			host = env.hosts[0]
+		}
+		h, err := joinFullNode(ctx, cl, host, bin, name, server, token, caHash, cni)
+		if err != nil {
+			return err
+		}
+		env.nodes = append(env.nodes, h)
+	}
+	logf("chart installed and both nodes joined in %v", time.Since(t0).Round(time.Second))
+	return nil
 }
 
 // runFull runs the tests on the two-node cluster: the parallel ones with

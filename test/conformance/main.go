@@ -56,6 +56,7 @@ type config struct {
 	extraFlags string
 	nodeKinds  []nodeKind
 	full       bool
+	join       bool // -full's nodes joined with the chart and `hostlet join`
 }
 
 func main() {
@@ -77,6 +78,8 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster's state dir after the run")
 	flag.IntVar(&c.keepRuns, "keep-runs", 10, "how many runs' results to keep")
 	flag.BoolVar(&c.full, "full", false, "run every [Conformance] test of the suite (not selection.txt's) on a two-node cluster with flannel, kube-proxy and CoreDNS, the [Serial] ones after the others (make conformance-full)")
+	flag.BoolVar(&c.join, "join", true, "with -full: join the nodes as a user does (the chart installed with helm, `hostlet join` with its bootstrap token on each node, serving certificates from the chart's approver); -join=false starts them with certificates the harness mints (quicker)")
+	controlPlane := flag.String("control-plane", "", "run the cluster on the control plane (kube-apiserver, controller-manager, scheduler, kubectl, kube-proxy) of another minor version, e.g. 1.37 (test/cluster/kube137, what make compat uses); empty: the pinned 1.35")
 	flag.StringVar(&c.extraFlags, "e2e-flags", "", "extra space-separated flags for e2e.test")
 	kinds := flag.String("node-kind", "hostlet", "what runs as the node: hostlet, kubelet (the upstream kubelet against containerd's CRI), or hostlet,kubelet (both in turn, results side by side)")
 	flag.Parse()
@@ -92,6 +95,15 @@ func main() {
 			fmt.Fprintf(os.Stderr, "conformance: -node-kind %q: want hostlet, kubelet or hostlet,kubelet\n", *kinds)
 			os.Exit(2)
 		}
+	}
+	if *controlPlane != "" {
+		if !regexp.MustCompile(`^1\.[0-9]+$`).MatchString(*controlPlane) {
+			fmt.Fprintf(os.Stderr, "conformance: -control-plane %q: want 1.NN\n", *controlPlane)
+			os.Exit(2)
+		}
+		// The harness builds and runs that version's components under it
+		// (test/harness BuildComponents, BuildComponent).
+		os.Setenv("HOSTLET_CONTROL_PLANE", *controlPlane)
 	}
 	c.cache = cache
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -193,7 +205,11 @@ func run(ctx context.Context, c config) (int, error) {
 		if c.full {
 			s.printBySIG(&out)
 		}
-		fmt.Fprintf(&out, "\n%d tests on %s in %v with %d processes; results: %s\n", len(names), kind, elapsed, c.procs, runDir)
+		cp := ""
+		if v := os.Getenv("HOSTLET_CONTROL_PLANE"); v != "" {
+			cp = " (control plane " + v + ")"
+		}
+		fmt.Fprintf(&out, "\n%d tests on %s%s in %v with %d processes; results: %s\n", len(names), kind, cp, elapsed, c.procs, runDir)
 		if kind == kindHostlet && !s.ok() {
 			code = 1
 		}
