@@ -100,11 +100,12 @@ func startFullCluster(ctx context.Context, c config, imgs []builtImage) (*testEn
 		return fail(err)
 	}
 	env.node = env.nodes[0]
-	for _, name := range fullNodes {
+	for i, name := range fullNodes {
 		if _, err := cl.WaitForNode(ctx, name, 2*time.Minute, func(n *v1.Node) (bool, error) {
 			return len(n.Spec.PodCIDRs) == 1, nil
 		}); err != nil {
-			return fail(fmt.Errorf("node %s with a pod CIDR: %w", name, err))
+			// The cluster's dir goes with it: say here why the node is not.
+			return fail(fmt.Errorf("node %s with a pod CIDR: %w; the end of its log:\n%s", name, err, tailFile(env.nodes[i].LogPath(), 4096)))
 		}
 	}
 	t0 := time.Now()
@@ -307,4 +308,18 @@ func (s summary) printBySIG(w io.Writer) {
 		sum.passed, sum.failed, sum.skipped, sum.missing = sum.passed+c.passed, sum.failed+c.failed, sum.skipped+c.skipped, sum.missing+c.missing
 	}
 	fmt.Fprintf(w, "%-22s %6d %6d %6d %7d %7d\n", "total", total(&sum), sum.passed, sum.failed, sum.skipped, sum.missing)
+}
+
+// tailFile is the last n bytes of a file (or why not).
+func tailFile(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
 }
