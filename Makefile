@@ -145,18 +145,27 @@ e2e-prometheus: deps components images
 ## FSGroup ones; under 3 minutes more); conformance-storage runs all of it.
 ## Results: $(CACHE)/conformance/results.
 ## Pass runner flags with CONFORMANCE_FLAGS, e.g. CONFORMANCE_FLAGS='-focus Probing'.
+## CONTROL_PLANE=1.37 runs it (and conformance-full) against the newer control
+## plane make compat uses (test/cluster/kube137: kube-apiserver,
+## controller-manager, scheduler, kubectl and kube-proxy of that version), with
+## the same e2e.test (v1.35) and hostlet: a node two minors behind its control
+## plane, within the kubelet's supported skew of three.
+CONTROL_PLANE ?=
+CONFORMANCE_CP := $(if $(CONTROL_PLANE),-control-plane $(CONTROL_PLANE))
 conformance: deps components
-	HOSTLET_CACHE=$(CACHE) go run ./test/conformance $(CONFORMANCE_FLAGS)
+	HOSTLET_CACHE=$(CACHE) go run ./test/conformance $(CONFORMANCE_CP) $(CONFORMANCE_FLAGS)
 
 ## conformance-full: every [Conformance] test of e2e.test (441 in v1.35, not
 ## just selection.txt's node part) on a cluster of two hostlet nodes, each
 ## in its own network namespace with its own containerd, flannel (host-gw)
 ## as the CNI DaemonSet, kube-proxy and CoreDNS; the [Serial] tests after
-## the others; counts per SIG. About an hour on a loaded 2-core machine
-## (57 min in two focused runs); narrow it with
+## the others; counts per SIG. The nodes join as a user joins them: the chart
+## installed with helm, `hostlet join` with its bootstrap token on each node
+## (CONFORMANCE_FLAGS=-join=false: certificates the harness mints). About an
+## hour on a loaded 2-core machine (57 min in two focused runs); narrow it with
 ## CONFORMANCE_FLAGS='-focus sig-apps'. Results: $(CACHE)/conformance/results.
 conformance-full: deps components
-	HOSTLET_CACHE=$(CACHE) go run ./test/conformance -full $(CONFORMANCE_FLAGS)
+	HOSTLET_CACHE=$(CACHE) go run ./test/conformance -full $(CONFORMANCE_CP) $(CONFORMANCE_FLAGS)
 
 ## conformance-compare: the same selection against hostlet, then against the
 ## upstream kubelet of the pinned release (containerd's CRI) on the same

@@ -91,24 +91,21 @@ func startFullCluster(ctx context.Context, c config, imgs []builtImage) (*testEn
 		}
 	}
 	logf("imported %d images into both nodes' containerd", len(imgs))
-	extra := append(shared.HostletArgs(), "--cluster-dns", harness.ClusterDNS, "--cluster-domain", harness.ClusterDomain)
-	for i, name := range fullNodes {
-		o := harness.HostletOptions{Binary: bin, NodeName: name, NoWaitReady: true, ExtraArgs: extra}
-		if i == 1 {
-			o.Host = host
-		}
-		h, err := cl.StartHostlet(ctx, o)
-		if err != nil {
-			return fail(fmt.Errorf("hostlet %s: %w", name, err))
-		}
-		env.nodes = append(env.nodes, h)
+	if c.join {
+		err = joinFullNodes(ctx, c, env, bin, shared, imports)
+	} else {
+		err = startFullNodes(ctx, env, bin, shared)
+	}
+	if err != nil {
+		return fail(err)
 	}
 	env.node = env.nodes[0]
-	for _, name := range fullNodes {
+	for i, name := range fullNodes {
 		if _, err := cl.WaitForNode(ctx, name, 2*time.Minute, func(n *v1.Node) (bool, error) {
 			return len(n.Spec.PodCIDRs) == 1, nil
 		}); err != nil {
-			return fail(fmt.Errorf("node %s with a pod CIDR: %w", name, err))
+			// The cluster's dir goes with it: say here why the node is not.
+			return fail(fmt.Errorf("node %s with a pod CIDR: %w; the end of its log:\n%s", name, err, tailFile(env.nodes[i].LogPath(), 4096)))
 		}
 	}
 	t0 := time.Now()
@@ -138,9 +135,64 @@ func startFullCluster(ctx context.Context, c config, imgs []builtImage) (*testEn
 	if err := cl.WaitCoreDNS(ctx); err != nil {
 		return fail(err)
 	}
+	if c.join {
+		for i, ip := range []string{cl.NodeIP(), host.IP()} {
+			if err := waitServingCert(ctx, cl.CACertFile(), ip, env.nodes[i].Port()); err != nil {
+				return fail(err)
+			}
+		}
+		logf("both nodes serve certificates of the cluster CA")
+	}
 	logf("kube-proxy, flannel and CoreDNS up in %v", time.Since(t0).Round(time.Second))
 	logf("cluster up: nodes %s Ready, kubeconfig %s", strings.Join(fullNodes[:], ", "), cl.KubeconfigPath())
 	return env, nil
+}
+
+// startFullNodes starts the two hostlets with the harness's credentials
+// (-join=false): quicker to set up, nothing of the chart or join involved.
+func startFullNodes(ctx context.Context, env *testEnv, bin string, shared harness.FlannelDirs) error {
+	extra := append(shared.HostletArgs(), "--cluster-dns", harness.ClusterDNS, "--cluster-domain", harness.ClusterDomain)
+	for i, name := range fullNodes {
+		o := harness.HostletOptions{Binary: bin, NodeName: name, NoWaitReady: true, ExtraArgs: extra}
+		if i == 1 {
+			o.Host = env.hosts[0]
+		}
+		h, err := env.cluster.StartHostlet(ctx, o)
+		if err != nil {
+			return fmt.Errorf("hostlet %s: %w", name, err)
+		}
+		env.nodes = append(env.nodes, h)
+	}
+	return nil
+}
+
+// joinFullNodes installs the chart and joins the two nodes with `hostlet
+// join` (-join), each on its machine, pointed at flannel's dirs.
+func joinFullNodes(ctx context.Context, c config, env *testEnv, bin string, shared harness.FlannelDirs, imports func(context.Context, string) error) error {
+	t0 := time.Now()
+	cl := env.cluster
+	server, token, err := installFullChart(ctx, c, cl, imports)
+	if err != nil {
+		return err
+	}
+	caHash, err := caCertHash(cl.CACertFile())
+	if err != nil {
+		return err
+	}
+	cni := []string{"--cni-conf-dir", shared.Conf, "--cni-bin-dir", shared.Bin}
+	for i, name := range fullNodes {
+		var host *harness.Host
+		if i == 1 {
+			host = env.hosts[0]
+		}
+		h, err := joinFullNode(ctx, cl, host, bin, name, server, token, caHash, cni)
+		if err != nil {
+			return err
+		}
+		env.nodes = append(env.nodes, h)
+	}
+	logf("chart installed and both nodes joined in %v", time.Since(t0).Round(time.Second))
+	return nil
 }
 
 // runFull runs the tests on the two-node cluster: the parallel ones with
@@ -256,4 +308,18 @@ func (s summary) printBySIG(w io.Writer) {
 		sum.passed, sum.failed, sum.skipped, sum.missing = sum.passed+c.passed, sum.failed+c.failed, sum.skipped+c.skipped, sum.missing+c.missing
 	}
 	fmt.Fprintf(w, "%-22s %6d %6d %6d %7d %7d\n", "total", total(&sum), sum.passed, sum.failed, sum.skipped, sum.missing)
+}
+
+// tailFile is the last n bytes of a file (or why not).
+func tailFile(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
 }

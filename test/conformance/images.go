@@ -290,11 +290,16 @@ func buildImages(wanted map[string]imageKind, in imageInputs, dir string) ([]bui
 		}
 		out = append(out, builtImage{refs: refs, archive: archive})
 	}
-	// Archives of older inputs.
-	old, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
-	for _, p := range old {
-		if !keep[p] {
-			os.Remove(p)
+	// Archives of older inputs, of the kinds built here only: runs share
+	// the cache, and a run without -full removing -full's etcd or
+	// sample-apiserver archive while a -full run imports it failed that
+	// run.
+	for _, k := range kinds {
+		old, _ := filepath.Glob(filepath.Join(dir, k+"-*.tar"))
+		for _, p := range old {
+			if rest := strings.TrimPrefix(filepath.Base(p), k+"-"); !keep[p] && !strings.Contains(rest, "-") {
+				os.Remove(p)
+			}
 		}
 	}
 	return out, nil

@@ -68,6 +68,7 @@ type config struct {
 	// csiHostpath runs the csi-hostpath testsuites (csiimages.go).
 	csiHostpath bool
 	skip        string
+	join        bool // -full's nodes joined with the chart and `hostlet join`
 }
 
 func main() {
@@ -92,6 +93,8 @@ func main() {
 	flag.BoolVar(&c.storage, "storage", false, "run storage.txt's tests instead of selection.txt's: the [sig-storage] specs one node runs without a CSI driver (in-tree local, hostPath and emptyDir drivers, local PVs, hostPath types), too long for make conformance (make conformance-storage)")
 	flag.BoolVar(&c.csiHostpath, "csi-hostpath", false, "run e2e.test's \"[sig-storage] CSI Volumes [Driver: csi-hostpath]\" testsuites (not selection.txt's tests), with stand-ins for the driver images the module proxy does not serve (see csiimages.go)")
 	flag.StringVar(&c.skip, "skip", "", "do not run the tests whose name matches this regexp")
+	flag.BoolVar(&c.join, "join", true, "with -full: join the nodes as a user does (the chart installed with helm, `hostlet join` with its bootstrap token on each node, serving certificates from the chart's approver); -join=false starts them with certificates the harness mints (quicker)")
+	controlPlane := flag.String("control-plane", "", "run the cluster on the control plane (kube-apiserver, controller-manager, scheduler, kubectl, kube-proxy) of another minor version, e.g. 1.37 (test/cluster/kube137, what make compat uses); empty: the pinned 1.35")
 	flag.StringVar(&c.extraFlags, "e2e-flags", "", "extra space-separated flags for e2e.test")
 	kinds := flag.String("node-kind", "hostlet", "what runs as the node: hostlet, kubelet (the upstream kubelet against containerd's CRI), or hostlet,kubelet (both in turn, results side by side)")
 	flag.Parse()
@@ -107,6 +110,15 @@ func main() {
 			fmt.Fprintf(os.Stderr, "conformance: -node-kind %q: want hostlet, kubelet or hostlet,kubelet\n", *kinds)
 			os.Exit(2)
 		}
+	}
+	if *controlPlane != "" {
+		if !regexp.MustCompile(`^1\.[0-9]+$`).MatchString(*controlPlane) {
+			fmt.Fprintf(os.Stderr, "conformance: -control-plane %q: want 1.NN\n", *controlPlane)
+			os.Exit(2)
+		}
+		// The harness builds and runs that version's components under it
+		// (test/harness BuildComponents, BuildComponent).
+		os.Setenv("HOSTLET_CONTROL_PLANE", *controlPlane)
 	}
 	c.cache = cache
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -218,7 +230,11 @@ func run(ctx context.Context, c config) (int, error) {
 		if c.full {
 			s.printBySIG(&out)
 		}
-		fmt.Fprintf(&out, "\n%d tests on %s in %v with %d processes; results: %s\n", len(names), kind, elapsed, c.procs, runDir)
+		cp := ""
+		if v := os.Getenv("HOSTLET_CONTROL_PLANE"); v != "" {
+			cp = " (control plane " + v + ")"
+		}
+		fmt.Fprintf(&out, "\n%d tests on %s%s in %v with %d processes; results: %s\n", len(names), kind, cp, elapsed, c.procs, runDir)
 		if kind == kindHostlet && !s.ok() {
 			code = 1
 		}

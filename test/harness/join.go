@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"time"
@@ -15,8 +17,11 @@ import (
 // from the config file join wrote (a KubeletConfiguration: CA, serving
 // certificate, runtime, DNS) and the flags of the flags file beside it (its
 // identity, root dir, CNI; as the unit passes them), with only a free
-// kubelet API port on 127.0.0.1 and opts.ExtraArgs on top. Unlike StartHostlet, the harness mints nothing
-// for it. Waits for the Node to be Ready unless opts.NoWaitReady.
+// kubelet API port on the node's address (the cluster's NodeIP, or
+// opts.Host's IP when it runs on that Host, joined there with
+// Host.JoinArgs) and opts.ExtraArgs on top. Unlike StartHostlet, the
+// harness mints nothing for it. Waits for the Node to be Ready unless
+// opts.NoWaitReady.
 func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, configFile string) (*Hostlet, error) {
 	if opts.Binary == "" || opts.NodeName == "" {
 		return nil, fmt.Errorf("StartJoinedHostlet: Binary and NodeName are required")
@@ -47,8 +52,12 @@ func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, c
 	}
 	// The log dirs and cgroup root as StartHostlet's, on the command line
 	// (a config file may not hold a hidden flag).
-	h.args = append(h.args, "--address", "127.0.0.1", "--port", fmt.Sprint(h.port),
-		"--healthz-port", fmt.Sprint(h.healthzPort), "--healthz-bind-address", c.NodeIP(),
+	ip := c.NodeIP()
+	if opts.Host != nil {
+		ip = opts.Host.IP()
+	}
+	h.args = append(h.args, "--address", ip, "--port", fmt.Sprint(h.port),
+		"--healthz-port", fmt.Sprint(h.healthzPort), "--healthz-bind-address", ip,
 		"--pod-logs-dir", h.PodLogsDir(), "--container-logs-dir", h.ContainerLogsDir(),
 		"--cgroup-root", h.CgroupRoot(),
 		// The shared disk's image GC and eviction thresholds as
@@ -96,19 +105,51 @@ func (c *Cluster) AgingNodeServingCert(name string, ips ...net.IP) (certPEM, key
 	})
 }
 
-// JoinArgs are the flags `hostlet join` needs on this cluster's host for
+// JoinArgs are the flags `hostlet join` needs on this cluster's node for
 // node name, besides the server, token and hash: state in stateDir, pods'
 // state in the node's root dir (Hostlet.RootDir), the cluster's containerd,
-// CNI and registry config, and node IP 127.0.0.1; no systemd.
+// CNI and registry config, and the node's IP (127.0.0.1 without
+// Options.NodeNetns); no systemd. Run it with JoinCommand(nil, ...).
 func (c *Cluster) JoinArgs(stateDir, name string) []string {
-	return []string{
+	return c.joinArgs(stateDir, name, c.ContainerdSocket(), c.NodeIP())
+}
+
+// JoinArgs are the flags `hostlet join` needs on the host for node name, as
+// Cluster.JoinArgs's, with the host's own containerd and address. Run it
+// with JoinCommand(h, ...) and the node with StartJoinedHostlet and
+// HostletOptions.Host h.
+func (h *Host) JoinArgs(stateDir, name string) []string {
+	return h.c.joinArgs(stateDir, name, ContainerdSocketIn(h.containerdDir()), h.IP())
+}
+
+func (c *Cluster) joinArgs(stateDir, name, containerdSocket, ip string) []string {
+	args := []string{
 		"--node-name", name, "--state-dir", stateDir, "--skip-systemd",
 		"--root-dir", filepath.Join(c.dir, "hostlet", name),
-		"--container-runtime-endpoint", "unix://" + c.ContainerdSocket(),
+		"--container-runtime-endpoint", "unix://" + containerdSocket,
 		"--cni-conf-dir", c.CNIConfDir(), "--cni-bin-dir", c.CNIBinDir(),
 		"--hostlet-arg", "containerd-namespace=" + ContainerdNamespace,
 		"--hostlet-arg", "registry-config-dir=" + c.ContainerdHostsDir(),
 		"--hostlet-arg", "cni-cache-dir=" + c.CNICacheDir(),
-		"--hostlet-arg", "node-ip=127.0.0.1",
+		"--hostlet-arg", "node-ip=" + ip,
 	}
+	if c.net != nil {
+		// As StartHostlet's nodes: the DaemonSets that edit the node's
+		// network (kube-proxy, flannel) select it.
+		args = append(args, "--hostlet-arg", "node-labels="+NodeNetnsLabel+"=true")
+	}
+	return args
+}
+
+// JoinCommand is `hostlet join` (bin with args) run as a host's admin runs
+// it on the node's machine: in host's namespaces, or (host nil) the
+// cluster's node's (its network namespace with Options.NodeNetns).
+func (c *Cluster) JoinCommand(ctx context.Context, host *Host, bin string, args ...string) *exec.Cmd {
+	name, argv := c.net.command(bin, args...)
+	if host != nil {
+		name, argv = host.command(bin, args...)
+	}
+	cmd := exec.CommandContext(ctx, name, argv...)
+	cmd.Env = append(os.Environ(), "PATH="+c.binDir+":"+os.Getenv("PATH"))
+	return cmd
 }
