@@ -63,8 +63,9 @@ type testEnv struct {
 	node    *harness.Hostlet
 	kubelet *harness.Kubelet
 	// -full's: both nodes, and the Host the second runs on.
-	nodes []*harness.Hostlet
-	hosts []*harness.Host
+	nodes    []*harness.Hostlet
+	kubelets []*harness.Kubelet // -full -node-kind kubelet's
+	hosts    []*harness.Host
 }
 
 // startCluster starts a cluster with one node of kind. With network the
@@ -156,6 +157,10 @@ func pauseRef(imgs []builtImage) string {
 func (e *testEnv) stopNode() {
 	if e.kubelet != nil {
 		e.kubelet.Stop()
+	}
+	// Last started first: each put back the kernel settings it found.
+	for i := len(e.kubelets) - 1; i >= 0; i-- {
+		e.kubelets[i].Stop()
 	}
 	for _, h := range e.hosts { // before the cluster whose node links them
 		h.Stop()

@@ -148,9 +148,6 @@ func startFullCluster(ctx context.Context, c config, imgs []builtImage) (*testEn
 // conformance image runs them), each part's report in
 // <runDir>/<kind>-full-{parallel,serial}.
 func runFull(ctx context.Context, c config, tools tooling, images []builtImage, kind nodeKind, names []string, runDir string) ([]result, time.Duration, error) {
-	if kind != kindHostlet {
-		return nil, 0, fmt.Errorf("-full runs on hostlet nodes only so far (not %s)", kind)
-	}
 	var parallel, serial []string
 	for _, n := range names {
 		if strings.Contains(n, "[Serial]") {
@@ -159,7 +156,11 @@ func runFull(ctx context.Context, c config, tools tooling, images []builtImage, 
 			parallel = append(parallel, n)
 		}
 	}
-	env, err := startFullCluster(ctx, c, images)
+	start := startFullCluster
+	if kind == kindKubelet {
+		start = startFullKubeletCluster
+	}
+	env, err := start(ctx, c, images)
 	if err != nil {
 		return nil, 0, err
 	}
