@@ -199,6 +199,9 @@ func run(ctx context.Context, c config) (int, error) {
 		}
 	}
 	if len(c.nodeKinds) > 1 {
+		if c.full {
+			printSIGComparison(&out, byKind[kindHostlet], byKind[kindKubelet])
+		}
 		printComparison(&out, names, byKind[kindHostlet], byKind[kindKubelet])
 	}
 	os.WriteFile(filepath.Join(runDir, "summary.txt"), []byte(out.String()), 0o644)
