@@ -16,7 +16,8 @@
 //
 // -node-kind kubelet runs the same with the upstream kubelet as the node
 // (containerd's CRI); -node-kind hostlet,kubelet runs both in turn and
-// prints their counts side by side (make conformance-compare).
+// prints their counts side by side (make conformance-compare). With -full
+// either kind's two nodes make the cluster (full.go, full_kubelet.go).
 //
 // Results (per node kind and part: JUnit report, e2e output, component
 // logs; the summary) go to <results>/<time>, with <results>/latest pointing
