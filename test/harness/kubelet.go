@@ -129,10 +129,10 @@ var kubeletSysctls = []string{
 }
 
 // StartKubelet starts the CRI containerd, imports opts.Images, then the
-// kubelet, and (unless opts.NoWaitReady) waits until the node is Ready. Its state, logs and cgroups
-// are the cluster's (<dir>/kubelet/<name>, the cluster's cgroup root), so
-// Cluster.Stop's sweep catches what Kubelet.Stop leaves; call Kubelet.Stop
-// first.
+// kubelet, and (unless opts.NoWaitReady) waits until the node is Ready.
+// Its state, logs and cgroups are the cluster's (<dir>/kubelet/<name>, the
+// cluster's cgroup root), so Cluster.Stop's sweep catches what Kubelet.Stop
+// leaves; call Kubelet.Stop first.
 func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
 	bin, err := BuildComponent(ctx, c.logf, "kubelet")
 	if err != nil {
@@ -224,12 +224,12 @@ func (k *Kubelet) startCRI(ctx context.Context, c *Cluster, opts KubeletOptions)
 			return err
 		}
 	}
-	cni := &CRIConfig{SandboxImage: opts.SandboxImage, CNIBinDir: c.CNIBinDir(), CNIConfDir: c.CNIConfDir(),
+	cri := &CRIConfig{SandboxImage: opts.SandboxImage, CNIBinDir: c.CNIBinDir(), CNIConfDir: c.CNIConfDir(),
 		ExtraCNIBinDirs: opts.ExtraCNIBinDirs}
 	if opts.CNIConfDir != "" {
-		cni.CNIConfDir = opts.CNIConfDir
+		cri.CNIConfDir = opts.CNIConfDir
 	}
-	cfgPath, err := WriteContainerdConfig(k.criDir(), cni)
+	cfgPath, err := WriteContainerdConfig(k.criDir(), cri)
 	if err != nil {
 		return err
 	}
