@@ -92,7 +92,7 @@ func printSIGComparison(w io.Writer, hostlet, kubelet summary) {
 		}
 		return sigs[i] < sigs[j]
 	})
-	fmt.Fprintf(w, "\n%-22s %6s %15s %15s\n", "SIG", "tests", "hostlet pass/not", "kubelet pass/not")
+	fmt.Fprintf(w, "\n%-22s %6s %17s %17s\n", "SIG", "tests", "hostlet pass/not", "kubelet pass/not")
 	cell := func(c *sigCounts) string {
 		if c == nil {
 			return "-"
@@ -100,6 +100,6 @@ func printSIGComparison(w io.Writer, hostlet, kubelet summary) {
 		return fmt.Sprintf("%d/%d", c.passed, c.failed+c.skipped+c.missing)
 	}
 	for _, sig := range sigs {
-		fmt.Fprintf(w, "%-22s %6d %15s %15s\n", sig, total[sig], cell(h[sig]), cell(k[sig]))
+		fmt.Fprintf(w, "%-22s %6d %17s %17s\n", sig, total[sig], cell(h[sig]), cell(k[sig]))
 	}
 }
