@@ -163,7 +163,10 @@ conformance: deps components
 ## installed with helm, `hostlet join` with its bootstrap token on each node
 ## (CONFORMANCE_FLAGS=-join=false: certificates the harness mints). About an
 ## hour on a loaded 2-core machine (57 min in two focused runs); narrow it with
-## CONFORMANCE_FLAGS='-focus sig-apps'. Results: $(CACHE)/conformance/results.
+## CONFORMANCE_FLAGS='-focus sig-apps'; CONFORMANCE_FLAGS='-node-kind kubelet' runs
+## it on two upstream kubelet nodes in the same layout, '-node-kind hostlet,kubelet'
+## on both in turn with the counts per SIG side by side and the specs whose
+## outcome differs. Results: $(CACHE)/conformance/results.
 conformance-full: deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/conformance -full $(CONFORMANCE_CP) $(CONFORMANCE_FLAGS)
 

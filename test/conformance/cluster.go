@@ -84,8 +84,9 @@ type testEnv struct {
 	node    *harness.Hostlet
 	kubelet *harness.Kubelet
 	// -full's: both nodes, and the Host the second runs on.
-	nodes []*harness.Hostlet
-	hosts []*harness.Host
+	nodes    []*harness.Hostlet
+	kubelets []*harness.Kubelet // -full -node-kind kubelet's
+	hosts    []*harness.Host
 	// ownDir is the cluster's Options.Dir when this run made it (removed
 	// after the cluster unless -keep).
 	ownDir string
@@ -211,6 +212,10 @@ func pauseRef(imgs []builtImage) string {
 func (e *testEnv) stopNode() {
 	if e.kubelet != nil {
 		e.kubelet.Stop()
+	}
+	// Last started first: each put back the kernel settings it found.
+	for i := len(e.kubelets) - 1; i >= 0; i-- {
+		e.kubelets[i].Stop()
 	}
 	for _, h := range e.hosts { // before the cluster whose node links them
 		h.Stop()

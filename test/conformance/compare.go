@@ -68,3 +68,38 @@ func printComparison(w io.Writer, names []string, hostlet, kubelet summary) {
 	list("both fail: the environment's or the test images'", both)
 	list("other differences", other)
 }
+
+// printSIGComparison prints each SIG's passed and failed (a failure being
+// anything not passed: failed, skipped or missing) on hostlet and on the
+// kubelet side by side, largest SIG first (-full's runs).
+func printSIGComparison(w io.Writer, hostlet, kubelet summary) {
+	h, k := hostlet.bySIG(), kubelet.bySIG()
+	total := map[string]int{}
+	for _, m := range []map[string]*sigCounts{h, k} {
+		for sig, c := range m {
+			if n := c.passed + c.failed + c.skipped + c.missing; n > total[sig] {
+				total[sig] = n
+			}
+		}
+	}
+	sigs := make([]string, 0, len(total))
+	for sig := range total {
+		sigs = append(sigs, sig)
+	}
+	sort.Slice(sigs, func(i, j int) bool {
+		if a, b := total[sigs[i]], total[sigs[j]]; a != b {
+			return a > b
+		}
+		return sigs[i] < sigs[j]
+	})
+	fmt.Fprintf(w, "\n%-22s %6s %17s %17s\n", "SIG", "tests", "hostlet pass/not", "kubelet pass/not")
+	cell := func(c *sigCounts) string {
+		if c == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%d/%d", c.passed, c.failed+c.skipped+c.missing)
+	}
+	for _, sig := range sigs {
+		fmt.Fprintf(w, "%-22s %6d %17s %17s\n", sig, total[sig], cell(h[sig]), cell(k[sig]))
+	}
+}

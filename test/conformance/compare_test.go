@@ -46,3 +46,25 @@ func TestPrintComparison(t *testing.T) {
 		}
 	}
 }
+
+// -full's comparison counts each SIG on both kinds of node, largest first.
+func TestPrintSIGComparison(t *testing.T) {
+	names := []string{"[sig-apps] a", "[sig-apps] b", "[sig-node] c"}
+	hostlet := summarize([]result{
+		{name: "[sig-apps] a", state: "passed"}, {name: "[sig-apps] b", state: "passed"}, {name: "[sig-node] c", state: "failed"},
+	}, names, nil)
+	kubelet := summarize([]result{
+		{name: "[sig-apps] a", state: "passed"}, {name: "[sig-node] c", state: "passed"},
+	}, names, nil)
+	var b strings.Builder
+	printSIGComparison(&b, hostlet, kubelet)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want a header and two SIGs:\n%s", b.String())
+	}
+	for i, want := range []string{"sig-apps 2 2/0 1/1", "sig-node 1 0/1 1/0"} {
+		if got := strings.Join(strings.Fields(lines[i+1]), " "); got != want {
+			t.Errorf("line %d: %q, want %q", i+1, got, want)
+		}
+	}
+}

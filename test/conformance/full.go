@@ -108,31 +108,7 @@ func startFullCluster(ctx context.Context, c config, imgs []builtImage) (*testEn
 			return fail(fmt.Errorf("node %s with a pod CIDR: %w; the end of its log:\n%s", name, err, tailFile(env.nodes[i].LogPath(), 4096)))
 		}
 	}
-	t0 := time.Now()
-	addons := harness.AddonImages{ImageDir: filepath.Join(c.cache, "images"), Import: imports}
-	if err := cl.DeployKubeProxy(ctx, addons); err != nil {
-		return fail(err)
-	}
-	// Both nodes' flanneld use their address on the link between them.
-	prefix := strings.TrimSuffix(host.LinkSubnet(), "0/24")
-	if err := cl.DeployFlannel(ctx, addons, shared, fullNodeCIDRMask, "--iface-regex=^"+strings.ReplaceAll(prefix, ".", `\.`)); err != nil {
-		return fail(err)
-	}
-	for _, name := range fullNodes {
-		if err := cl.WaitNodeReady(ctx, name); err != nil {
-			pods, _ := cl.Kubectl(ctx, "get", "pods", "-A", "-o", "wide")
-			return fail(fmt.Errorf("node %s Ready after flannel's conflist: %w\n%s", name, err, pods))
-		}
-	}
-	if err := cl.DeployCoreDNS(ctx, addons); err != nil {
-		return fail(err)
-	}
-	for _, ip := range []string{cl.NodeIP(), host.IP()} {
-		if err := cl.WaitKubeProxy(ctx, ip); err != nil {
-			return fail(err)
-		}
-	}
-	if err := cl.WaitCoreDNS(ctx); err != nil {
+	if err := deployFullAddons(ctx, c, cl, host, shared, imports, fullNodes[:]); err != nil {
 		return fail(err)
 	}
 	if c.join {
@@ -143,8 +119,6 @@ func startFullCluster(ctx context.Context, c config, imgs []builtImage) (*testEn
 		}
 		logf("both nodes serve certificates of the cluster CA")
 	}
-	logf("kube-proxy, flannel and CoreDNS up in %v", time.Since(t0).Round(time.Second))
-	logf("cluster up: nodes %s Ready, kubeconfig %s", strings.Join(fullNodes[:], ", "), cl.KubeconfigPath())
 	return env, nil
 }
 
@@ -200,9 +174,6 @@ func joinFullNodes(ctx context.Context, c config, env *testEnv, bin string, shar
 // conformance image runs them), each part's report in
 // <runDir>/<kind>-full-{parallel,serial}.
 func runFull(ctx context.Context, c config, tools tooling, images []builtImage, kind nodeKind, names []string, runDir string) ([]result, time.Duration, error) {
-	if kind != kindHostlet {
-		return nil, 0, fmt.Errorf("-full runs on hostlet nodes only so far (not %s)", kind)
-	}
 	var parallel, serial []string
 	for _, n := range names {
 		if strings.Contains(n, "[Serial]") {
@@ -211,7 +182,11 @@ func runFull(ctx context.Context, c config, tools tooling, images []builtImage, 
 			parallel = append(parallel, n)
 		}
 	}
-	env, err := startFullCluster(ctx, c, images)
+	start := startFullCluster
+	if kind == kindKubelet {
+		start = startFullKubeletCluster
+	}
+	env, err := start(ctx, c, images)
 	if err != nil {
 		return nil, 0, err
 	}

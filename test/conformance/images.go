@@ -290,19 +290,30 @@ func buildImages(wanted map[string]imageKind, in imageInputs, dir string) ([]bui
 		}
 		out = append(out, builtImage{refs: refs, archive: archive})
 	}
-	// Archives of older inputs, of the kinds built here only: runs share
-	// the cache, and a run without -full removing -full's etcd or
-	// sample-apiserver archive while a -full run imports it failed that
-	// run.
-	for _, k := range kinds {
-		old, _ := filepath.Glob(filepath.Join(dir, k+"-*.tar"))
-		for _, p := range old {
-			if rest := strings.TrimPrefix(filepath.Base(p), k+"-"); !keep[p] && !strings.Contains(rest, "-") {
-				os.Remove(p)
-			}
-		}
+	old, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
+	for _, p := range outdated(old, keep, byKind) {
+		os.Remove(p)
 	}
 	return out, nil
+}
+
+// outdated are the archives (<kind>-<key>.tar) of older inputs: another
+// key of a kind built now. A kind not wanted now stays: the node-level
+// selection wants fewer than -full's, and a run of the one must not remove
+// what a run of the other (maybe at the same time, on the same cache) uses.
+func outdated(archives []string, keep map[string]bool, built map[imageKind][]string) []string {
+	var out []string
+	for _, p := range archives {
+		name := strings.TrimSuffix(filepath.Base(p), ".tar")
+		i := strings.LastIndex(name, "-")
+		if keep[p] || i < 0 {
+			continue
+		}
+		if _, ok := built[imageKind(name[:i])]; ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // assemble makes the image and its cache key (which covers the refs, the

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // The DNS specs' probe images are built, both with dig and getent on PATH.
 func TestDNSProbeImages(t *testing.T) {
@@ -67,5 +70,17 @@ func TestFullImages(t *testing.T) {
 	}
 	if ep := recipeFor(kindSampleAPIServer, in).config.Entrypoint; len(ep) != 1 || ep[0] != "/sample-apiserver" {
 		t.Errorf("sample-apiserver entrypoint %q", ep)
+	}
+}
+
+// A run removes the older archives of the kinds it built, not those of
+// kinds only another selection (-full's) wants.
+func TestOutdatedArchives(t *testing.T) {
+	keep := map[string]bool{"/c/agnhost-new.tar": true, "/c/jessie-dnsutils-new.tar": true}
+	built := map[imageKind][]string{kindAgnhost: nil, kindDNSUtils: nil}
+	got := outdated([]string{"/c/agnhost-new.tar", "/c/agnhost-old.tar", "/c/jessie-dnsutils-new.tar",
+		"/c/jessie-dnsutils-old.tar", "/c/etcd-abc.tar", "/c/sample-apiserver-abc.tar", "/c/odd.tar"}, keep, built)
+	if want := "/c/agnhost-old.tar /c/jessie-dnsutils-old.tar"; strings.Join(got, " ") != want {
+		t.Errorf("outdated = %q, want %s", got, want)
 	}
 }

@@ -24,7 +24,8 @@
 // prints their counts side by side (make conformance-compare). -storage
 // runs storage.txt's [sig-storage] specs instead of selection.txt's (make
 // conformance-storage); without it, storage.txt's cheap "always" specs run
-// with selection.txt's.
+// with selection.txt's. With -full either kind's two nodes make the
+// cluster (full.go, full_kubelet.go).
 //
 // Results (per node kind and part: JUnit report, e2e output, component
 // logs; the summary) go to <results>/<time>, with <results>/latest pointing
@@ -240,6 +241,9 @@ func run(ctx context.Context, c config) (int, error) {
 		}
 	}
 	if len(c.nodeKinds) > 1 {
+		if c.full {
+			printSIGComparison(&out, byKind[kindHostlet], byKind[kindKubelet])
+		}
 		printComparison(&out, names, byKind[kindHostlet], byKind[kindKubelet])
 	}
 	os.WriteFile(filepath.Join(runDir, "summary.txt"), []byte(out.String()), 0o644)

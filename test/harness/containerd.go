@@ -89,7 +89,7 @@ const criConfig = `
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   [plugins."io.containerd.cri.v1.runtime".cni]
-    bin_dirs = [%[3]q]
+    bin_dirs = [%[3]s]
     conf_dir = %[4]q
     max_conf_num = 1
   [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
@@ -99,6 +99,9 @@ const criConfig = `
 // CRIConfig turns on containerd's CRI plugin in WriteContainerdConfig.
 type CRIConfig struct {
 	SandboxImage, CNIBinDir, CNIConfDir string
+	// ExtraCNIBinDirs are plugin dirs searched after CNIBinDir (a CNI
+	// DaemonSet's, which delegates to the harness's bridge and IPAM).
+	ExtraCNIBinDirs []string
 	// Runtimes are runtime handlers beside the default runc, as a user
 	// adds them for RuntimeClasses.
 	Runtimes []CRIRuntime
@@ -154,7 +157,11 @@ func writeContainerdConfig(dir string, cri *CRIConfig, proxySnapshotters map[str
 	hosts := filepath.Join(dir, "certs.d")
 	disabled, extra := noCRI, ""
 	if cri != nil {
-		disabled, extra = "", fmt.Sprintf(criConfig, cri.SandboxImage, hosts, cri.CNIBinDir, cri.CNIConfDir)
+		binDirs := fmt.Sprintf("%q", cri.CNIBinDir)
+		for _, d := range cri.ExtraCNIBinDirs {
+			binDirs += fmt.Sprintf(", %q", d)
+		}
+		disabled, extra = "", fmt.Sprintf(criConfig, cri.SandboxImage, hosts, binDirs, cri.CNIConfDir)
 		for _, rt := range cri.Runtimes {
 			extra += rt.toml()
 		}

@@ -180,10 +180,7 @@ func (h *Host) ImportImage(ctx context.Context, archivePath string) error {
 // hostletArgs point a hostlet at the host: its containerd, its address and
 // a serving certificate for it. StartHostlet puts them before ExtraArgs.
 func (h *Host) hostletArgs(nodeName string) ([]string, error) {
-	cert, key, err := h.c.pki.issueFiles("kubelet-"+h.name+"-"+nodeName, certSpec{
-		cn: "system:node:" + nodeName, orgs: []string{"system:nodes"}, server: true,
-		ips: []net.IP{net.ParseIP(h.IP())}, dns: []string{nodeName},
-	})
+	cert, key, err := h.servingCert(nodeName)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +189,15 @@ func (h *Host) hostletArgs(nodeName string) ([]string, error) {
 		"--node-ip", h.IP(), "--address", h.IP(), "--healthz-bind-address", h.IP(),
 		"--tls-cert-file", cert, "--tls-private-key-file", key,
 	}, nil
+}
+
+// servingCert issues node nodeName's kubelet serving certificate for the
+// host's address.
+func (h *Host) servingCert(nodeName string) (certFile, keyFile string, err error) {
+	return h.c.pki.issueFiles("kubelet-"+h.name+"-"+nodeName, certSpec{
+		cn: "system:node:" + nodeName, orgs: []string{"system:nodes"}, server: true,
+		ips: []net.IP{net.ParseIP(h.IP())}, dns: []string{nodeName},
+	})
 }
 
 // Stop stops the hostlets on the host, removes its containers, stops its

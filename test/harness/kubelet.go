@@ -35,14 +35,29 @@ type KubeletOptions struct {
 	// this machine's / is private. CSI node plugins need it (hostlet does
 	// the same for its root dir itself). Cluster.Stop unmounts it.
 	SharedRootDir bool
+	// Host, if set, runs the kubelet and its CRI containerd on that host
+	// (Cluster.AddHost: its network and mount namespaces, its address)
+	// instead of the cluster's node.
+	Host *Host
+	// CNIConfDir replaces the cluster's CNI config dir in the CRI's config
+	// (a CNI DaemonSet's, e.g. FlannelDirs.Conf, empty until it runs);
+	// ExtraCNIBinDirs are searched after the cluster's plugin dir.
+	CNIConfDir      string
+	ExtraCNIBinDirs []string
+	// NoWaitReady returns once the kubelet started, without waiting for
+	// the Node to be Ready (it is not until a CNI DaemonSet wrote its
+	// config).
+	NoWaitReady bool
 }
 
 // Kubelet is the upstream kubelet (test/cluster/build.sh kubelet, the
 // pinned release) running as a node against a containerd of its own with
 // the CRI plugin, both in the node's network namespace with
-// Options.NodeNetns, on the cluster's CNI config (bridge, pod subnet).
+// Options.NodeNetns (or on a Host, KubeletOptions.Host), on the cluster's
+// CNI config (bridge, pod subnet) unless KubeletOptions says another.
 type Kubelet struct {
 	dir     string
+	name    string
 	cri     *Process
 	client  *containerd.Client
 	kubelet *Process
@@ -121,16 +136,16 @@ var kubeletSysctls = []string{
 }
 
 // StartKubelet starts the CRI containerd, imports opts.Images, then the
-// kubelet, and waits until the node is Ready. Its state, logs and cgroups
-// are the cluster's (<dir>/kubelet/<name>, the cluster's cgroup root), so
-// Cluster.Stop's sweep catches what Kubelet.Stop leaves; call Kubelet.Stop
-// first.
+// kubelet, and (unless opts.NoWaitReady) waits until the node is Ready.
+// Its state, logs and cgroups are the cluster's (<dir>/kubelet/<name>, the
+// cluster's cgroup root), so Cluster.Stop's sweep catches what Kubelet.Stop
+// leaves; call Kubelet.Stop first.
 func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
 	bin, err := BuildComponent(ctx, c.logf, "kubelet")
 	if err != nil {
 		return nil, err
 	}
-	k := &Kubelet{dir: filepath.Join(c.dir, "kubelet", opts.NodeName), logf: c.logf}
+	k := &Kubelet{dir: filepath.Join(c.dir, "kubelet", opts.NodeName), name: opts.NodeName, logf: c.logf}
 	ok := false
 	defer func() {
 		if !ok {
@@ -151,7 +166,12 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 	if err != nil {
 		return nil, err
 	}
+	nodeIP, command := c.NodeIP(), c.net.command
 	cert, key, err := c.KubeletServingCert(opts.NodeName)
+	if opts.Host != nil {
+		nodeIP, command = opts.Host.IP(), opts.Host.command
+		cert, key, err = opts.Host.servingCert(opts.NodeName)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +186,7 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 		}
 	}
 	cfg := KubeletConfigYAML(KubeletConfig{
-		Address: c.NodeIP(), Port: ports[0], CertFile: cert, KeyFile: key, ClientCA: c.pki.CACert,
+		Address: nodeIP, Port: ports[0], CertFile: cert, KeyFile: key, ClientCA: c.pki.CACert,
 		CgroupRoot: cgroupRoot, CRISocket: ContainerdSocketIn(k.criDir()),
 		PodLogsDir: filepath.Join(k.dir, "pod-logs"), VolumePluginDir: filepath.Join(k.dir, "volume-plugins"),
 		ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain,
@@ -179,7 +199,7 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 		"--config", cfgPath,
 		"--kubeconfig", kubeconfig,
 		"--hostname-override", opts.NodeName,
-		"--node-ip", c.NodeIP(),
+		"--node-ip", nodeIP,
 		"--root-dir", root,
 		"--cert-dir", filepath.Join(root, "pki"),
 	}
@@ -187,12 +207,14 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 		args = append(args, "--node-labels", NodeNetnsLabel+"=true")
 	}
 	env := append(os.Environ(), "PATH="+c.binDir+":"+os.Getenv("PATH"))
-	b, a := c.net.command(bin, args...)
+	b, a := command(bin, args...)
 	if k.kubelet, err = StartProcess("kubelet", c.logPath("kubelet-"+opts.NodeName), env, b, a...); err != nil {
 		return nil, err
 	}
-	if err := c.WaitProcessNodeReady(ctx, k.kubelet, opts.NodeName); err != nil {
-		return nil, err
+	if !opts.NoWaitReady {
+		if err := c.WaitProcessNodeReady(ctx, k.kubelet, opts.NodeName); err != nil {
+			return nil, err
+		}
 	}
 	ok = true
 	return k, nil
@@ -215,6 +237,12 @@ func bindShared(dir string) error {
 // RootDir is the kubelet's --root-dir.
 func (k *Kubelet) RootDir() string { return filepath.Join(k.dir, "root") }
 
+// NodeName is the node the kubelet registers.
+func (k *Kubelet) NodeName() string { return k.name }
+
+// Process is the kubelet's process (for WaitProcessNodeReady).
+func (k *Kubelet) Process() *Process { return k.kubelet }
+
 func (k *Kubelet) criDir() string { return filepath.Join(k.dir, "containerd") }
 
 // startCRI starts the kubelet's containerd (CRI on, the cluster's CNI
@@ -225,14 +253,21 @@ func (k *Kubelet) startCRI(ctx context.Context, c *Cluster, opts KubeletOptions)
 			return err
 		}
 	}
-	cfgPath, err := WriteContainerdConfig(k.criDir(), &CRIConfig{
-		SandboxImage: opts.SandboxImage, CNIBinDir: c.CNIBinDir(), CNIConfDir: c.CNIConfDir(),
-	})
+	cri := &CRIConfig{SandboxImage: opts.SandboxImage, CNIBinDir: c.CNIBinDir(), CNIConfDir: c.CNIConfDir(),
+		ExtraCNIBinDirs: opts.ExtraCNIBinDirs}
+	if opts.CNIConfDir != "" {
+		cri.CNIConfDir = opts.CNIConfDir
+	}
+	cfgPath, err := WriteContainerdConfig(k.criDir(), cri)
 	if err != nil {
 		return err
 	}
 	env := append(os.Environ(), "PATH="+c.binDir+":"+os.Getenv("PATH"))
-	b, a := c.net.command(filepath.Join(c.binDir, "containerd"), "--config", cfgPath)
+	command := c.net.command
+	if opts.Host != nil {
+		command = opts.Host.command
+	}
+	b, a := command(filepath.Join(c.binDir, "containerd"), "--config", cfgPath)
 	if k.cri, err = StartProcess("cri-containerd", c.logPath("cri-containerd-"+opts.NodeName), env, b, a...); err != nil {
 		return err
 	}
