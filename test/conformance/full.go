@@ -50,35 +50,16 @@ func startFullCluster(ctx context.Context, c config, imgs []builtImage) (*testEn
 			return nil, err
 		}
 	}
-	// The harness's API server reaches webhooks and aggregated APIs at
-	// their endpoints (--enable-aggregator-routing): the pod /24 is routed
-	// from the root namespace to the node's, and flannel routes each node's
-	// part on to it.
-	cl, err := harness.Start(ctx, harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: true,
-		NodeCIDRMaskSize: fullNodeCIDRMask})
+	env, shared, err := startFullBase(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	env := &testEnv{cluster: cl}
+	cl, host := env.cluster, env.hosts[0]
 	fail := func(err error) (*testEnv, error) {
 		env.stopNode()
 		cl.Stop()
 		return nil, err
 	}
-	// The flannel dirs live in the cluster's dir (removed with it); the
-	// Host sees its own at the same paths.
-	shared := harness.NewFlannelDirs(filepath.Join(cl.Dir(), "flannel"))
-	own := harness.NewFlannelDirs(filepath.Join(cl.Dir(), "flannel-b"))
-	for _, d := range []string{shared.Bin, shared.Conf, shared.Run, shared.Data} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fail(err)
-		}
-	}
-	host, err := cl.AddHost(ctx, "b", harness.HostOptions{Binds: shared.BindsOver(own)})
-	if err != nil {
-		return fail(err)
-	}
-	env.hosts = append(env.hosts, host)
 	imports := func(ctx context.Context, archive string) error {
 		if err := cl.ImportImage(ctx, archive); err != nil {
 			return err
@@ -120,6 +101,36 @@ func startFullCluster(ctx context.Context, c config, imgs []builtImage) (*testEn
 		logf("both nodes serve certificates of the cluster CA")
 	}
 	return env, nil
+}
+
+// startFullBase starts what both kinds of -full cluster have: the control
+// plane (its node network namespace) and Host b, with the flannel dirs
+// both nodes see. The harness's API server reaches webhooks and
+// aggregated APIs at their endpoints (--enable-aggregator-routing): the
+// pod /24 is routed from the root namespace to the node's, and flannel
+// routes each node's part on to it.
+func startFullBase(ctx context.Context, c config) (*testEnv, harness.FlannelDirs, error) {
+	cl, err := harness.Start(ctx, harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: true,
+		NodeCIDRMaskSize: fullNodeCIDRMask})
+	if err != nil {
+		return nil, harness.FlannelDirs{}, err
+	}
+	// The flannel dirs live in the cluster's dir (removed with it); the
+	// Host sees its own at the same paths.
+	shared := harness.NewFlannelDirs(filepath.Join(cl.Dir(), "flannel"))
+	own := harness.NewFlannelDirs(filepath.Join(cl.Dir(), "flannel-b"))
+	for _, d := range []string{shared.Bin, shared.Conf, shared.Run, shared.Data} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			cl.Stop()
+			return nil, shared, err
+		}
+	}
+	host, err := cl.AddHost(ctx, "b", harness.HostOptions{Binds: shared.BindsOver(own)})
+	if err != nil {
+		cl.Stop()
+		return nil, shared, err
+	}
+	return &testEnv{cluster: cl, hosts: []*harness.Host{host}}, shared, nil
 }
 
 // startFullNodes starts the two hostlets with the harness's credentials

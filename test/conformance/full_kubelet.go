@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -24,29 +23,16 @@ var fullKubeletNodes = [2]string{"kubelet-a", "kubelet-b"}
 
 // startFullKubeletCluster starts the two-node cluster with kubelet nodes.
 func startFullKubeletCluster(ctx context.Context, c config, imgs []builtImage) (*testEnv, error) {
-	cl, err := harness.Start(ctx, harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: true,
-		NodeCIDRMaskSize: fullNodeCIDRMask})
+	env, shared, err := startFullBase(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	env := &testEnv{cluster: cl}
+	cl, host := env.cluster, env.hosts[0]
 	fail := func(err error) (*testEnv, error) {
 		env.stopNode()
 		cl.Stop()
 		return nil, err
 	}
-	shared := harness.NewFlannelDirs(filepath.Join(cl.Dir(), "flannel"))
-	own := harness.NewFlannelDirs(filepath.Join(cl.Dir(), "flannel-b"))
-	for _, d := range []string{shared.Bin, shared.Conf, shared.Run, shared.Data} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fail(err)
-		}
-	}
-	host, err := cl.AddHost(ctx, "b", harness.HostOptions{Binds: shared.BindsOver(own)})
-	if err != nil {
-		return fail(err)
-	}
-	env.hosts = append(env.hosts, host)
 	var archives []string
 	for _, img := range imgs {
 		archives = append(archives, img.archive)
