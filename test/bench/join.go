@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -61,25 +59,6 @@ func newToken() string {
 	return string(b[:6]) + "." + string(b[6:])
 }
 
-// caHash is the --discovery-token-ca-cert-hash of a CA certificate file:
-// sha256 of its SubjectPublicKeyInfo, as kubeadm pins it.
-func caHash(file string) (string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", err
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return "", fmt.Errorf("%s: no PEM", file)
-	}
-	cert, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
-}
-
 // prepareBootstrap installs the chart with a fresh token and waits until
 // cluster-info carries the token's signature, which join verifies.
 func prepareBootstrap(ctx context.Context, c *harness.Cluster) (*bootstrap, error) {
@@ -92,7 +71,7 @@ func prepareBootstrap(ctx context.Context, c *harness.Cluster) (*bootstrap, erro
 		return nil, err
 	}
 	bs := &bootstrap{server: c.APIServerURL(), token: newToken(), caFile: c.CACertFile()}
-	if bs.caHash, err = caHash(bs.caFile); err != nil {
+	if bs.caHash, err = harness.CACertHash(bs.caFile); err != nil {
 		return nil, err
 	}
 	// No cluster DNS to publish: the harness runs none, and join goes on

@@ -160,7 +160,7 @@ func joinFullNodes(ctx context.Context, c config, env *testEnv, bin string, shar
 	if err != nil {
 		return err
 	}
-	caHash, err := caCertHash(cl.CACertFile())
+	caHash, err := harness.CACertHash(cl.CACertFile())
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -92,25 +89,6 @@ func joinFullNode(ctx context.Context, cl *harness.Cluster, host *harness.Host, 
 	logf("%s joined in %v", name, time.Since(t0).Round(100*time.Millisecond))
 	return cl.StartJoinedHostlet(ctx, harness.HostletOptions{Binary: bin, NodeName: name, NoWaitReady: true, Host: host},
 		filepath.Join(state, "config.yaml"))
-}
-
-// caCertHash is the --discovery-token-ca-cert-hash of a CA certificate
-// file: sha256 of its SubjectPublicKeyInfo, as kubeadm pins it.
-func caCertHash(file string) (string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", err
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return "", fmt.Errorf("%s: no PEM", file)
-	}
-	cert, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // waitServingCert waits until the kubelet API at addr serves a certificate

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -152,4 +154,22 @@ func (c *Cluster) JoinCommand(ctx context.Context, host *Host, bin string, args 
 	cmd := exec.CommandContext(ctx, name, argv...)
 	cmd.Env = append(os.Environ(), "PATH="+c.binDir+":"+os.Getenv("PATH"))
 	return cmd
+}
+
+// CACertHash is the --discovery-token-ca-cert-hash of a CA certificate
+// file, as kubeadm (and the chart's NOTES) pin it.
+func CACertHash(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return "", fmt.Errorf("%s: no PEM", file)
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return "", err
+	}
+	return join.CAHash(cert), nil
 }
