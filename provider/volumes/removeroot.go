@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 )
 
 // MountsBelow are the mount points at or below the root dir, from the
@@ -50,8 +51,9 @@ func below(root string, mountpoints []string) []string {
 // the kubelet's directory, once nothing is mounted below it: a removal
 // never reaches through a mount (a volume a driver did not unpublish is
 // someone's data). The mounts found are an error naming them, and nothing
-// is removed. A root dir that is a mount point of its own (a disk of its
-// own, or hostlet's shared bind of it) is emptied and kept.
+// is removed. hostlet's bind of the root dir onto itself (MakeShared) is
+// unmounted first, which shows the same directory; a root dir that is a
+// mount point of something else (a disk of its own) is emptied and kept.
 func (l Layout) RemoveRoot() (kept bool, err error) {
 	root, err := filepath.EvalSymlinks(l.root)
 	if os.IsNotExist(err) {
@@ -60,16 +62,31 @@ func (l Layout) RemoveRoot() (kept bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	mounts, err := Layout{root: root}.MountsBelow()
-	if err != nil {
-		return false, err
-	}
-	rootMounted, live := splitRoot(root, mounts)
-	if len(live) > 0 {
-		return false, fmt.Errorf("still mounted below %s, not removed: %s", root, strings.Join(live, ", "))
-	}
-	if !rootMounted {
-		return false, os.RemoveAll(root)
+	for {
+		all, err := mountinfo.GetMounts(nil)
+		if err != nil {
+			return false, fmt.Errorf("the mount table: %w", err)
+		}
+		var points []string
+		for _, m := range all {
+			points = append(points, m.Mountpoint)
+		}
+		rootMounted, live := splitRoot(root, below(root, points))
+		if len(live) > 0 {
+			return false, fmt.Errorf("still mounted below %s, not removed: %s", root, strings.Join(live, ", "))
+		}
+		if !rootMounted {
+			return false, os.RemoveAll(root)
+		}
+		if !selfBind(root, all) {
+			break
+		}
+		// Detached: a socket a driver still listens on below the root dir
+		// holds the bind busy. Nothing is mounted below it and the same
+		// directory is under it, so nothing is hidden or lost.
+		if err := unix.Unmount(root, unix.MNT_DETACH); err != nil {
+			return false, fmt.Errorf("unmounting the bind of %s onto itself: %w", root, err)
+		}
 	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -93,4 +110,31 @@ func splitRoot(root string, mounts []string) (rootMounted bool, live []string) {
 		}
 	}
 	return rootMounted, live
+}
+
+// selfBind says whether the top mount at root is a bind of root onto
+// itself: the same directory of the filesystem its parent mount shows
+// there, so that unmounting it shows the very same files.
+func selfBind(root string, mounts []*mountinfo.Info) bool {
+	var top *mountinfo.Info
+	byID := map[int]*mountinfo.Info{}
+	for _, m := range mounts {
+		byID[m.ID] = m
+		// The table lists a mount after the one it is stacked on.
+		if m.Mountpoint == root {
+			top = m
+		}
+	}
+	if top == nil {
+		return false
+	}
+	parent := byID[top.Parent]
+	if parent == nil || parent.Major != top.Major || parent.Minor != top.Minor {
+		return false
+	}
+	rel, err := filepath.Rel(parent.Mountpoint, root)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return false
+	}
+	return filepath.Join(parent.Root, rel) == top.Root
 }
