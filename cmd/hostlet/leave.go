@@ -73,11 +73,13 @@ func hostletOptions(configFile string, args map[string]string) (*options, error)
 }
 
 // cleanHost removes, once hostlet is stopped, what it made on the host for
-// pods, as the orphan sweep of a hostlet that knows no pod would: the
-// containers (running ones killed), sandboxes (CNI DEL, network
-// namespaces), pod cgroups, pod directories (volumes unmounted), logs and
-// their symlinks; then the kubepods cgroups (slices) and the directories
-// hostlet made for pods, if empty.
+// pods: first the CSI drivers unpublish and unstage the volumes still on
+// the node, as for a drained node's pods; then, as the orphan sweep of a
+// hostlet that knows no pod would, the containers (running ones killed),
+// sandboxes (CNI DEL, network namespaces), pod cgroups, pod directories
+// (volumes unmounted), logs and their symlinks; then the kubepods cgroups
+// (slices), the directories hostlet made for pods if empty, and the root
+// dir once nothing is mounted below it.
 func cleanHost(ctx context.Context, layout join.Layout, args map[string]string) error {
 	configFile := layout.ConfigFile()
 	if _, err := os.Stat(configFile); errors.Is(err, os.ErrNotExist) {
@@ -172,7 +174,8 @@ func tearDownCSI(ctx context.Context, layout volumes.Layout, m *csi.Manager) err
 	}
 	return fmt.Errorf("CSI volumes not torn down by their drivers; no container was killed and nothing removed:\n%w\n"+
 		"mounts still below the root dir: %s\n"+
-		"have each driver named answer (its node plugin running, its registration socket in %s) and run hostlet leave again",
+		"have each driver named answer (its node plugin running, its registration socket in %s) and run hostlet leave again; "+
+		"a driver gone for good: unmount what it mounted by hand, remove the volume directories named, and run hostlet leave again",
 		err, strings.Join(mounts, ", "), layout.PluginsRegistryDir())
 }
 

@@ -155,7 +155,7 @@ func (w *Watcher) try(ctx context.Context, socket string) (ok bool) {
 	client := registerapi.NewRegistrationClient(conn)
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p, err := getInfo(ictx, client, socket)
+	p, err := getInfo(ictx, client, socket, grpc.WaitForReady(true))
 	if err != nil {
 		l.WithError(err).Warn("pluginwatcher: plugin GetInfo")
 		return false
@@ -196,8 +196,8 @@ func (w *Watcher) deregister(socket string) {
 }
 
 // getInfo is a plugin's answer to GetInfo.
-func getInfo(ctx context.Context, client registerapi.RegistrationClient, socket string) (Plugin, error) {
-	info, err := client.GetInfo(ctx, &registerapi.InfoRequest{}, grpc.WaitForReady(true))
+func getInfo(ctx context.Context, client registerapi.RegistrationClient, socket string, opts ...grpc.CallOption) (Plugin, error) {
+	info, err := client.GetInfo(ctx, &registerapi.InfoRequest{}, opts...)
 	if err != nil {
 		return Plugin{}, err
 	}
@@ -244,9 +244,5 @@ func listOne(ctx context.Context, socket string) (Plugin, error) {
 	// driver stopped without removing it) fails at once.
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	info, err := registerapi.NewRegistrationClient(conn).GetInfo(ictx, &registerapi.InfoRequest{})
-	if err != nil {
-		return Plugin{}, err
-	}
-	return Plugin{Type: info.Type, Name: info.Name, Endpoint: info.Endpoint, Versions: info.SupportedVersions, Socket: socket}, nil
+	return getInfo(ictx, registerapi.NewRegistrationClient(conn), socket)
 }
