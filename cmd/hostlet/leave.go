@@ -7,15 +7,19 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hostlet/hostlet/provider"
 	"github.com/hostlet/hostlet/provider/join"
 	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/pluginwatcher"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/volumes"
+	"github.com/hostlet/hostlet/provider/volumes/csi"
 	log "github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
 // runLeave is `hostlet leave`: drain, stop, delete the Node, clean the
@@ -69,11 +73,13 @@ func hostletOptions(configFile string, args map[string]string) (*options, error)
 }
 
 // cleanHost removes, once hostlet is stopped, what it made on the host for
-// pods, as the orphan sweep of a hostlet that knows no pod would: the
-// containers (running ones killed), sandboxes (CNI DEL, network
-// namespaces), pod cgroups, pod directories (volumes unmounted), logs and
-// their symlinks; then the kubepods cgroups (slices) and the directories
-// hostlet made for pods, if empty.
+// pods: first the CSI drivers unpublish and unstage the volumes still on
+// the node, as for a drained node's pods; then, as the orphan sweep of a
+// hostlet that knows no pod would, the containers (running ones killed),
+// sandboxes (CNI DEL, network namespaces), pod cgroups, pod directories
+// (volumes unmounted), logs and their symlinks; then the kubepods cgroups
+// (slices), the directories hostlet made for pods if empty, and the root
+// dir once nothing is mounted below it.
 func cleanHost(ctx context.Context, layout join.Layout, args map[string]string) error {
 	configFile := layout.ConfigFile()
 	if _, err := os.Stat(configFile); errors.Is(err, os.ErrNotExist) {
@@ -105,7 +111,15 @@ func cleanHost(ctx context.Context, layout join.Layout, args map[string]string) 
 	if err := rt.Healthy(ctx); err != nil {
 		return fmt.Errorf("containerd (%s): %w", o.runtimeEndpoint, err)
 	}
-	spec := podspec.New(podspec.Config{RootDir: o.rootDir, HostIPs: []string{nodeIP}, Runtime: rt})
+	// The drivers tear their volumes down first, while their node plugins
+	// (pods or host processes) still run: once the containers are killed a
+	// driver's own pod could not answer. The CSI plugin stays podspec's, so
+	// nothing a driver mounted is unmounted behind its back.
+	csiVolumes := csi.New(csi.Config{RootDir: o.rootDir})
+	if err := tearDownCSI(ctx, volumes.NewLayout(o.rootDir), csiVolumes); err != nil {
+		return err
+	}
+	spec := podspec.New(podspec.Config{RootDir: o.rootDir, HostIPs: []string{nodeIP}, Runtime: rt, CSI: csiVolumes})
 	prov := provider.New(ctx, provider.Config{RootDir: o.rootDir, PodLogsDir: o.podLogsDir, Containers: rt, Host: spec})
 	left, err := prov.CleanupAll(ctx)
 	if err != nil {
@@ -119,7 +133,50 @@ func cleanHost(ctx context.Context, layout join.Layout, args map[string]string) 
 	}
 	removeEmptyDirs(volumes.NewLayout(o.rootDir).PodsDir(), filepath.Join(o.rootDir, "netns"), filepath.Join(o.rootDir, "fifo"),
 		o.podLogsDir, o.containerLogsDir)
+	kept, err := volumes.NewLayout(o.rootDir).RemoveRoot()
+	if err != nil {
+		return fmt.Errorf("the root dir: %w (unmount what is listed, after checking whose it is, and run hostlet leave again)", err)
+	}
+	if kept {
+		log.WithField("dir", o.rootDir).Info("the root dir is a mount point: emptied, kept")
+	} else {
+		log.WithField("dir", o.rootDir).Info("the root dir removed")
+	}
 	return nil
+}
+
+// tearDownCSI has the CSI drivers registered in the plugin registry
+// unpublish and unstage the volumes still on the node. A volume they did
+// not tear down stops leave before anything is killed or removed, so that
+// a driver running here can be made to answer and leave run again.
+func tearDownCSI(ctx context.Context, layout volumes.Layout, m *csi.Manager) error {
+	plugins, listErr := pluginwatcher.List(ctx, layout.PluginsRegistryDir())
+	for _, p := range plugins {
+		if p.Type != registerapi.CSIPlugin {
+			continue
+		}
+		if err := m.UseDriver(p); err != nil {
+			log.WithError(err).Warn("csi: a registered driver not used")
+			continue
+		}
+		log.WithFields(log.Fields{"driver": p.Name, "endpoint": p.Endpoint}).Info("csi: driver found in the plugin registry")
+	}
+	err := m.TearDownAll(ctx)
+	if err == nil {
+		return nil
+	}
+	if listErr != nil {
+		err = errors.Join(err, listErr)
+	}
+	mounts, merr := layout.MountsBelow()
+	if merr != nil {
+		mounts = []string{merr.Error()}
+	}
+	return fmt.Errorf("CSI volumes not torn down by their drivers; no container was killed and nothing removed:\n%w\n"+
+		"mounts still below the root dir: %s\n"+
+		"have each driver named answer (its node plugin running, its registration socket in %s) and run hostlet leave again; "+
+		"a driver gone for good: unmount what it mounted by hand, remove the volume directories named, and run hostlet leave again",
+		err, strings.Join(mounts, ", "), layout.PluginsRegistryDir())
 }
 
 // removeEmptyDirs removes each directory that is empty, and leaves the

@@ -36,8 +36,9 @@ type LeaveConfig struct {
 	SkipSystemd bool
 	StopCommand string
 	// CleanHost, if set, removes what hostlet left on the host (cmd/hostlet:
-	// the pods' containers, sandboxes, directories, logs and cgroups, then
-	// the kubepods cgroups or slices and hostlet's logind drop-in) once
+	// the CSI volumes through their drivers first, then the pods'
+	// containers, sandboxes, directories, logs and cgroups, the kubepods
+	// cgroups or slices, the root dir and hostlet's logind drop-in) once
 	// hostlet is stopped and the Node deleted: the pods a drain leaves
 	// (DaemonSets') and cleanups the stop cut short. It reads hostlet's
 	// config file, so it runs before join's files are removed.

@@ -7,6 +7,7 @@ package pluginwatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -154,12 +155,11 @@ func (w *Watcher) try(ctx context.Context, socket string) (ok bool) {
 	client := registerapi.NewRegistrationClient(conn)
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	info, err := client.GetInfo(ictx, &registerapi.InfoRequest{}, grpc.WaitForReady(true))
+	p, err := getInfo(ictx, client, socket, grpc.WaitForReady(true))
 	if err != nil {
 		l.WithError(err).Warn("pluginwatcher: plugin GetInfo")
 		return false
 	}
-	p := Plugin{Type: info.Type, Name: info.Name, Endpoint: info.Endpoint, Versions: info.SupportedVersions, Socket: socket}
 	l = l.WithFields(log.Fields{"type": p.Type, "plugin": p.Name, "endpoint": p.Endpoint})
 	status := &registerapi.RegistrationStatus{PluginRegistered: true}
 	h, ok := w.handlers[p.Type]
@@ -193,4 +193,56 @@ func (w *Watcher) deregister(socket string) {
 	defer crash.Recover(log.WithField("socket", socket), nil)
 	log.WithFields(log.Fields{"type": p.Type, "plugin": p.Name}).Info("pluginwatcher: plugin deregistered")
 	w.handlers[p.Type].Deregister(p)
+}
+
+// getInfo is a plugin's answer to GetInfo.
+func getInfo(ctx context.Context, client registerapi.RegistrationClient, socket string, opts ...grpc.CallOption) (Plugin, error) {
+	info, err := client.GetInfo(ctx, &registerapi.InfoRequest{}, opts...)
+	if err != nil {
+		return Plugin{}, err
+	}
+	return Plugin{Type: info.Type, Name: info.Name, Endpoint: info.Endpoint, Versions: info.SupportedVersions, Socket: socket}, nil
+}
+
+// List asks each registration socket in dir for its GetInfo once, without
+// registering it (no NotifyRegistrationStatus): `hostlet leave` finds the
+// node's drivers this way, with hostlet stopped, to have them tear their
+// volumes down. A socket that does not answer is an error naming it; the
+// others are still listed.
+func List(ctx context.Context, dir string) ([]Plugin, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var plugins []Plugin
+	var errs []error
+	for _, e := range entries {
+		socket := filepath.Join(dir, e.Name())
+		if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			continue
+		}
+		p, err := listOne(ctx, socket)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("plugin registration socket %s: GetInfo: %w", socket, err))
+			continue
+		}
+		plugins = append(plugins, p)
+	}
+	return plugins, errors.Join(errs...)
+}
+
+func listOne(ctx context.Context, socket string) (Plugin, error) {
+	conn, err := grpcsock.Dial(socket)
+	if err != nil {
+		return Plugin{}, err
+	}
+	defer conn.Close()
+	// Not WaitForReady's wait: a socket nobody listens on any more (a
+	// driver stopped without removing it) fails at once.
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return getInfo(ictx, registerapi.NewRegistrationClient(conn), socket)
 }

@@ -3,9 +3,11 @@ package pluginwatcher
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,5 +131,42 @@ func TestWatcherRetries(t *testing.T) {
 	}
 	if got := <-h.registered; got.Name != "csi.example.com" {
 		t.Errorf("registered %+v", got)
+	}
+}
+
+// List reads each registration socket's GetInfo without telling it
+// anything; a socket nobody listens on is an error naming it, and the
+// others are still listed.
+func TestList(t *testing.T) {
+	dir := t.TempDir()
+	p := &plugin{info: &registerapi.PluginInfo{Type: registerapi.CSIPlugin, Name: "csi.example.com", Endpoint: "/csi.sock",
+		SupportedVersions: []string{"1.0.0"}}, status: make(chan *registerapi.RegistrationStatus, 1)}
+	socket := filepath.Join(dir, "csi-reg.sock")
+	serve(t, t.Context(), socket, p)
+	// A driver stopped without removing its socket.
+	stale := filepath.Join(dir, "stale-reg.sock")
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	if err := os.WriteFile(filepath.Join(dir, "not-a-socket"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plugins, err := List(t.Context(), dir)
+	if err == nil || !strings.Contains(err.Error(), stale) {
+		t.Errorf("List's error: %v", err)
+	}
+	if len(plugins) != 1 || plugins[0].Name != "csi.example.com" || plugins[0].Endpoint != "/csi.sock" || plugins[0].Socket != socket {
+		t.Errorf("List: %+v", plugins)
+	}
+	select {
+	case s := <-p.status:
+		t.Errorf("List told the plugin %v", s)
+	default:
+	}
+	if plugins, err := List(t.Context(), filepath.Join(dir, "none")); err != nil || len(plugins) != 0 {
+		t.Errorf("no registry dir: %v %v", plugins, err)
 	}
 }

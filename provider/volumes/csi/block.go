@@ -184,7 +184,7 @@ func (m *Manager) tearDownBlock(ctx context.Context, uid types.UID) error {
 // unmapBlock undoes SetUpBlock for one pod: the pod's symlink and the
 // global map path's bind mount, then NodeUnpublishVolume; the last pod's
 // unmap also unstages the volume and removes its directories.
-func (m *Manager) unmapBlock(ctx context.Context, uid types.UID, pv string) error {
+func (m *Manager) unmapBlock(ctx context.Context, uid types.UID, pv string) (err error) {
 	link := BlockLink(m.layout, uid, pv)
 	global := BlockGlobalMapPath(m.layout, pv)
 	mapFile := filepath.Join(global, string(uid))
@@ -200,6 +200,7 @@ func (m *Manager) unmapBlock(ctx context.Context, uid types.UID, pv string) erro
 		}
 		return removeAll(link, mapFile)
 	}
+	defer func() { err = namingDriver(err, d) }()
 	defer m.lockVolume(d.DriverName, d.VolumeHandle)()
 	conn, err := m.conn(d.DriverName)
 	if err != nil {

@@ -488,7 +488,7 @@ func (m *Manager) forgetPod(uid types.UID) {
 	}
 }
 
-func (m *Manager) tearDown(ctx context.Context, uid types.UID, dir string) error {
+func (m *Manager) tearDown(ctx context.Context, uid types.UID, dir string) (err error) {
 	target := filepath.Join(dir, mountDir)
 	d, err := readVolData(dir)
 	if err != nil {
@@ -499,6 +499,7 @@ func (m *Manager) tearDown(ctx context.Context, uid types.UID, dir string) error
 		}
 		return os.RemoveAll(dir)
 	}
+	defer func() { err = namingDriver(err, d) }()
 	defer m.lockVolume(d.DriverName, d.VolumeHandle)()
 	conn, err := m.conn(d.DriverName)
 	if err != nil {
@@ -578,4 +579,13 @@ func (m *Manager) publishedElsewhere(d volData, gone types.UID) bool {
 		}
 	}
 	return false
+}
+
+// namingDriver names the driver and volume handle in a teardown's error:
+// what an operator needs to find the driver that did not answer.
+func namingDriver(err error, d volData) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w (driver %s, volume handle %s)", err, d.DriverName, d.VolumeHandle)
 }

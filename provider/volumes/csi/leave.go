@@ -1,0 +1,109 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/hostlet/hostlet/provider/pluginwatcher"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// UseDriver takes a driver's registration as found in the plugin registry
+// by `hostlet leave`, for TearDownAll: its endpoint only, no NodeGetInfo
+// and no CSINode entry, as the Node is gone.
+func (m *Manager) UseDriver(p pluginwatcher.Plugin) error {
+	if err := supportedVersion(p.Versions); err != nil {
+		return fmt.Errorf("driver %s: %w", p.Name, err)
+	}
+	endpoint := strings.TrimPrefix(p.Endpoint, "unix://")
+	if !filepath.IsAbs(endpoint) {
+		return fmt.Errorf("driver %s: endpoint %q is not an absolute path", p.Name, p.Endpoint)
+	}
+	m.mu.Lock()
+	m.drivers[p.Name] = driver{endpoint: endpoint, socket: p.Socket}
+	m.mu.Unlock()
+	return nil
+}
+
+// TearDownAll has the drivers unpublish and unstage every CSI volume still
+// on the node, as the kubelet's volume manager does for a drained node's
+// pods: each pod's volumes (block ones too) from their vol_data.json, then
+// the staged volumes no pod publishes any more (an unstage a restart or a
+// failure cut short). `hostlet leave` runs it before the pods' containers
+// are killed, as a driver's node plugin may be one of them. Each volume
+// that could not be torn down is an error naming it and its driver; its
+// directories stay.
+func (m *Manager) TearDownAll(ctx context.Context) error {
+	var errs []error
+	pods, err := os.ReadDir(m.layout.PodsDir())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, p := range pods {
+		if err := m.TearDownPod(ctx, types.UID(p.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	staged, err := m.stagedVolumes()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, dir := range staged {
+		if err := m.unstageLeft(ctx, dir); err != nil {
+			errs = append(errs, fmt.Errorf("UnmountDevice failed for the volume staged in %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stagedVolumes are the directories of staged filesystem volumes
+// (<plugins>/kubernetes.io/csi/<driver>/<hash>, with vol_data.json).
+func (m *Manager) stagedVolumes() ([]string, error) {
+	base := m.layout.PluginDir(PluginName)
+	drivers, err := os.ReadDir(base)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var dirs []string
+	for _, d := range drivers {
+		// Block volumes' data is per PV there, and goes with their pods.
+		if !d.IsDir() || d.Name() == filepath.Base(blockDir(m.layout)) {
+			continue
+		}
+		vols, _ := os.ReadDir(filepath.Join(base, d.Name()))
+		for _, v := range vols {
+			dir := filepath.Join(base, d.Name(), v.Name())
+			if _, err := os.Stat(filepath.Join(dir, volDataFile)); err == nil {
+				dirs = append(dirs, dir)
+			}
+		}
+	}
+	return dirs, nil
+}
+
+// unstageLeft unstages the volume staged in dir unless a pod still
+// publishes it.
+func (m *Manager) unstageLeft(ctx context.Context, dir string) (err error) {
+	d, err := readVolData(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { err = namingDriver(err, d) }()
+	defer m.lockVolume(d.DriverName, d.VolumeHandle)()
+	conn, err := m.conn(d.DriverName)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cctx, cancel := context.WithTimeout(ctx, csiTimeout)
+	defer cancel()
+	return m.unstageUnused(cctx, csipb.NewNodeClient(conn), d, "")
+}
