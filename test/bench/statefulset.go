@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,9 @@ type stsResult struct {
 	// the scenario's mounts gone from under the node's root dir.
 	allGone, pvsGone, unmounted time.Duration
 	startCPU, delCPU            cpuUse
+	// mounts is how many more mounts there were under the root dir with
+	// all pods Ready.
+	mounts int
 }
 
 // stsName is the StatefulSet; its pods are sts-0 … sts-<n-1>, its claims
@@ -54,8 +58,9 @@ const stsName = "sts"
 func (b *bench) statefulset(ctx context.Context, t target, r *nodeResult) error {
 	// A driver of its own per node: the controller side answers
 	// ControllerPublishVolume for its node only, and each node registers
-	// the driver it has.
-	name := t.node + ".csi-hostdir.hostlet.test"
+	// the driver it has. Short: its registration socket's path in
+	// plugins_registry must fit a unix socket address (108 bytes).
+	name := strings.TrimPrefix(t.node, "bench-") + ".hostdir.test"
 	attach, podInfo := true, true
 	drivers := b.cs.StorageV1().CSIDrivers()
 	if _, err := drivers.Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.CSIDriverSpec{
@@ -142,7 +147,18 @@ func (b *bench) statefulset(ctx context.Context, t target, r *nodeResult) error 
 	}
 	s.ready, s.allReady = latencies(createdAt, ready), span(createdAt, ready)
 	sortDist(s.ready)
-	log.Infof("[%s] %d of %d StatefulSet pods Ready after %v", t.label, len(ready), n, s.allReady.Round(time.Millisecond))
+	// The volumes must be mounted under the root dir, or the wait for
+	// their unmounting below would measure nothing.
+	now, err := mountsUnder(t.rootDir)
+	if err != nil {
+		return err
+	}
+	s.mounts = len(now) - len(before)
+	log.Infof("[%s] %d of %d StatefulSet pods Ready after %v, %d more mounts under %s", t.label, len(ready), n,
+		s.allReady.Round(time.Millisecond), s.mounts, t.rootDir)
+	if s.mounts < len(ready) {
+		return fmt.Errorf("%d pods Ready with CSI volumes but %d more mounts under %s: not where the node mounts them", len(ready), s.mounts, t.rootDir)
+	}
 
 	// The StatefulSet and its claims deleted at once (the claims stay,
 	// protected, until their pods are gone).
