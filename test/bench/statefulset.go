@@ -32,6 +32,12 @@ type stsResult struct {
 	// last one.
 	ready    dist
 	allReady time.Duration
+	// The split of create → Ready: create → scheduled (the scheduler
+	// binds a pod once its WaitForFirstConsumer claim is provisioned and
+	// bound: controllers only, the same on both nodes) and scheduled →
+	// Ready (the node's share, with the attach by the attach/detach
+	// controller and external-attacher it waits for).
+	scheduled, nodeSide dist
 	// From the StatefulSet's and its claims' Delete: the last pod gone,
 	// the last PV deleted (detached and DeleteVolume'd first), the last of
 	// the scenario's mounts gone from under the node's root dir.
@@ -119,7 +125,7 @@ func (b *bench) statefulset(ctx context.Context, t target, r *nodeResult) error 
 	for i := range n {
 		pods = append(pods, fmt.Sprintf("%s-%d", stsName, i))
 	}
-	tr, err := track(ctx, b.cs, t.ns, "statefulset", map[string]cond{"ready": harness.PodReady})
+	tr, err := track(ctx, b.cs, t.ns, "statefulset", map[string]cond{"ready": harness.PodReady, "scheduled": podScheduled})
 	if err != nil {
 		return err
 	}
@@ -146,7 +152,11 @@ func (b *bench) statefulset(ctx context.Context, t target, r *nodeResult) error 
 		createdAt[p] = created
 	}
 	s.ready, s.allReady = latencies(createdAt, ready), span(createdAt, ready)
+	scheduled := tr.times("scheduled")
+	s.scheduled, s.nodeSide = latencies(createdAt, scheduled), latencies(scheduled, ready)
 	sortDist(s.ready)
+	sortDist(s.scheduled)
+	sortDist(s.nodeSide)
 	// The volumes must be mounted under the root dir, or the wait for
 	// their unmounting below would measure nothing.
 	now, err := mountsUnder(t.rootDir)
@@ -254,6 +264,9 @@ func statefulSet(t target, class string, n int) *appsv1.StatefulSet {
 	}}
 }
 
+// podScheduled: the scheduler bound the pod to a node.
+func podScheduled(p *v1.Pod) (bool, error) { return p.Spec.NodeName != "", nil }
+
 // mountsUnder lists the mount points under dir.
 func mountsUnder(dir string) ([]string, error) {
 	ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
@@ -291,6 +304,10 @@ func stsRows(c config) []row {
 	return []row{
 		durRow(fmt.Sprintf("StatefulSet of %d on CSI: create → Ready, p50", n), func(r *nodeResult) time.Duration { return s(r).ready.pct(50) }),
 		durRow(fmt.Sprintf("StatefulSet of %d: create → all Ready", n), func(r *nodeResult) time.Duration { return s(r).allReady }),
+		durRow(fmt.Sprintf("StatefulSet of %d: create → scheduled (claim provisioned and bound), p50", n), func(r *nodeResult) time.Duration { return s(r).scheduled.pct(50) }),
+		durRow(fmt.Sprintf("StatefulSet of %d: create → scheduled, slowest", n), func(r *nodeResult) time.Duration { return s(r).scheduled.pct(100) }),
+		durRow(fmt.Sprintf("StatefulSet of %d: scheduled → Ready (node, with attach), p50", n), func(r *nodeResult) time.Duration { return s(r).nodeSide.pct(50) }),
+		durRow(fmt.Sprintf("StatefulSet of %d: scheduled → Ready, slowest", n), func(r *nodeResult) time.Duration { return s(r).nodeSide.pct(100) }),
 		durRow(fmt.Sprintf("StatefulSet of %d: delete (with claims) → all pods gone", n), func(r *nodeResult) time.Duration { return s(r).allGone }),
 		durRow(fmt.Sprintf("StatefulSet of %d: delete → all PVs deleted", n), func(r *nodeResult) time.Duration { return s(r).pvsGone }),
 		durRow(fmt.Sprintf("StatefulSet of %d: delete → nothing left mounted", n), func(r *nodeResult) time.Duration { return s(r).unmounted }),
