@@ -48,6 +48,8 @@ type config struct {
 	// The images scenario: the big image's size in MB, its pods per case,
 	// and the hostlet nodes pulling at once in the multi-node cases.
 	imageMB, imagePods, imageNodes int
+	// stsReplicas is the statefulset scenario's replica count.
+	stsReplicas int
 	// scenarios run (scenarioNames); the others are skipped and left out
 	// of the table.
 	scenarios map[string]bool
@@ -59,8 +61,11 @@ type config struct {
 // of -density held steady, one count after the other) and "join" (a bare
 // host joined with a bootstrap token until its first pod runs) and
 // "images" (pods of a big image on fresh nodes: normal and lazy pulls,
-// several nodes at once with and without the registry mirror).
-var scenarioNames = []string{"burst", "exit", "probed", "density", "join", "images"}
+// several nodes at once with and without the registry mirror) and
+// "statefulset" (a StatefulSet with a volumeClaimTemplate on CSI, created
+// until all Ready, then deleted with its claims until all pods, PVs and
+// mounts are gone).
+var scenarioNames = []string{"burst", "exit", "probed", "density", "join", "images", "statefulset"}
 
 // parseCounts reads -density: comma-separated positive pod counts, kept in
 // the order given.
@@ -130,7 +135,8 @@ func main() {
 	flag.IntVar(&c.imageMB, "image-mb", 500, "images scenario: layer content of the big image in MB (incompressible data, in layers of 100 MB)")
 	flag.IntVar(&c.imagePods, "image-pods", 30, "images scenario: pods of the big image started at once in each case (spread over the case's nodes)")
 	flag.IntVar(&c.imageNodes, "image-nodes", 3, "images scenario: hostlet nodes pulling at once in the multi-node cases")
-	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window), density (-density pods held steady), join (bootstrap token to first pod Running), images (a big image: normal, lazy, multi-node and mirrored pulls)")
+	flag.IntVar(&c.stsReplicas, "sts-replicas", 20, "statefulset scenario: replicas of the StatefulSet, each with a CSI volume of its volumeClaimTemplate")
+	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window), density (-density pods held steady), join (bootstrap token to first pod Running), images (a big image: normal, lazy, multi-node and mirrored pulls), statefulset (a StatefulSet on CSI volumes: create → all Ready, delete with its claims → pods, PVs, mounts gone)")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
 	var err error
@@ -144,6 +150,10 @@ func main() {
 	}
 	if c.imageMB < 1 || c.imagePods < 1 || c.imageNodes < 1 {
 		fmt.Fprintln(os.Stderr, "-image-mb, -image-pods, -image-nodes: at least 1")
+		os.Exit(2)
+	}
+	if c.stsReplicas < 1 {
+		fmt.Fprintln(os.Stderr, "-sts-replicas: at least 1")
 		os.Exit(2)
 	}
 	if c.joins < 1 {

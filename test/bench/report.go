@@ -120,7 +120,7 @@ func rows(c config) []row {
 	for _, sc := range []struct {
 		name string
 		rows []row
-	}{{"burst", burst}, {"exit", exit}, {"probed", probed}, {"density", densityRows(c.density)}, {"join", joinRows(c.joins)}, {"images", imageRows(c)}} {
+	}{{"burst", burst}, {"exit", exit}, {"probed", probed}, {"density", densityRows(c.density)}, {"join", joinRows(c.joins)}, {"images", imageRows(c)}, {"statefulset", stsRows(c)}} {
 		if c.scenarios == nil || c.scenarios[sc.name] {
 			out = append(out, sc.rows...)
 		}

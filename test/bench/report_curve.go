@@ -171,6 +171,14 @@ func extraHeader(c config) string {
   image). kubelet: its node's normal pull (CRI), the image removed after
 `, c.imageMB, c.imagePods, c.imageNodes)
 	}
+	if c.scenarios["statefulset"] {
+		fmt.Fprintf(&b, `- statefulset: a StatefulSet of %d busybox sleepers (Parallel pod management, pinned by nodeSelector),
+  each with a 16 MiB claim of its volumeClaimTemplate: a WaitForFirstConsumer class of a CSI driver of the
+  node's own (test/images/csihostdir on the host, registered through the node's plugins_registry, with
+  upstream's external-provisioner and external-attacher); create → all Ready; then the StatefulSet and its
+  claims deleted → all pods gone, all PVs deleted (detached, DeleteVolume), no mount left under the root dir
+`, c.stsReplicas)
+	}
 	return b.String()
 }
 

@@ -32,6 +32,8 @@ type target struct {
 	joiner joiner
 	// cri is the kubelet's containerd (nil on hostlet's node).
 	cri *criRuntime
+	// rootDir is the agent's root dir (plugins_registry, pods' volumes).
+	rootDir string
 }
 
 // nodeResult is everything measured on one node.
@@ -58,6 +60,7 @@ type nodeResult struct {
 	density                      map[int]*densityPoint // by pod count
 	joins                        []joinResult
 	pulls                        []pullCase
+	sts                          *stsResult
 }
 
 type bench struct {
@@ -119,6 +122,12 @@ func (b *bench) runNode(ctx context.Context, t target) (*nodeResult, error) {
 	if b.cfg.scenarios["images"] {
 		if err := b.images(ctx, t, r); err != nil {
 			return nil, fmt.Errorf("images: %w", err)
+		}
+	}
+	if b.cfg.scenarios["statefulset"] {
+		log.Infof("[%s] statefulset: %d replicas on CSI volumes", t.label, b.cfg.stsReplicas)
+		if err := b.statefulset(ctx, t, r); err != nil {
+			return nil, fmt.Errorf("statefulset: %w", err)
 		}
 	}
 	cpu1, err := cpuTime(t.agentPid)

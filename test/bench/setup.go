@@ -173,7 +173,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 			}
 		}
 		t := target{node: hostletNode, label: "hostlet", ns: "bench-hostlet", agentPid: h.Pid(),
-			runtimePid: cluster.Pid("containerd"), socket: cluster.ContainerdSocket()}
+			runtimePid: cluster.Pid("containerd"), socket: cluster.ContainerdSocket(), rootDir: h.RootDir()}
 		if c.profile != "" {
 			t.prof = &profiler{dir: c.profile, pid: h.Pid()}
 		}
@@ -229,7 +229,7 @@ func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *bench
 	}
 	cl.add("stop the kubelet", func() error { k.stop(); return nil })
 	return target{node: kubeletNode, label: "kubelet", ns: "bench-kubelet", agentPid: k.p.Pid(),
-		runtimePid: cri.p.Pid(), socket: cri.socket(), cri: cri}, nil
+		runtimePid: cri.p.Pid(), socket: cri.socket(), cri: cri, rootDir: k.root}, nil
 }
 
 // setPodCIDR gives the node its pod CIDR as the controller-manager's node

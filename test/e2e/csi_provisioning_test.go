@@ -23,38 +23,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// startSidecar builds one of upstream's CSI controller sidecars (build.sh
-// csi-provisioner, csi-attacher: only the tests that run them pay for the
-// build) and runs it as a cluster runs it next to a driver's controller
-// service: against the driver's socket and the API server (the admin
-// kubeconfig, as its ServiceAccount's RBAC would allow), until the test
-// ends. It returns its log's path.
-func startSidecar(t *testing.T, bin, socket string, args ...string) string {
+// startSidecars runs upstream's external-provisioner and
+// external-attacher against the driver's socket until the test ends
+// (harness.StartCSISidecars); their log tails go to the test's log if it
+// failed. It returns the provisioner's log's path.
+func startSidecars(t *testing.T, ctx context.Context, socket string) string {
 	t.Helper()
-	name := filepath.Base(bin)
-	logPath := filepath.Join(cluster.LogDir(), name+"-"+strings.ReplaceAll(t.Name(), "/", "_")+".log")
-	logf, err := os.Create(logPath)
+	s, err := cluster.StartCSISidecars(ctx, socket, strings.ReplaceAll(t.Name(), "/", "_"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, append([]string{"--csi-address=" + socket, "--kubeconfig=" + cluster.KubeconfigPath(), "--v=3"}, args...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("---- %s log tail ----\n%s", name, b)
+		s.Stop()
+		if !t.Failed() {
+			return
+		}
+		for _, l := range []string{s.ProvisionerLog, s.AttacherLog} {
+			b, _ := os.ReadFile(l)
+			t.Logf("---- %s log tail ----\n%s", filepath.Base(l), b[max(0, len(b)-4000):])
 		}
 	})
-	return logPath
+	return s.ProvisionerLog
 }
 
 // CSI as a cluster deploys it: upstream's external-provisioner and
@@ -76,18 +65,11 @@ func TestCSIProvisioningStatefulSet(t *testing.T) {
 	if _, err := exec.LookPath("losetup"); err != nil {
 		t.Skip("losetup not installed")
 	}
-	// Built first, with a context of their own: cold (empty GOCACHE) the two
-	// take 286 s user + 64 s sys CPU, 10 min wall on a loaded 2-core host.
+	// Built (harness.StartCSISidecars) with a context of their own: cold
+	// (empty GOCACHE) the two take 286 s user + 64 s sys CPU, 10 min wall on
+	// a loaded 2-core host.
 	bctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	var bins []string
-	for _, comp := range []string{"csi-provisioner", "csi-attacher"} {
-		bin, err := harness.BuildComponent(bctx, t.Logf, comp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bins = append(bins, bin)
-	}
 	ns := cluster.NewNamespace(t)
 	name := csiDriverName(ns)
 	state := t.TempDir()
@@ -102,10 +84,7 @@ func TestCSIProvisioningStatefulSet(t *testing.T) {
 	}
 	awaitRegistration(t, d)
 	socket := filepath.Join(node.RootDir(), "plugins", name, "csi.sock")
-	// No leader election (one replica) and no snapshot CRDs here: the
-	// orphan sweep of snapshot finalizers is off.
-	provLog := startSidecar(t, bins[0], socket, "--snapshot-orphan-sweep-interval=0", "--extra-create-metadata")
-	startSidecar(t, bins[1], socket)
+	provLog := startSidecars(t, bctx, socket)
 
 	class := ns + "-csi"
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
