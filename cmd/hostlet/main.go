@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/hostlet/hostlet/provider"
@@ -26,6 +27,7 @@ import (
 	log "github.com/sirupsen/logrus"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 )
 
@@ -236,18 +238,12 @@ func run(ctx context.Context, o *options) error {
 		live.checks.Serve(ctx, net.JoinHostPort(o.healthzAddress, strconv.Itoa(int(o.healthzPort))))
 	}
 
-	// Made now, from the node as it is now: what it registers.
-	nc, err := newNodeController(o, c.api, nd)
-	if err != nil {
+	registered, err := register(ctx, o, c.api, nd)
+	if err != nil || registered == nil {
 		return err
 	}
 	errs := make(chan error, 2)
-	go func() { errs <- nc.Run(ctx) }()
-	select {
-	case <-nc.Ready():
-	case err := <-errs:
-		return fmt.Errorf("node controller: %w", err)
-	}
+	go func() { errs <- <-registered }()
 	log.WithFields(log.Fields{"node": s.name, "ip": s.nodeIP, "root": filepath.Clean(o.rootDir)}).Info("node registered")
 	go node.NewLease(ctx, c.heartbeat, s.name).Run(ctx)
 	go func() {
@@ -269,6 +265,39 @@ func run(ctx context.Context, o *options) error {
 		return nil
 	case err := <-errs:
 		return err
+	}
+}
+
+// register runs the node controller until the Node is registered, and
+// returns where that controller's end is told (nil if ctx ended first).
+// As the kubelet's registerWithAPIServer, while the API server does not
+// answer it tries again, 100 ms doubling to 7 s apart, rather than exit:
+// static pods run meanwhile. Each try has a controller of its own, made
+// from the node as it is then: what it registers.
+func register(ctx context.Context, o *options, client kubernetes.Interface, nd *node.Node) (<-chan error, error) {
+	delay := 100 * time.Millisecond
+	for {
+		nc, err := newNodeController(o, client, nd)
+		if err != nil {
+			return nil, err
+		}
+		done := make(chan error, 1)
+		go func() { done <- nc.Run(ctx) }()
+		select {
+		case <-nc.Ready():
+			return done, nil
+		case err := <-done:
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			log.WithError(err).WithField("retry in", delay).Warn("node not registered with the API server")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 7*time.Second)
 	}
 }
 
