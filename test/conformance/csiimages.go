@@ -23,13 +23,15 @@ import (
 //   - csi-provisioner and csi-attacher: upstream's own sidecars
 //     (external-provisioner/v6, external-attacher/v4, built by
 //     test/cluster/build.sh), at the served versions, not the manifest's;
-//   - hostpathplugin, csi-node-driver-registrar, livenessprobe: STAND-INS
-//     of ours (test/images/cmd/...): hostlet's csihostdir test driver under
-//     the upstream plugin's flags, and small mains implementing the
-//     registrar's and the livenessprobe's documented behaviour;
-//   - csi-resizer and csi-snapshotter: STAND-INS that do nothing (the pause
-//     binary), so the pod starts; the expansion and snapshot testsuites
-//     cannot pass here and are best skipped (-skip).
+//   - hostpathplugin, csi-node-driver-registrar, livenessprobe, csi-resizer:
+//     STAND-INS of ours (test/images/cmd/...): hostlet's csihostdir test
+//     driver under the upstream plugin's flags, and small mains implementing
+//     the registrar's, the livenessprobe's and external-resizer's documented
+//     behaviour (the resizer: controller expansion and the PVC's resize
+//     status, no volume modification);
+//   - csi-snapshotter: a STAND-IN that does nothing (the pause binary), so
+//     the pod starts; the snapshot testsuites cannot pass here and are best
+//     skipped (-skip).
 //
 // Only a run with -csi-hostpath builds these (the usual run's cost stays
 // what it was).
@@ -43,7 +45,8 @@ const (
 	kindLivenessProbe  imageKind = "livenessprobe"
 	kindProvisioner    imageKind = "csi-provisioner"
 	kindAttacher       imageKind = "csi-attacher"
-	// kindIdleSidecar serves csi-resizer and csi-snapshotter.
+	kindResizer        imageKind = "csi-resizer"
+	// kindIdleSidecar serves csi-snapshotter.
 	kindIdleSidecar imageKind = "csi-idle-sidecar"
 )
 
@@ -56,7 +59,7 @@ var csiImageKinds = map[string]imageKind{
 	"livenessprobe":             kindLivenessProbe,
 	"csi-provisioner":           kindProvisioner,
 	"csi-attacher":              kindAttacher,
-	"csi-resizer":               kindIdleSidecar,
+	"csi-resizer":               kindResizer,
 	"csi-snapshotter":           kindIdleSidecar,
 }
 
@@ -109,9 +112,15 @@ func csiRecipe(kind imageKind, in imageInputs) (imageRecipe, bool) {
 // devices with `losetup -f --show` and finds them with `losetup -j`, which
 // busybox's applet lacks. It goes to /usr/local/sbin, first in PATH.
 func hostLosetup(ctx context.Context) ([]layerEntry, error) {
-	bin, err := exec.LookPath("losetup")
+	return hostBinary(ctx, "losetup", "usr/local/sbin/losetup")
+}
+
+// hostBinary is this machine's program name with the libraries it links,
+// as layer entries putting it at dest (relative to the root).
+func hostBinary(ctx context.Context, name, dest string) ([]layerEntry, error) {
+	bin, err := exec.LookPath(name)
 	if err != nil {
-		return nil, fmt.Errorf("losetup (util-linux) for the hostpathplugin stand-in: %w", err)
+		return nil, fmt.Errorf("%s of this machine, for a stand-in image: %w", name, err)
 	}
 	out, err := exec.CommandContext(ctx, "ldd", bin).Output()
 	if err != nil {
@@ -121,7 +130,7 @@ func hostLosetup(ctx context.Context) ([]layerEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries := []layerEntry{{name: "usr/local/sbin", mode: 0o755, dir: true}, {name: "usr/local/sbin/losetup", mode: 0o755, data: data}}
+	entries := []layerEntry{{name: filepath.Dir(dest), mode: 0o755, dir: true}, {name: dest, mode: 0o755, data: data}}
 	dirs := map[string]bool{}
 	// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" and
 	// "/lib64/ld-linux-x86-64.so.2 (0x...)"; the vdso has no file.
@@ -170,7 +179,7 @@ func readCSIInputs(ctx context.Context, root, scratch string, in *imageInputs) (
 	in.csi = map[imageKind][]byte{}
 	for kind, pkg := range map[imageKind]string{kindHostpathPlugin: "./test/images/cmd/hostpathplugin",
 		kindRegistrar: "./test/images/cmd/csi-node-driver-registrar", kindLivenessProbe: "./test/images/cmd/livenessprobe",
-		kindIdleSidecar: "./test/conformance/pause"} {
+		kindResizer: "./test/images/cmd/csi-resizer", kindIdleSidecar: "./test/conformance/pause"} {
 		out := filepath.Join(scratch, string(kind))
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg)
 		cmd.Dir = root

@@ -29,7 +29,7 @@ func TestCSIManifestImages(t *testing.T) {
 		"registry.k8s.io/sig-storage/hostpathplugin:v1.17.0":            kindHostpathPlugin,
 		"registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.15.0": kindRegistrar,
 		"registry.k8s.io/sig-storage/livenessprobe:v2.17.0":             kindLivenessProbe,
-		"registry.k8s.io/sig-storage/csi-resizer:v2.0.0":                kindIdleSidecar,
+		"registry.k8s.io/sig-storage/csi-resizer:v2.0.0":                kindResizer,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("csiManifestImages = %v, want %v", got, want)

@@ -56,10 +56,14 @@ const (
 type imageInputs struct {
 	busybox, agnhost, nnp, curl, nc, pause []byte
 	dig, getent                            []byte // test/images/cmd: the DNS probe pods' tools
-	// agnhostBusybox is busybox without its nc applet (see noNCApplet).
+	// agnhostBusybox is busybox without its nc applet (see renameApplet).
 	agnhostBusybox []byte
-	cert, key      []byte
-	applets        []string // busybox applet paths, e.g. "bin/sh"
+	// dnsutilsBusybox is busybox without its dd applet, dd coreutils' dd
+	// of this machine at bin/dd (hostBinary).
+	dnsutilsBusybox []byte
+	dd              []layerEntry
+	cert, key       []byte
+	applets         []string // busybox applet paths, e.g. "bin/sh"
 	// -full's (readFullInputs).
 	sampleAPIServer, etcd []byte
 	updateDemo            map[imageKind][]namedFile // kitten's and nautilus's files
@@ -137,10 +141,15 @@ func recipeFor(kind imageKind, in imageInputs) imageRecipe {
 		return imageRecipe{[][]layerEntry{base, agnhostLayer(in)}, cfg}
 	case kindDNSUtils:
 		// Upstream: Debian jessie with dnsutils; the DNS specs run
-		// `sh -c` scripts of dig, getent, test, seq and sleep in it.
+		// `sh -c` scripts of dig, getent, test, seq and sleep in it, the
+		// storage testsuites' pods (e2epod.MakeSecPod) write block
+		// volumes with `dd ... oflag=nocache`, which only coreutils' dd
+		// knows: Debian's is there, and busybox without its own applet,
+		// whose sh would run it first.
 		cfg.Cmd = []string{"/bin/bash"}
-		return imageRecipe{[][]layerEntry{base, append(dnsToolsLayer(in),
-			layerEntry{name: "bin/bash", mode: 0o755, data: []byte(bashShim)})}, cfg}
+		own := append(dnsToolsLayer(in), layerEntry{name: "bin/bash", mode: 0o755, data: []byte(bashShim)},
+			layerEntry{name: "bin/busybox", mode: 0o755, data: in.dnsutilsBusybox})
+		return imageRecipe{[][]layerEntry{base, append(own, in.dd...)}, cfg}
 	case kindNonewprivs:
 		cfg.Cmd = []string{"nnp"}
 		return imageRecipe{[][]layerEntry{base, {
@@ -411,7 +420,13 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 	if in.busybox, err = images.KeepBadEnvNames(in.busybox); err != nil {
 		return in, err
 	}
-	if in.agnhostBusybox, err = noNCApplet(in.busybox); err != nil {
+	if in.agnhostBusybox, err = renameApplet(in.busybox, "nameif", "nc", "nd", "netstat"); err != nil {
+		return in, err
+	}
+	if in.dnsutilsBusybox, err = renameApplet(in.busybox, "dc", "dd", "de", "deallocvt"); err != nil {
+		return in, err
+	}
+	if in.dd, err = hostBinary(ctx, "dd", "bin/dd"); err != nil {
 		return in, err
 	}
 	list, err := exec.CommandContext(ctx, "/usr/bin/busybox", "--list-full").Output()
@@ -428,16 +443,21 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 	return in, nil
 }
 
-// noNCApplet returns busybox with its nc applet renamed nd. Debian's static
-// busybox is built with FEATURE_SH_STANDALONE: its sh runs an applet of the
-// name before searching PATH, so without this `nc` in a script would never
+// renameApplet returns busybox with its applet name renamed repl, so a
+// program of that name in the image runs instead. Debian's static busybox
+// is built with FEATURE_SH_STANDALONE: its sh runs an applet of the name
+// before searching PATH, so without this `nc` in a script would never
 // reach the image's /usr/bin/nc. The applet names are one sorted
-// NUL-separated table that busybox binary-searches: "nd" keeps the order
-// ("nameif" < "nd" < "netstat").
-func noNCApplet(busybox []byte) ([]byte, error) {
-	old, repl := []byte("\x00nameif\x00nc\x00netstat\x00"), []byte("\x00nameif\x00nd\x00netstat\x00")
+// NUL-separated table that busybox binary-searches: repl must keep the
+// order between the names prev and next around it ("nameif" < "nd" <
+// "netstat").
+func renameApplet(busybox []byte, prev, name, repl, next string) ([]byte, error) {
+	if !(prev < repl && repl < next) {
+		return nil, fmt.Errorf("busybox: applet %q renamed %q breaks the table's order", name, repl)
+	}
+	old := []byte("\x00" + prev + "\x00" + name + "\x00" + next + "\x00")
 	if n := bytes.Count(busybox, old); n != 1 {
 		return nil, fmt.Errorf("busybox: the applet table entry %q appears %d times, want once", old, n)
 	}
-	return bytes.Replace(busybox, old, repl, 1), nil
+	return bytes.Replace(busybox, old, []byte("\x00"+prev+"\x00"+repl+"\x00"+next+"\x00"), 1), nil
 }

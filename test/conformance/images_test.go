@@ -84,3 +84,19 @@ func TestOutdatedArchives(t *testing.T) {
 		t.Errorf("outdated = %q, want %s", got, want)
 	}
 }
+
+// renameApplet keeps busybox's applet table sorted and refuses a name it
+// cannot place.
+func TestRenameApplet(t *testing.T) {
+	bin := []byte("ELF\x00dc\x00dd\x00deallocvt\x00more")
+	got, err := renameApplet(bin, "dc", "dd", "de", "deallocvt")
+	if err != nil || string(got) != "ELF\x00dc\x00de\x00deallocvt\x00more" {
+		t.Fatalf("renameApplet = %q, %v", got, err)
+	}
+	if _, err := renameApplet(bin, "dc", "dd", "zz", "deallocvt"); err == nil {
+		t.Error("a name out of the table's order was accepted")
+	}
+	if _, err := renameApplet(bin, "nameif", "nc", "nd", "netstat"); err == nil {
+		t.Error("a missing applet was accepted")
+	}
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/hostlet/hostlet/test/images/csihostdir"
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -21,16 +23,17 @@ import (
 
 // csiBlockClaim makes a Block PV of driver's volume handle (size bytes,
 // which the test driver makes its loop device's file of) and the Block
-// claim "blk" bound to it in ns.
-func csiBlockClaim(t *testing.T, ns, driver, pv, handle string, size int64) {
+// claim "blk" bound to it in ns, both of storage class class ("": none).
+func csiBlockClaim(t *testing.T, ns, driver, pv, handle, class string, size int64) {
 	t.Helper()
 	block := v1.PersistentVolumeBlock
 	created := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv}, Spec: v1.PersistentVolumeSpec{
 		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: handle,
 			VolumeAttributes: map[string]string{"size": strconv.FormatInt(size, 10)}}},
-		VolumeMode:  &block,
-		Capacity:    v1.ResourceList{v1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)},
-		AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+		VolumeMode:       &block,
+		StorageClassName: class,
+		Capacity:         v1.ResourceList{v1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)},
+		AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
 	}}
 	if _, err := cluster.Client().CoreV1().PersistentVolumes().Create(ctxT(t), created, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -38,10 +41,9 @@ func csiBlockClaim(t *testing.T, ns, driver, pv, handle string, size int64) {
 	t.Cleanup(func() {
 		_ = cluster.Client().CoreV1().PersistentVolumes().Delete(t.Context(), pv, metav1.DeleteOptions{})
 	})
-	empty := ""
 	if _, err := cluster.Client().CoreV1().PersistentVolumeClaims(ns).Create(ctxT(t), &v1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "blk"}, Spec: v1.PersistentVolumeClaimSpec{
-			StorageClassName: &empty, VolumeName: pv, VolumeMode: &block,
+			StorageClassName: &class, VolumeName: pv, VolumeMode: &block,
 			AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
 			Resources:   v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)}},
 		}}, metav1.CreateOptions{}); err != nil {
@@ -77,7 +79,7 @@ func TestCSIBlockVolume(t *testing.T) {
 	}
 	ns, name, state, _ := persistentCSIDriver(t, false)
 	pv := ns + "-cblk"
-	csiBlockClaim(t, ns, name, pv, "blk1", 8<<20)
+	csiBlockClaim(t, ns, name, pv, "blk1", "", 8<<20)
 	file := csihostdir.BlockFile(state, "blk1")
 	t.Cleanup(func() {
 		_ = exec.Command("sh", "-c", "losetup -j "+file+" | cut -d: -f1 | xargs -r -n1 losetup -d").Run()
@@ -190,4 +192,98 @@ func TestCSIBlockVolume(t *testing.T) {
 	if mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(blockDir)); err != nil || len(mounts) != 0 {
 		t.Errorf("mounts left under %s: %d %v", blockDir, len(mounts), err)
 	}
+}
+
+// A mapped Block claim grows while its pod runs, as a mounted one does
+// (TestCSIOnlineExpansion): the test is the external-resizer (the
+// volume's file grown, the PV's capacity set, the claim marked
+// NodeResizePending) and the node, watching the claim, calls
+// NodeExpandVolume as the kubelet does for a block volume: the device's
+// publish path, the block staging path; the driver's loop device then
+// has the new size and the claim's status says it.
+func TestCSIBlockOnlineExpansion(t *testing.T) {
+	skipIfNoCluster(t)
+	if _, err := exec.LookPath("losetup"); err != nil {
+		t.Skip("losetup not installed")
+	}
+	claimWatchRBAC(t)
+	ns, name, state, _ := persistentCSIDriver(t, false)
+	// Only a claim of a class that allows expansion may grow (its PV is
+	// static: the class's provisioner is never called).
+	class := ns + "-gblk"
+	if _, err := cluster.Client().StorageV1().StorageClasses().Create(ctxT(t), &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: name, AllowVolumeExpansion: ptr(true),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cluster.Client().StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+	pvName := ns + "-gblk"
+	csiBlockClaim(t, ns, name, pvName, "blkg", class, 8<<20)
+	file := csihostdir.BlockFile(state, "blkg")
+	t.Cleanup(func() {
+		_ = exec.Command("sh", "-c", "losetup -j "+file+" | cut -d: -f1 | xargs -r -n1 losetup -d").Run()
+	})
+	pod := blockPodSpec(ns, "grower", "blk", false)
+	pod.Spec.NodeName = nodeName
+	cluster.CreatePod(t, pod)
+	running := waitReady(t, ns, pod.Name)
+
+	c := cluster.Client().CoreV1()
+	bigger := resource.NewQuantity(16<<20, resource.BinarySI)
+	pvc, err := c.PersistentVolumeClaims(ns).Get(ctxT(t), "blk", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pvc.Spec.Resources.Requests[v1.ResourceStorage] = *bigger
+	if _, err := c.PersistentVolumeClaims(ns).Update(ctxT(t), pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The resizer's steps: the claim's resize in progress, the volume
+	// grown (ControllerExpandVolume) and the PV's capacity set, the
+	// claim handed to the node. A status update is retried over the PV
+	// controller's own updates of the claim.
+	markClaim := func(st v1.ClaimResourceStatus) {
+		pollUntil(t, time.Minute, "the claim marked "+string(st), func() bool {
+			pvc, err := c.PersistentVolumeClaims(ns).Get(ctxT(t), "blk", metav1.GetOptions{})
+			if err != nil || pvc.Status.Phase != v1.ClaimBound {
+				return false
+			}
+			pvc.Status.AllocatedResources = v1.ResourceList{v1.ResourceStorage: *bigger}
+			pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: st}
+			_, err = c.PersistentVolumeClaims(ns).UpdateStatus(ctxT(t), pvc, metav1.UpdateOptions{})
+			return err == nil
+		})
+	}
+	markClaim(v1.PersistentVolumeClaimControllerResizeInProgress)
+	if err := os.Truncate(file, bigger.Value()); err != nil {
+		t.Fatal(err)
+	}
+	pv, err := c.PersistentVolumes().Get(ctxT(t), pvName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv.Spec.Capacity[v1.ResourceStorage] = *bigger
+	if _, err := c.PersistentVolumes().Update(ctxT(t), pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	markClaim(v1.PersistentVolumeClaimNodeResizePending)
+	pollUntil(t, 3*time.Minute, "the claim's status at the new size", func() bool {
+		got, err := c.PersistentVolumeClaims(ns).Get(ctxT(t), "blk", metav1.GetOptions{})
+		capacity := got.Status.Capacity[v1.ResourceStorage]
+		return err == nil && capacity.Cmp(*bigger) == 0 && len(got.Status.AllocatedResourceStatuses) == 0
+	})
+	blockDir := filepath.Join(node.RootDir(), "plugins", "kubernetes.io", "csi", "volumeDevices")
+	calls := csiCalls(t, state, "NodeExpandVolume")
+	if len(calls) != 1 || calls[0].Bytes != bigger.Value() || calls[0].Error != "" ||
+		calls[0].Target != filepath.Join(blockDir, "publish", pvName, string(running.UID)) ||
+		calls[0].Staging != filepath.Join(blockDir, "staging", pvName) {
+		t.Errorf("NodeExpandVolume calls %+v", calls)
+	}
+	loop := strings.TrimPrefix(strings.SplitN(loopsOver(t, file), ":", 2)[0], "/dev/")
+	if b, err := os.ReadFile(filepath.Join("/sys/block", loop, "size")); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(16<<20/512) {
+		t.Errorf("%s's size in sectors: %q %v", loop, b, err)
+	}
+	removePod(t, ns, pod.Name)
 }

@@ -25,11 +25,13 @@ import (
 // where the driver puts a device file; that file is bind-mounted on the
 // global map path and symlinked from the pod's device map path, which it
 // returns (the containers' device). A volume mapped already (also by a
-// hostlet before a restart) is left as it is. readOnly is the pod's claim's.
+// hostlet before a restart) is left as it is. Its claim is expanded as a
+// mounted one's (expansions.go), NodeExpandVolume given the publish path. readOnly is the pod's claim's.
 func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, volName, claim string, pv *v1.PersistentVolume, readOnly bool) (string, error) {
 	src := pv.Spec.CSI
 	v := volume{podVolume: volName, pvc: claim, specName: pv.Name, driver: src.Driver, handle: src.VolumeHandle,
-		readOnly: readOnly, pv: pv, attrs: src.VolumeAttributes, stageSecret: src.NodeStageSecretRef, publishSecret: src.NodePublishSecretRef}
+		readOnly: readOnly, pv: pv, attrs: src.VolumeAttributes, stageSecret: src.NodeStageSecretRef, publishSecret: src.NodePublishSecretRef,
+		block: true}
 	defer m.lockVolume(v.driver, v.handle)()
 	publish := BlockPublishPath(m.layout, pv.Name, pod.UID)
 	link := BlockLink(m.layout, pod.UID, pv.Name)
@@ -54,6 +56,9 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, volName, claim st
 	if target, err := os.Readlink(link); err == nil && target == publish {
 		if ok, err := m.mounted(mapFile); err == nil && ok {
 			m.publishedAt(pod.UID, volName, stats)
+			// Its claim's expansion, as a mounted volume's (the kubelet
+			// expands a mapped device online too).
+			m.trackClaim(pod, v, publish)
 			return link, nil
 		}
 	}
@@ -143,6 +148,9 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, volName, claim st
 		return "", fail("MapVolume.MapBlockVolume", err)
 	}
 	m.publishedAt(pod.UID, volName, stats)
+	// A claim the resizer handed to the node (an offline expansion) is
+	// expanded now, as the kubelet's MapVolume does; later ones online.
+	m.trackClaim(pod, v, publish)
 	return link, nil
 }
 

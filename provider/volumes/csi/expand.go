@@ -150,8 +150,17 @@ func (m *Manager) nodeExpand(ctx context.Context, u claimUse, pv *v1.PersistentV
 			AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: u.v.fsType, MountFlags: pv.Spec.MountOptions}},
 			AccessMode: &csipb.VolumeCapability_AccessMode{Mode: accessMode(firstAccessMode(pv),
 				hasNodeCap(caps.GetCapabilities(), csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER))}}}
-	if hasNodeCap(caps.GetCapabilities(), csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME) {
+	staged := hasNodeCap(caps.GetCapabilities(), csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+	if staged {
 		req.StagingTargetPath = StagingPath(m.layout, u.v.driver, u.v.handle)
+	}
+	if u.v.block {
+		// The kubelet's block expansion: the device's publish path (its
+		// DevicePath), the block staging path, a block capability.
+		req.VolumeCapability.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
+		if staged {
+			req.StagingTargetPath = BlockStagingPath(m.layout, u.v.specName)
+		}
 	}
 	if _, err := node.NodeExpandVolume(cctx, req); err != nil {
 		return fmt.Errorf("Expander.NodeExpand failed to expand the volume : %w", err)

@@ -174,6 +174,8 @@ type volume struct {
 	// stageSecret and publishSecret are the secrets NodeStage and
 	// NodePublish are given, if any.
 	stageSecret, publishSecret *v1.SecretReference
+	// block: a block PV (volumeMode: Block), mapped by SetUpBlock.
+	block bool
 }
 
 // SetUpPV publishes the pod's PersistentVolume with a csi source, the

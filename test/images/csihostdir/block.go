@@ -109,3 +109,18 @@ func bindDevice(dev, target string) error {
 	}
 	return nil
 }
+
+// refreshLoop makes the loop device over a block volume's file, if any,
+// take the file's size (losetup -c), as after ControllerExpandVolume.
+func (d *Driver) refreshLoop(id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	dev, err := loopOf(BlockFile(d.cfg.StateDir, id))
+	if err != nil || dev == "" {
+		return err
+	}
+	if out, err := exec.Command("losetup", "-c", dev).CombinedOutput(); err != nil {
+		return status.Errorf(codes.Internal, "losetup -c %s: %v %s", dev, err, out)
+	}
+	return nil
+}

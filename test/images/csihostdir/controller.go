@@ -16,7 +16,10 @@ import (
 // of the capacity asked for, which NodeStage puts a loop device over),
 // accessible from this node only (its topology segment); DeleteVolume
 // removes it; ControllerPublish and ControllerUnpublish accept this node
-// and are recorded, the publish context naming the node.
+// and are recorded, the publish context naming the node;
+// ControllerExpandVolume (what external-resizer calls) grows a block
+// volume's file and asks for node expansion, as csi-driver-host-path does,
+// whose NodeExpandVolume then makes the loop device see the new size.
 
 type controller struct {
 	csipb.UnimplementedControllerServer
@@ -26,7 +29,7 @@ type controller struct {
 func (c controller) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
 	var caps []*csipb.ControllerServiceCapability
 	for _, t := range []csipb.ControllerServiceCapability_RPC_Type{csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
-		csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME} {
+		csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME, csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME} {
 		caps = append(caps, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{
 			Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}}})
 	}
@@ -118,4 +121,35 @@ func (c controller) ValidateVolumeCapabilities(_ context.Context, req *csipb.Val
 	}
 	return &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
 		VolumeContext: req.VolumeContext, VolumeCapabilities: req.VolumeCapabilities, Parameters: req.Parameters}}, nil
+}
+
+func (c controller) ControllerExpandVolume(_ context.Context, req *csipb.ControllerExpandVolumeRequest) (*csipb.ControllerExpandVolumeResponse, error) {
+	size := req.GetCapacityRange().GetRequiredBytes()
+	err := func() error {
+		if err := checkID(req.VolumeId); err != nil {
+			return err
+		}
+		file := BlockFile(c.d.cfg.StateDir, req.VolumeId)
+		fi, err := os.Stat(file)
+		switch {
+		case err == nil:
+			if fi.Size() < size {
+				if err := os.Truncate(file, size); err != nil {
+					return status.Error(codes.Internal, err.Error())
+				}
+			}
+		case !errors.Is(err, os.ErrNotExist):
+			return status.Error(codes.Internal, err.Error())
+		default:
+			// A directory volume has no size of its own.
+			if _, err := os.Stat(VolumeDir(c.d.cfg.StateDir, req.VolumeId)); err != nil {
+				return status.Errorf(codes.NotFound, "volume %s: %v", req.VolumeId, err)
+			}
+		}
+		return nil
+	}()
+	if err := c.d.record(Call{Method: "ControllerExpandVolume", Volume: req.VolumeId, Bytes: size}, err); err != nil {
+		return nil, err
+	}
+	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: true}, nil
 }

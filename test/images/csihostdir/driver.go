@@ -362,12 +362,15 @@ func (d *Driver) NodeGetVolumeStats(_ context.Context, req *csipb.NodeGetVolumeS
 	}}, nil
 }
 
-// NodeExpandVolume has nothing to grow (a directory has no size of its
-// own): it checks the volume is published and records the call.
+// NodeExpandVolume checks the volume is published and records the call;
+// a directory has no size of its own, a block volume's loop device is
+// told its file grew (ControllerExpandVolume grew it).
 func (d *Driver) NodeExpandVolume(_ context.Context, req *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
 	var err error
 	if !mounted(req.VolumePath) {
 		err = status.Errorf(codes.NotFound, "%s is not published", req.VolumePath)
+	} else if err = checkID(req.VolumeId); err == nil {
+		err = d.refreshLoop(req.VolumeId)
 	}
 	c := Call{Method: "NodeExpandVolume", Volume: req.VolumeId, Target: req.VolumePath, Staging: req.StagingTargetPath,
 		Bytes: req.GetCapacityRange().GetRequiredBytes()}
