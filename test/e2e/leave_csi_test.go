@@ -77,7 +77,7 @@ func TestLeaveTearsDownCSIVolumes(t *testing.T) {
 	_, lerr := exec.LookPath("losetup")
 	block := lerr == nil
 	if block {
-		csiBlockClaim(t, ns, name, ns+"-cblk", "blk1", 8<<20)
+		csiBlockClaim(t, ns, name, ns+"-cblk", "blk1", "", 8<<20)
 		file := csihostdir.BlockFile(driverState, "blk1")
 		t.Cleanup(func() {
 			_ = exec.Command("sh", "-c", "losetup -j "+file+" | cut -d: -f1 | xargs -r -n1 losetup -d").Run()
