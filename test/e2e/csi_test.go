@@ -14,7 +14,6 @@ import (
 	"github.com/hostlet/hostlet/test/images/csihostdir"
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -517,21 +516,7 @@ func TestCSIOnlineExpansion(t *testing.T) {
 // claimWatchRBAC lets nodes list and watch claims, as the chart's
 // rbac.volumeExpansion does (the Node authorizer lets a node only get one).
 func claimWatchRBAC(t *testing.T) {
-	t.Helper()
-	ctx := ctxT(t)
-	const name = "e2e:volume-expansion"
-	rbac := cluster.Client().RbacV1()
-	if _, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"list", "watch"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	if _, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:nodes"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rbac.ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	grantNodes(t, "e2e:volume-expansion", "persistentvolumeclaims")
 }
 
 // A pod whose volume does not tear down (the driver's NodeUnpublishVolume

@@ -277,12 +277,17 @@ func TestRegistryMirror(t *testing.T) {
 // mirrorPeersRBAC lets nodes list and watch all Nodes, as the chart's
 // rbac.registryMirror does (the Node authorizer allows a node only its own).
 func mirrorPeersRBAC(t *testing.T) {
+	grantNodes(t, "e2e:registry-mirror-peers", "nodes")
+}
+
+// grantNodes lets every node list and watch resource (of the core group)
+// until the test ends, as a chart value's ClusterRole and binding do.
+func grantNodes(t *testing.T, name, resource string) {
 	t.Helper()
 	ctx := ctxT(t)
-	const name = "e2e:registry-mirror-peers"
 	rbac := cluster.Client().RbacV1()
 	if _, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}}}}, metav1.CreateOptions{}); err != nil {
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"list", "watch"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
