@@ -222,8 +222,7 @@ func (r *Runtime) pinSandboxNamespaces(s *Sandbox, cfg SandboxConfig) error {
 		}
 	}
 	if s.UTSNSPath != "" || cfg.HostNetwork && cfg.HostIPC {
-		// Made with the pod's network namespace (newPodNamespaces), or
-		// the pod has the host's.
+		// newPodNamespaces made them with the pod's network namespace.
 		return nil
 	}
 	// Pin both, then drop what the pod takes from the host, so one locked
