@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,77 +54,6 @@ func pinIPCUTS(dir, hostname string) (ipcPath, utsPath string, err error) {
 		return "", "", err
 	}
 	return ipcPath, utsPath, nil
-}
-
-// newPodNamespaces makes a pod's network namespace, pinned under netnsDir
-// as containerd's netns package names them ("cni-<random>"), with lo up,
-// and, in the same unshare, its UTS namespace carrying hostname and (ipc)
-// its IPC namespace, pinned onto files in dir as pinIPCUTS does. One
-// locked thread does it all: making the network namespace and pinning the
-// IPC and UTS ones apart cost a thread each, and bringing lo up from
-// outside two more namespace switches, per pod of a burst. What is left on
-// disk is the same: the netns path recorded in sandbox.json, the ipc and
-// uts files at their fixed places.
-func newPodNamespaces(netnsDir, dir, hostname string, ipc bool) (netPath, ipcPath, utsPath string, err error) {
-	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
-		return "", "", "", err
-	}
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", "", "", err
-	}
-	netPath = filepath.Join(netnsDir, fmt.Sprintf("cni-%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:]))
-	utsPath = filepath.Join(dir, "uts")
-	flags := unix.CLONE_NEWNET | unix.CLONE_NEWUTS
-	pins := [][2]string{{"net", netPath}, {"uts", utsPath}}
-	if ipc {
-		ipcPath = filepath.Join(dir, "ipc")
-		flags |= unix.CLONE_NEWIPC
-		pins = append(pins, [2]string{"ipc", ipcPath})
-	}
-	release := func() {
-		for _, p := range pins {
-			unpinNamespace(p[1])
-		}
-	}
-	for _, p := range pins {
-		f, err := os.OpenFile(p[1], os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
-		if err != nil {
-			release()
-			return "", "", "", err
-		}
-		f.Close()
-	}
-	errc := make(chan error, 1)
-	go func() {
-		defer crash.Recover(log.WithField("sandbox", dir), func(msg string) { errc <- fmt.Errorf("panic: %s", msg) })
-		// Never unlocked: Go discards the thread when the goroutine ends,
-		// so no other goroutine ever runs in the pod's namespaces.
-		goruntime.LockOSThread()
-		errc <- func() error {
-			if err := unix.Unshare(flags); err != nil {
-				return fmt.Errorf("unshare: %w", err)
-			}
-			if err := unix.Sethostname([]byte(hostname)); err != nil {
-				return fmt.Errorf("sethostname %q: %w", hostname, err)
-			}
-			if err := loopbackUpHere(); err != nil {
-				return fmt.Errorf("setting up loopback: %w", err)
-			}
-			task := fmt.Sprintf("/proc/%d/task/%d/ns/", os.Getpid(), unix.Gettid())
-			for _, p := range pins {
-				if err := unix.Mount(task+p[0], p[1], "", unix.MS_BIND, ""); err != nil {
-					return fmt.Errorf("pinning %s namespace: %w", p[0], err)
-				}
-			}
-			return nil
-		}()
-	}()
-	if err := <-errc; err != nil {
-		release()
-		return "", "", "", err
-	}
-	return netPath, ipcPath, utsPath, nil
 }
 
 // nsPinned reports whether path still holds a namespace (nsfs) bind mount.

@@ -282,13 +282,15 @@ func (n *Network) cniFor(list *libcni.NetworkConfigList) *libcni.CNIConfig {
 	return n.cni
 }
 
-// Attach runs CNI ADD for the pod network given by conf (see Conf), and
-// returns the pod's IPs. lo is the caller's (newPodNamespaces brings it up
-// as it makes the namespace, loopbackUp in one made otherwise).
+// Attach brings lo up (loopbackUp) and runs CNI ADD for the pod network
+// given by conf (see Conf), and returns the pod's IPs.
 func (n *Network) Attach(ctx context.Context, conf []byte, id, netnsPath string, a PodNetworkArgs) ([]net.IP, error) {
 	list, err := n.listFor(conf)
 	if err != nil {
 		return nil, err
+	}
+	if err := loopbackUp(netnsPath); err != nil {
+		return nil, fmt.Errorf("setting up loopback: %w", err)
 	}
 	list = forPod(list, a)
 	rt := n.runtimeConf(id, netnsPath, a)

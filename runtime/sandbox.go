@@ -157,18 +157,12 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 				_ = r.RemoveSandbox(ctx, cfg.UID)
 				return nil, err
 			}
-			if err := loopbackUp(s.NetNSPath); err != nil {
-				_ = r.RemoveSandbox(ctx, cfg.UID)
-				return nil, fmt.Errorf("setting up loopback: %w", err)
-			}
 		} else {
-			// The IPC and UTS namespaces too, in one go (lo up):
-			// pinSandboxNamespaces finds them made.
-			net, ipc, uts, err := newPodNamespaces(filepath.Join(r.rootDir, "netns"), s.Dir, cfg.Hostname, !cfg.HostIPC)
+			ns, err := netns.NewNetNS(filepath.Join(r.rootDir, "netns"))
 			if err != nil {
 				return nil, fmt.Errorf("creating network namespace: %w", err)
 			}
-			s.NetNSPath, s.IPCNSPath, s.UTSNSPath = net, ipc, uts
+			s.NetNSPath = ns.GetPath()
 		}
 		// Persist before CNI ADD so a crash in between still lets cleanup run
 		// DEL, with this config.
@@ -221,8 +215,7 @@ func (r *Runtime) pinSandboxNamespaces(s *Sandbox, cfg SandboxConfig) error {
 			log.WithError(err).WithField("pod", cfg.Namespace+"/"+cfg.Name).Warn("the pod's PID namespace holder stays outside the pod's cgroup")
 		}
 	}
-	if s.UTSNSPath != "" || cfg.HostNetwork && cfg.HostIPC {
-		// newPodNamespaces made them with the pod's network namespace.
+	if cfg.HostNetwork && cfg.HostIPC {
 		return nil
 	}
 	// Pin both, then drop what the pod takes from the host, so one locked
@@ -322,10 +315,10 @@ func writeSandboxFiles(s *Sandbox, cfg SandboxConfig) error {
 		}
 		hosts += b.String()
 	}
-	if err := replaceFile(s.HostsPath(), []byte(hosts), 0o644); err != nil {
+	if err := writeFileAtomic(s.HostsPath(), []byte(hosts), 0o644); err != nil {
 		return err
 	}
-	if err := replaceFile(s.ResolvConfPath(), []byte(cfg.ResolvConf), 0o644); err != nil {
+	if err := writeFileAtomic(s.ResolvConfPath(), []byte(cfg.ResolvConf), 0o644); err != nil {
 		return err
 	}
 	hostname := cfg.Hostname
@@ -335,44 +328,13 @@ func writeSandboxFiles(s *Sandbox, cfg SandboxConfig) error {
 			hostname = hn
 		}
 	}
-	return replaceFile(s.HostnamePath(), []byte(hostname+"\n"), 0o644)
+	return writeFileAtomic(s.HostnamePath(), []byte(hostname+"\n"), 0o644)
 }
 
 // writeFileAtomic replaces path whole, so a container starting meanwhile
-// never bind-mounts half a file, and durably (fsync'd before the rename):
-// for sandbox.json, which a restart, also after a crash of the machine,
-// tears the pod's network down with.
+// never bind-mounts half a file.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return renameio.WriteFile(path, data, mode, renameio.WithTempDir(filepath.Dir(path)))
-}
-
-// replaceFile replaces path whole as writeFileAtomic does, without its
-// fsync: for the pod's /etc/hosts, resolv.conf and hostname, which only
-// matter while the sandbox's namespaces are pinned, so never after a crash
-// of the machine (the sandbox is made again, they are rewritten); a crash
-// of hostlet loses nothing written. Three fsyncs of five per sandbox, each
-// a journal commit on the node's disk, in every pod's start.
-func replaceFile(path string, data []byte, mode os.FileMode) error {
-	// renameio's temp file and permissions (mode less the umask, an
-	// existing file's kept), as writeFileAtomic has them.
-	t, err := renameio.NewPendingFile(path, renameio.WithPermissions(mode), renameio.WithExistingPermissions(),
-		renameio.WithTempDir(filepath.Dir(path)))
-	if err != nil {
-		return err
-	}
-	if _, err := t.Write(data); err != nil {
-		_ = t.Cleanup()
-		return err
-	}
-	if err := t.File.Close(); err != nil {
-		_ = os.Remove(t.Name())
-		return err
-	}
-	if err := os.Rename(t.Name(), path); err != nil {
-		_ = os.Remove(t.Name())
-		return err
-	}
-	return nil
 }
 
 // ParseIPs is a helper for callers that need net.IP values of a sandbox.
