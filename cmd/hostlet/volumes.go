@@ -11,7 +11,6 @@ import (
 	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/provider/volumes/csi"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
@@ -29,10 +28,9 @@ func prepareRootDir(rootDir string) error {
 
 // newCSI is the CSI plugin. The volumes it has in use go into the node's
 // status: changed is told when they change; its volume resize events go
-// to events. node is the informer on the node's own Node: a volume waiting
-// for its attachment is looked at again when the Node lists it attached.
-func newCSI(rootDir, nodeName string, client kubernetes.Interface, changed func(), events record.EventRecorder, node cache.SharedInformer) *csi.Manager {
-	return csi.New(csi.Config{RootDir: rootDir, NodeName: nodeName, Client: client, Changed: changed, Events: events, Node: node})
+// to events.
+func newCSI(rootDir, nodeName string, client kubernetes.Interface, changed func(), events record.EventRecorder) *csi.Manager {
+	return csi.New(csi.Config{RootDir: rootDir, NodeName: nodeName, Client: client, Changed: changed, Events: events})
 }
 
 // startPlugins starts the CSI plugin and the registration of CSI and DRA

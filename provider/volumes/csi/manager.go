@@ -46,12 +46,6 @@ type Config struct {
 	Changed func()
 	// Events, if set, gets the kubelet's volume resize events.
 	Events record.EventRecorder
-	// Node, if set, is the informer on the node's own Node object: a
-	// volume waiting for its attachment is looked at again when the Node
-	// changes (the attach/detach controller lists it in volumesAttached),
-	// as the kubelet's reconciler verifies the attach from its node
-	// informer. Without it the pod's retry asks again.
-	Node cache.SharedInformer
 }
 
 // driver is a registered CSI node plugin.
@@ -87,9 +81,6 @@ type Manager struct {
 	// exp are the claims of published volumes, for online expansion.
 	exp expansions
 
-	// nodeChanges wakes the volumes waiting for their attachment.
-	nodeChanges broadcast
-
 	// volumeLocks serialize the operations on one volume (driver and
 	// handle), as the kubelet's nested pending operations do: a pod's
 	// unstage never runs between another's stage and publish.
@@ -122,11 +113,6 @@ func (m *Manager) Start(ctx context.Context) {
 	inf := f.Storage().V1().CSIDrivers()
 	m.csiDrivers, m.synced = inf.Lister(), inf.Informer().HasSynced
 	f.Start(ctx.Done())
-	if m.cfg.Node != nil {
-		if _, err := m.watchNode(ctx); err != nil {
-			log.WithError(err).Warn("CSI: no Node handler; a volume not attached yet waits for its pod's retry")
-		}
-	}
 	go m.initCSINode(ctx)
 	go m.runExpansions(ctx)
 }
@@ -389,95 +375,23 @@ func podFSGroup(pod *v1.Pod) *int64 {
 }
 
 // waitForAttach is the kubelet's WaitForAttach: the volume's
-// VolumeAttachment must say attached. Not attached yet (or not made yet),
-// it is read again each time the node's Node object changes, as the
-// attach/detach controller lists an attached volume in the Node's
-// volumesAttached right after the VolumeAttachment says so (the kubelet's
-// reconciler waits for that listing from its node informer): the pod's
-// volume is set up as the attach lands rather than at its next sandbox
-// retry, up to 30 s later. The wait ends with the pod's ctx (a delete) or
-// after the kubelet's CSI timeout; the pod's retry asks again then. An
-// attach error fails at once, as it is when read (the external attacher
-// writes it to the VolumeAttachment only: the Node does not change).
+// VolumeAttachment must say attached; the pod's retry asks again.
 func (m *Manager) waitForAttach(ctx context.Context, v volume) (map[string]string, error) {
 	name := AttachmentName(v.handle, v.driver, m.cfg.NodeName)
 	if m.cfg.Client == nil {
 		return nil, errors.New("no API client to read VolumeAttachments with")
 	}
-	timeout := m.clock.NewTimer(csiTimeout)
-	defer timeout.Stop()
-	for {
-		// Taken before the read: a change after it wakes the wait.
-		var changed <-chan struct{}
-		if m.cfg.Node != nil {
-			changed = m.nodeChanges.wait()
-		}
-		va, err := m.cfg.Client.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{})
-		switch {
-		// Not made yet: the attach/detach controller makes it once the
-		// pod is bound; waited for as an attachment not attached.
-		case err != nil && (!apierrors.IsNotFound(err) || changed == nil):
-			return nil, fmt.Errorf("volume %v has GET error for volume attachment %v: %v", v.handle, name, err)
-		case err != nil:
-		case va.Status.AttachError != nil:
-			return nil, errors.New(va.Status.AttachError.Message)
-		case va.Status.Attached:
-			return va.Status.AttachmentMetadata, nil
-		}
-		notAttached := fmt.Errorf("volume %v is not attached for volume attachment %v", v.handle, name)
-		if changed == nil {
-			return nil, notAttached
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil, notAttached
-		case <-timeout.C():
-			return nil, notAttached
-		}
-	}
-}
-
-// watchNode wakes the volumes waiting for their attachment when the
-// node's Node object changes.
-func (m *Manager) watchNode(ctx context.Context) (cache.ResourceEventHandlerRegistration, error) {
-	reg, err := m.cfg.Node.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { m.nodeChanges.notify() },
-		UpdateFunc: func(_, _ any) { m.nodeChanges.notify() },
-	})
+	va, err := m.cfg.Client.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("volume %v has GET error for volume attachment %v: %v", v.handle, name, err)
 	}
-	go func() {
-		<-ctx.Done()
-		_ = m.cfg.Node.RemoveEventHandler(reg)
-	}()
-	return reg, nil
-}
-
-// broadcast wakes every waiter at once: wait's channel closes at the next
-// notify.
-type broadcast struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (b *broadcast) wait() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch == nil {
-		b.ch = make(chan struct{})
+	if va.Status.AttachError != nil {
+		return nil, errors.New(va.Status.AttachError.Message)
 	}
-	return b.ch
-}
-
-func (b *broadcast) notify() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch != nil {
-		close(b.ch)
-		b.ch = nil
+	if !va.Status.Attached {
+		return nil, fmt.Errorf("volume %v is not attached for volume attachment %v", v.handle, name)
 	}
+	return va.Status.AttachmentMetadata, nil
 }
 
 func (m *Manager) markInUse(uid types.UID, name v1.UniqueVolumeName) {
