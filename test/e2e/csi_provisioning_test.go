@@ -225,8 +225,19 @@ func TestCSIProvisioningStatefulSet(t *testing.T) {
 	waitGone(t, ns, "db-0")
 	noMountsLeft(t, second.UID)
 	csiDir := filepath.Join(node.RootDir(), "plugins", "kubernetes.io", "csi")
-	pollUntil(t, 2*time.Minute, "both volumes unstaged and nothing mounted under "+csiDir, func() bool {
-		mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(csiDir))
+	// Only this test's: its driver's staging dir, its PVs' block paths
+	// (other tests' drivers may still be tearing theirs down).
+	ours := func(m *mountinfo.Info) (skip, stop bool) {
+		p := m.Mountpoint
+		return !(strings.Contains(p, name) || strings.Contains(p, pvs["data"]) || strings.Contains(p, pvs["raw"])), false
+	}
+	pollUntil(t, 2*time.Minute, "both volumes unstaged and nothing of theirs mounted under "+csiDir, func() bool {
+		mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (bool, bool) {
+			if !strings.HasPrefix(m.Mountpoint, csiDir+"/") {
+				return true, false
+			}
+			return ours(m)
+		})
 		return err == nil && len(mounts) == 0 && len(csiCalls(t, state, "NodeUnstageVolume")) == 2
 	})
 	if l := loopsOver(t, csihostdir.BlockFile(state, handles["raw"])); l != "" {
