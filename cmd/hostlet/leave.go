@@ -35,6 +35,7 @@ func runLeave(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "how long to wait for pods to be evicted (PodDisruptionBudgets may hold them)")
 	fs.BoolVar(&cfg.SkipSystemd, "skip-systemd", false, "hostlet does not run as join's systemd unit (give --stop-command)")
 	fs.StringVar(&cfg.StopCommand, "stop-command", "", "shell command that stops hostlet and returns once it has (instead of systemctl)")
+	force := fs.Bool("force", false, "CSI volumes whose driver is gone for good (its node plugin will not run again): unmount them without the driver, as kubeadm reset does, instead of stopping; what the driver holds outside the root dir (loop devices, attached disks) stays")
 	fs.StringToStringVar(&hostletArgs, "hostlet-arg", nil, "flags hostlet ran with besides its config file and the flags file join wrote (name=value,...), so that its pods' leftovers are found where it put them")
 	// hostlet has it fixed; tests move it.
 	logindDir := fs.String("logind-conf-dir", node.DefaultLogindConfDir, "")
@@ -44,7 +45,7 @@ func runLeave(ctx context.Context, args []string) error {
 	}
 	cfg.Out = os.Stdout
 	cfg.CleanHost = func(ctx context.Context) error {
-		if err := cleanHost(ctx, cfg.Layout, hostletArgs); err != nil {
+		if err := cleanHost(ctx, cfg.Layout, hostletArgs, *force); err != nil {
 			return err
 		}
 		return removeLogindOverride(ctx, *logindDir)
@@ -80,7 +81,7 @@ func hostletOptions(configFile string, args map[string]string) (*options, error)
 // (volumes unmounted), logs and their symlinks; then the kubepods cgroups
 // (slices), the directories hostlet made for pods if empty, and the root
 // dir once nothing is mounted below it.
-func cleanHost(ctx context.Context, layout join.Layout, args map[string]string) error {
+func cleanHost(ctx context.Context, layout join.Layout, args map[string]string, force bool) error {
 	configFile := layout.ConfigFile()
 	if _, err := os.Stat(configFile); errors.Is(err, os.ErrNotExist) {
 		log.WithField("config", configFile).Warn("no hostlet config file: the host's pods are not cleaned up")
@@ -117,7 +118,17 @@ func cleanHost(ctx context.Context, layout join.Layout, args map[string]string) 
 	// nothing a driver mounted is unmounted behind its back.
 	csiVolumes := csi.New(csi.Config{RootDir: o.rootDir})
 	if err := tearDownCSI(ctx, volumes.NewLayout(o.rootDir), csiVolumes); err != nil {
-		return err
+		if !force {
+			return err
+		}
+		log.WithError(err).Warn("csi: --force: the volumes the drivers did not tear down are unmounted without them")
+		unmounted, ferr := csiVolumes.ForceTearDownAll()
+		for _, p := range unmounted {
+			log.WithField("mount", p).Warn("csi: unmounted without its driver")
+		}
+		if ferr != nil {
+			return fmt.Errorf("--force: %w", ferr)
+		}
 	}
 	spec := podspec.New(podspec.Config{RootDir: o.rootDir, HostIPs: []string{nodeIP}, Runtime: rt, CSI: csiVolumes})
 	prov := provider.New(ctx, provider.Config{RootDir: o.rootDir, PodLogsDir: o.podLogsDir, Containers: rt, Host: spec})
@@ -175,7 +186,7 @@ func tearDownCSI(ctx context.Context, layout volumes.Layout, m *csi.Manager) err
 	return fmt.Errorf("CSI volumes not torn down by their drivers; no container was killed and nothing removed:\n%w\n"+
 		"mounts still below the root dir: %s\n"+
 		"have each driver named answer (its node plugin running, its registration socket in %s) and run hostlet leave again; "+
-		"a driver gone for good: unmount what it mounted by hand, remove the volume directories named, and run hostlet leave again",
+		"a driver gone for good: run hostlet leave --force, which unmounts them without it",
 		err, strings.Join(mounts, ", "), layout.PluginsRegistryDir())
 }
 

@@ -54,11 +54,15 @@ func TestLeaveTearsDownCSIVolumes(t *testing.T) {
 	ns := cluster.NewNamespace(t)
 	name := csiDriverName(ns)
 	csiDriverObject(t, name, false, "", storagev1.VolumeLifecyclePersistent)
-	driverState := t.TempDir()
-	startDriver := func() (*csihostdir.Driver, context.CancelFunc) {
+	// A second driver, which goes for good: only leave --force gets its
+	// volume off the node.
+	gone := "g" + name
+	csiDriverObject(t, gone, false, "", storagev1.VolumeLifecyclePersistent)
+	driverState, goneState := t.TempDir(), t.TempDir()
+	startDriver := func(name, state string) (*csihostdir.Driver, context.CancelFunc) {
 		dctx, stop := context.WithCancel(context.Background())
 		t.Cleanup(stop)
-		d, err := csihostdir.Start(dctx, csihostdir.Config{Name: name, NodeID: leaveCSINode, StateDir: driverState, Stage: true,
+		d, err := csihostdir.Start(dctx, csihostdir.Config{Name: name, NodeID: leaveCSINode, StateDir: state, Stage: true,
 			Endpoint:    filepath.Join(root, "plugins", name, "csi.sock"),
 			RegistryDir: filepath.Join(root, "plugins_registry")})
 		if err != nil {
@@ -66,12 +70,16 @@ func TestLeaveTearsDownCSIVolumes(t *testing.T) {
 		}
 		return d, stop
 	}
-	d, stop := startDriver()
+	d, stop := startDriver(name, driverState)
 	awaitRegistration(t, d)
+	dg, stopGone := startDriver(gone, goneState)
+	awaitRegistration(t, dg)
 
 	pv := ns + "-csi"
 	persistentVolume(t, pv, "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: name, VolumeHandle: "vol1"}}, nil)
 	claim(t, ns, "data", "", pv)
+	persistentVolume(t, pv+"g", "", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: gone, VolumeHandle: "vol2"}}, nil)
+	claim(t, ns, "gone", "", pv+"g")
 	// A Block PV of the driver too, where losetup is there (the driver
 	// attaches a loop device).
 	_, lerr := exec.LookPath("losetup")
@@ -90,6 +98,9 @@ func TestLeaveTearsDownCSIVolumes(t *testing.T) {
 			PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "blk"}}})
 		spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "blk", DevicePath: "/dev/xblk"}}
 	}
+	spec.Volumes = append(spec.Volumes, v1.Volume{Name: "gone", VolumeSource: v1.VolumeSource{
+		PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "gone"}}})
+	spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, v1.VolumeMount{Name: "gone", MountPath: "/gone"})
 	spec.TerminationGracePeriodSeconds = ptr[int64](1)
 	spec.RestartPolicy = v1.RestartPolicyAlways
 	spec.Containers[0].Command = []string{"sh", "-c", "echo kept > /data/f && exec sleep 3600"}
@@ -101,22 +112,24 @@ func TestLeaveTearsDownCSIVolumes(t *testing.T) {
 		_, err := os.Stat(filepath.Join(csihostdir.VolumeDir(driverState, "vol1"), "f"))
 		return err == nil
 	})
-	if m := mountsUnder(t, root); len(m) < 2 {
+	if m := mountsUnder(t, root); len(m) < 4 {
 		t.Fatalf("the volumes staged and published: mounts below the root dir %v", m)
 	}
 
-	leave := func() (string, error) {
+	leave := func(extra ...string) (string, error) {
 		pid := h.Pid()
-		cmd := exec.CommandContext(ctx, bin, "leave", "--state-dir", state, "--skip-systemd", "--timeout", "3m",
-			"--hostlet-arg", "pod-logs-dir="+h.PodLogsDir(), "--hostlet-arg", "container-logs-dir="+h.ContainerLogsDir(),
-			"--hostlet-arg", "cgroup-root="+h.CgroupRoot(), "--logind-conf-dir", t.TempDir(),
-			"--stop-command", fmt.Sprintf("kill -TERM %d 2>/dev/null; while kill -0 %d 2>/dev/null; do sleep 0.2; done", pid, pid))
+		cmd := exec.CommandContext(ctx, bin, append([]string{"leave", "--state-dir", state, "--skip-systemd", "--timeout", "3m",
+			"--hostlet-arg", "pod-logs-dir=" + h.PodLogsDir(), "--hostlet-arg", "container-logs-dir=" + h.ContainerLogsDir(),
+			"--hostlet-arg", "cgroup-root=" + h.CgroupRoot(), "--logind-conf-dir", t.TempDir(),
+			"--stop-command", fmt.Sprintf("kill -TERM %d 2>/dev/null; while kill -0 %d 2>/dev/null; do sleep 0.2; done", pid, pid)}, extra...)...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
 
-	// The driver stops (its sockets go): leave cannot tear the volume down.
+	// The drivers stop (their sockets go): leave cannot tear the volumes
+	// down.
 	stop()
+	stopGone()
 	pollUntil(t, time.Minute, "the driver's registration socket to go", func() bool {
 		es, _ := os.ReadDir(filepath.Join(root, "plugins_registry"))
 		return len(es) == 0
@@ -124,10 +137,10 @@ func TestLeaveTearsDownCSIVolumes(t *testing.T) {
 	out, err := leave()
 	t.Logf("hostlet leave without the driver:\n%s", out)
 	if err == nil || !strings.Contains(out, `volume "`+pv+`"`) || !strings.Contains(out, "driver "+name) ||
-		!strings.Contains(out, "run hostlet leave again") {
-		t.Fatalf("leave without the driver: want a refusal naming the volume and the driver, got %v", err)
+		!strings.Contains(out, "driver "+gone) || !strings.Contains(out, "run hostlet leave again") {
+		t.Fatalf("leave without the drivers: want a refusal naming the volumes and the drivers, got %v", err)
 	}
-	if m := mountsUnder(t, root); len(m) < 2 {
+	if m := mountsUnder(t, root); len(m) < 4 {
 		t.Errorf("mounts below the root dir after the refused leave: %v", m)
 	}
 	unpublished := func() int { return len(csiCalls(t, driverState, "NodeUnpublishVolume")) }
@@ -135,17 +148,32 @@ func TestLeaveTearsDownCSIVolumes(t *testing.T) {
 		t.Errorf("NodeUnpublishVolume calls without the driver: %d", n)
 	}
 
-	// The driver back (hostlet is stopped: nobody answers its
-	// registration, leave reads it from the registry).
-	startDriver()
+	// The first driver back (hostlet is stopped: nobody answers its
+	// registration, leave reads it from the registry): its volumes are
+	// torn down by it, the gone driver's still stop leave.
+	startDriver(name, driverState)
 	pollUntil(t, time.Minute, "the driver's registration socket", func() bool {
 		es, _ := os.ReadDir(filepath.Join(root, "plugins_registry"))
 		return len(es) == 1
 	})
 	out, err = leave()
-	t.Logf("hostlet leave:\n%s", out)
+	t.Logf("hostlet leave without the gone driver:\n%s", out)
+	if err == nil || !strings.Contains(out, "driver "+gone) || strings.Contains(out, "driver "+name) || !strings.Contains(out, "leave --force") {
+		t.Fatalf("leave without the gone driver: want a refusal naming it and --force, got %v", err)
+	}
+	// --force: the gone driver's volume unmounted without it.
+	out, err = leave("--force")
+	t.Logf("hostlet leave --force:\n%s", out)
 	if err != nil {
-		t.Fatalf("hostlet leave: %v", err)
+		t.Fatalf("hostlet leave --force: %v", err)
+	}
+	for _, m := range []string{"NodeUnpublishVolume", "NodeUnstageVolume"} {
+		if n := len(csiCalls(t, goneState, m)); n != 0 {
+			t.Errorf("%s calls of the gone driver: %d", m, n)
+		}
+	}
+	if !strings.Contains(out, "unmounted without its driver") {
+		t.Errorf("leave --force does not say what it unmounted")
 	}
 	byVolume := func(method string) map[string]csihostdir.Call {
 		out := map[string]csihostdir.Call{}

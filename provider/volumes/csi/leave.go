@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hostlet/hostlet/provider/pluginwatcher"
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -106,4 +108,87 @@ func (m *Manager) unstageLeft(ctx context.Context, dir string) (err error) {
 	cctx, cancel := context.WithTimeout(ctx, csiTimeout)
 	defer cancel()
 	return m.unstageUnused(cctx, csipb.NewNodeClient(conn), d, "")
+}
+
+// ForceTearDownAll is `hostlet leave --force`, for volumes whose driver is
+// gone for good, done as kubeadm reset does with the kubelet's directory:
+// every CSI mount still below the root dir (pods' published volumes, block
+// volumes' binds and publish files, staging mounts) is unmounted, deepest
+// first, without the driver, and the CSI directories are then removed so
+// that the pods' cleanup finds nothing left to ask a driver for. A
+// directory is removed only once nothing is mounted below it. What the
+// driver holds outside the root dir (a loop device, an attached disk, a
+// remote session) is not hostlet's to know and stays; the unmounted
+// mount points are returned to be logged.
+func (m *Manager) ForceTearDownAll() ([]string, error) {
+	mounts, err := m.layout.MountsBelow()
+	if err != nil {
+		return nil, err
+	}
+	dirs := m.csiDirs()
+	var points []string
+	for _, p := range mounts {
+		if under(p, dirs) {
+			points = append(points, p)
+		}
+	}
+	// Reverse order: a mount below another goes before it, and pods/
+	// (published) before plugins/ (staged), as a driver would.
+	slices.SortFunc(points, func(a, b string) int { return strings.Compare(b, a) })
+	var unmounted []string
+	for _, p := range points {
+		if err := unix.Unmount(p, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			// Busy (a process the driver left): detached, as the mount
+			// point's files are no longer reachable through the root dir.
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+				return unmounted, fmt.Errorf("unmounting %s: %w", p, err)
+			}
+		}
+		unmounted = append(unmounted, p)
+	}
+	mounts, err = m.layout.MountsBelow()
+	if err != nil {
+		return unmounted, err
+	}
+	for _, d := range dirs {
+		for _, p := range mounts {
+			if under(p, []string{d}) {
+				return unmounted, fmt.Errorf("still mounted below %s, not removed: %s", d, p)
+			}
+		}
+		if err := os.RemoveAll(d); err != nil {
+			return unmounted, err
+		}
+	}
+	return unmounted, nil
+}
+
+// csiDirs are the directories of CSI volumes under the root dir: the
+// plugin's own (staging, block volumes) and each pod's CSI volumes and
+// block device links; each as the mount table names it (symlinks in the
+// root dir's path resolved), those that do not exist left out.
+func (m *Manager) csiDirs() []string {
+	all := []string{m.layout.PluginDir(PluginName)}
+	pods, _ := os.ReadDir(m.layout.PodsDir())
+	for _, p := range pods {
+		uid := types.UID(p.Name())
+		all = append(all, filepath.Dir(VolumeDir(m.layout, uid, "x")), filepath.Dir(BlockLink(m.layout, uid, "x")))
+	}
+	var dirs []string
+	for _, d := range all {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			dirs = append(dirs, r)
+		}
+	}
+	return dirs
+}
+
+// under says whether path is one of dirs or below one.
+func under(path string, dirs []string) bool {
+	for _, d := range dirs {
+		if path == d || strings.HasPrefix(path, d+"/") {
+			return true
+		}
+	}
+	return false
 }
