@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distribution/reference"
 	"github.com/fsnotify/fsnotify"
 	"github.com/hostlet/hostlet/stargz"
 	log "github.com/sirupsen/logrus"
@@ -33,18 +34,23 @@ type heldCredentials struct {
 
 type heldEntry struct{ user, secret string }
 
-// set records a pull's credentials; an anonymous pull forgets older ones.
+// set records a pull's credentials; an anonymous pull's (none) replace
+// older ones and say the image is known.
 func (h *heldCredentials) set(ref, user, secret string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if user == "" && secret == "" {
-		delete(h.m, ref)
-		return
-	}
 	if h.m == nil {
 		h.m = map[string]heldEntry{}
 	}
 	h.m[ref] = heldEntry{user, secret}
+}
+
+// known says whether ref's credentials (or their absence) are held.
+func (h *heldCredentials) known(ref string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.m[ref]
+	return ok
 }
 
 // inUse returns the credentials of the references in use and forgets the
@@ -55,7 +61,9 @@ func (h *heldCredentials) inUse(used map[string]bool) map[string]heldEntry {
 	out := map[string]heldEntry{}
 	for ref, e := range h.m {
 		if used[ref] {
-			out[ref] = e
+			if e != (heldEntry{}) {
+				out[ref] = e
+			}
 		} else {
 			delete(h.m, ref)
 		}
@@ -95,6 +103,54 @@ func retryWatch(ctx context.Context, clk clock.Clock, watch func() error) error 
 		}
 		delay = min(2*delay, time.Minute)
 	}
+}
+
+// HoldLazyCredentials is for an image a pod uses without pulling it (present
+// already, a container adopted after a restart of hostlet): hostlet holds
+// in memory only the credentials of its own lazy pulls, so after its
+// restart it knows none, and a snapshotter restarted later would get
+// nothing for the images its running pods were lazily pulled with. So
+// the first time a pod uses such an image (unpacked in the snapshotter)
+// in this run of hostlet, the pod's credentials for its registry are
+// handed to the snapshotter (it may have restarted while hostlet was down
+// and given up waiting for them) and held. An image in overlayfs, or one
+// known already, costs a map lookup; creds is called only when needed.
+func (r *Runtime) HoldLazyCredentials(ctx context.Context, ref string, creds Credentials) {
+	if r.snapshotter == "" {
+		return
+	}
+	name, err := NormalizeImage(ref)
+	if err != nil || r.held.known(name) {
+		return
+	}
+	img, err := r.client.GetImage(ctx, name)
+	if err != nil {
+		return
+	}
+	if ok, err := img.IsUnpacked(ctx, r.snapshotter); err != nil || !ok {
+		// Not lazily pulled: nothing of it is fetched later.
+		if err == nil {
+			r.held.set(name, "", "")
+		}
+		return
+	}
+	var user, secret string
+	if creds != nil {
+		named, err := reference.ParseNormalizedNamed(name)
+		if err == nil {
+			user, secret, err = creds(reference.Domain(named))
+		}
+		if err != nil {
+			log.WithError(err).WithField("image", name).Warn("lazy pull: no credentials for the snapshotter")
+		}
+	}
+	if user != "" || secret != "" {
+		if err := stargz.SendCredentials(ctx, r.snapshotterCreds, name, user, secret); err != nil {
+			// Held all the same: the snapshotter's restart hands them.
+			log.WithError(err).WithField("image", name).Warn("lazy pull: handing a pod's credentials to the stargz snapshotter")
+		}
+	}
+	r.held.set(name, user, secret)
 }
 
 // imagesInUse are the images of the namespace's containers (running or

@@ -91,7 +91,7 @@ func TestRehandCredentialsOnSnapshotterRestart(t *testing.T) {
 	}
 	r.held.mu.Lock()
 	_, goneHeld := r.held.m[gone]
-	_, anonHeld := r.held.m[anon]
+	anonHeld := r.held.m[anon] != heldEntry{}
 	r.held.mu.Unlock()
 	if goneHeld {
 		t.Errorf("%s's credentials still held, no container uses it", gone)

@@ -119,6 +119,7 @@ type ContainerRuntime interface {
 	UserNamespacesSupported(ctx context.Context) error
 	GetImage(ctx context.Context, ref string) (*runtime.Image, error)
 	PullImage(ctx context.Context, ref string, creds runtime.Credentials) (*runtime.Image, time.Duration, error)
+	HoldLazyCredentials(ctx context.Context, ref string, creds runtime.Credentials)
 	MountImageVolume(ctx context.Context, v runtime.ImageVolume) error
 	ReleaseImageVolumes(ctx context.Context, owner string) error
 	CreateContainer(ctx context.Context, cfg runtime.ContainerConfig) (string, error)

@@ -89,6 +89,10 @@ func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, er
 		return sb.IPs, nil
 	}
 	r.reprepareClaims(ctx, pod)
+	// A sandbox there already: the pod was adopted after a restart of
+	// hostlet, whose containers' lazily pulled images need their
+	// credentials held again.
+	r.holdLazyCredentials(ctx, pod)
 	if err := r.setupVolumes(ctx, pod, sb.IPs); err != nil {
 		return nil, err
 	}
@@ -230,12 +234,14 @@ func (r *Runtime) ensurePulled(ctx context.Context, pod *v1.Pod, container, imag
 			return nil, &lifecycle.Failure{Reason: "ErrImagePull", Message: err.Error()}
 		}
 		if err == nil && records == nil {
+			r.rt.HoldLazyCredentials(ctx, image, firstCredential(creds))
 			r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", image))
 			return img, nil
 		}
 		if err == nil && !records.MustAttemptPull(image, ImageRef(img), func() ([]pullrecords.Secret, *pullrecords.ServiceAccount) {
 			return podCredentials(creds())
 		}) {
+			r.rt.HoldLazyCredentials(ctx, image, firstCredential(creds))
 			r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", image))
 			return img, nil
 		}
@@ -266,6 +272,29 @@ func (r *Runtime) ensurePulled(ctx context.Context, pod *v1.Pod, container, imag
 	}
 	r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", image, took.Round(time.Millisecond), took.Round(time.Millisecond), img.Size))
 	return img, nil
+}
+
+// firstCredential is, for an image present (a lazily pulled one's files
+// still to fetch), the credential a pull would try first: which of the
+// pod's would work is known only by pulling.
+func firstCredential(creds func() []credentialprovider.AuthConfig) runtime.Credentials {
+	return func(string) (string, string, error) {
+		if c := creds(); len(c) > 0 {
+			return c[0].Username, c[0].Password, nil
+		}
+		return "", "", nil
+	}
+}
+
+// holdLazyCredentials holds the credentials of the pod's images, as
+// HoldLazyCredentials says; an image not present or not lazily pulled
+// costs nothing more than a lookup.
+func (r *Runtime) holdLazyCredentials(ctx context.Context, pod *v1.Pod) {
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		r.rt.HoldLazyCredentials(ctx, c.Image, firstCredential(sync.OnceValue(func() []credentialprovider.AuthConfig {
+			return r.pullCredentials(ctx, pod, c.Image)
+		})))
+	}
 }
 
 // ImageRef keys an image's pull record: its repository's digest

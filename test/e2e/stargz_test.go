@@ -135,6 +135,34 @@ func TestStargzLazyPull(t *testing.T) {
 			t.Errorf("after the restart: container statuses %+v", cs)
 		}
 	})
+	// The snapshotter keeps credentials in memory only, and so does
+	// hostlet. Restarted, the snapshotter gets those of the images
+	// hostlet's containers use from hostlet again before it remounts its
+	// snapshots; hostlet, itself restarted above with no pull since, has
+	// them from the adopted pod's pull secret. A new container of the
+	// private image (present: no pull hands them over) runs, and reads
+	// files not fetched yet.
+	t.Run("a restarted snapshotter gets the credentials again", func(t *testing.T) {
+		if err := sn.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pod := imagePod(ns, "again", lazyRef, v1.PullIfNotPresent)
+		pod.Spec.NodeName = node
+		pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
+		cluster.CreatePod(t, pod)
+		if _, err := cluster.WaitForPod(ctx, ns, pod.Name, 2*time.Minute, harness.PodReady); err != nil {
+			t.Fatalf("a new container of the image after the snapshotter's restart: %v (snapshotter log %s)", err, sn.LogPath())
+		}
+		before := reg.Blob(lazyBig.Digest.String())
+		if out := strings.TrimSpace(execIn(t, ns, pod.Name, "c", "sh", "-c", "dd if=/big.bin bs=1048576 skip=10 count=1 2>/dev/null | wc -c")); out != "1048576" {
+			t.Errorf("read %q bytes of /big.bin's middle, want 1048576", out)
+		}
+		after := reg.Blob(lazyBig.Digest.String())
+		t.Logf("after reading 1 MiB of its middle: %d bytes served (before %d)", after.Bytes, before.Bytes)
+		if after.Bytes <= before.Bytes {
+			t.Errorf("nothing fetched for the file's middle (%d bytes served before, %d after)", before.Bytes, after.Bytes)
+		}
+	})
 	// An image volume of a lazily pulled image is a view in the stargz
 	// snapshotter (overlayfs has none of its layers), released at deletion.
 	t.Run("image volume", func(t *testing.T) {
@@ -159,34 +187,6 @@ func TestStargzLazyPull(t *testing.T) {
 		t.Logf("big layer: %d of %d bytes served, in %d requests", got.Bytes, wholeBig.Size, len(got.Requests))
 		if got.Bytes < wholeBig.Size {
 			t.Errorf("served %d bytes of the %d-byte layer; want it whole", got.Bytes, wholeBig.Size)
-		}
-	})
-	// The snapshotter keeps credentials in memory only. Restarted, it gets
-	// those of the images hostlet's containers use from hostlet again
-	// before it remounts its snapshots: a new container of the private
-	// image (present: no pull hands them over) runs, and reads files not
-	// fetched yet. (hostlet holds them in memory too: the pull after its
-	// own restart above is what gives them to it.)
-	t.Run("a restarted snapshotter gets the credentials again", func(t *testing.T) {
-		run(t, "repull", lazyRef)
-		if err := sn.Restart(ctx); err != nil {
-			t.Fatal(err)
-		}
-		pod := imagePod(ns, "again", lazyRef, v1.PullIfNotPresent)
-		pod.Spec.NodeName = node
-		pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
-		cluster.CreatePod(t, pod)
-		if _, err := cluster.WaitForPod(ctx, ns, pod.Name, 2*time.Minute, harness.PodReady); err != nil {
-			t.Fatalf("a new container of the image after the snapshotter's restart: %v (snapshotter log %s)", err, sn.LogPath())
-		}
-		before := reg.Blob(lazyBig.Digest.String())
-		if out := strings.TrimSpace(execIn(t, ns, pod.Name, "c", "sh", "-c", "dd if=/big.bin bs=1048576 skip=10 count=1 2>/dev/null | wc -c")); out != "1048576" {
-			t.Errorf("read %q bytes of /big.bin's middle, want 1048576", out)
-		}
-		after := reg.Blob(lazyBig.Digest.String())
-		t.Logf("after reading 1 MiB of its middle: %d bytes served (before %d)", after.Bytes, before.Bytes)
-		if after.Bytes <= before.Bytes {
-			t.Errorf("nothing fetched for the file's middle (%d bytes served before, %d after)", before.Bytes, after.Bytes)
 		}
 	})
 }
