@@ -189,3 +189,6 @@ func TestPullImageVolumes(t *testing.T) {
 		t.Errorf("no image volumes: %v %v %q", imgs, err, fake.pulls)
 	}
 }
+
+// HoldLazyCredentials: no lazy pulls here.
+func (f *volumePullRuntime) HoldLazyCredentials(context.Context, string, runtime.Credentials) {}

@@ -194,3 +194,6 @@ func TestEnsurePulledVerifiesCredentials(t *testing.T) {
 		t.Errorf("preloaded image: %v", err)
 	}
 }
+
+// HoldLazyCredentials: no lazy pulls here.
+func (f *presentPullRuntime) HoldLazyCredentials(context.Context, string, runtime.Credentials) {}
