@@ -119,6 +119,7 @@ func (r *Runtime) PullImage(ctx context.Context, ref string, creds Credentials) 
 	if r.registries != "" {
 		hostOpts.HostDir = config.HostDirFromRoot(r.registries)
 	}
+	defer r.mirrorPulling(name)()
 	resolver := r.withMirror(docker.NewResolver(docker.ResolverOptions{Hosts: config.ConfigureHosts(ctx, hostOpts)}))
 	opts := append([]containerd.RemoteOpt{containerd.WithResolver(resolver), containerd.WithPullUnpack}, r.lazyPullOpts(ctx, name, creds)...)
 	img, err := r.client.Pull(ctx, name, opts...)
