@@ -120,7 +120,13 @@ func (r *Runtime) PullImage(ctx context.Context, ref string, creds Credentials) 
 		hostOpts.HostDir = config.HostDirFromRoot(r.registries)
 	}
 	resolver := r.withMirror(docker.NewResolver(docker.ResolverOptions{Hosts: config.ConfigureHosts(ctx, hostOpts)}))
-	opts := append([]containerd.RemoteOpt{containerd.WithResolver(resolver), containerd.WithPullUnpack}, r.lazyPullOpts(ctx, name, creds)...)
+	lazy := r.lazyPullOpts(ctx, name, creds)
+	if len(lazy) == 0 {
+		// Peers may wait for this pull's blobs. Not a lazy pull's: the
+		// snapshotter fetches its layers, not the pull.
+		defer r.mirrorPulling(name)()
+	}
+	opts := append([]containerd.RemoteOpt{containerd.WithResolver(resolver), containerd.WithPullUnpack}, lazy...)
 	img, err := r.client.Pull(ctx, name, opts...)
 	if err != nil {
 		return nil, 0, err

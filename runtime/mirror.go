@@ -16,6 +16,9 @@ import (
 // through it.
 type PeerFetcher interface {
 	Fetcher(ref string, registry remotes.Fetcher, store content.Store) remotes.Fetcher
+	// Pulling marks a pull of ref under way until done is called: peers
+	// asking for a blob of it may wait for the pull to fetch it.
+	Pulling(ref string) (done func())
 }
 
 // peerResolver is the registry's resolver with its fetchers wrapped.
@@ -39,6 +42,14 @@ func (r *Runtime) withMirror(res remotes.Resolver) remotes.Resolver {
 		return res
 	}
 	return peerResolver{Resolver: res, peers: r.mirror, store: r.client.ContentStore()}
+}
+
+// mirrorPulling tells the mirror a pull of ref is under way, until done.
+func (r *Runtime) mirrorPulling(ref string) (done func()) {
+	if r.mirror == nil {
+		return func() {}
+	}
+	return r.mirror.Pulling(ref)
 }
 
 // Blob opens committed content of hostlet's namespace by digest (what the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 
 	"github.com/hostlet/hostlet/provider/mirror"
@@ -69,7 +70,11 @@ func newMirror(o *options, client kubernetes.Interface, clientTLS *tls.Config, n
 		return nil, nil, err
 	}
 	synced := make(chan struct{})
-	m = mirror.New(mirror.Config{Peers: mirror.NodePeers{Nodes: nodes.Lister(), Self: name}, TLS: tlsCfg, Synced: synced})
+	// The blobs in flight are files under the root dir (unlinked as soon
+	// as made), on the node's disk rather than a tmpfs /tmp: a layer can
+	// be large.
+	m = mirror.New(mirror.Config{Peers: mirror.NodePeers{Nodes: nodes.Lister(), Self: name}, TLS: tlsCfg, Synced: synced,
+		Self: name, Dir: filepath.Join(o.rootDir, "registry-mirror")})
 	return m, func(ctx context.Context) {
 		factory.Start(ctx.Done())
 		go func() {

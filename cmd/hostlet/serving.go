@@ -94,16 +94,17 @@ type serverParts struct {
 	csi     *csi.Manager
 	metrics []prometheus.Collector
 	checks  *health.Checks
-	// mirror serves the node's content to the other nodes on /v2/
-	// (--registry-mirror).
-	mirror bool
+	// mirror serves the node's content, and the blobs its pulls are
+	// fetching, to the other nodes on /v2/ (--registry-mirror); nil
+	// without it.
+	mirror *mirror.Mirror
 }
 
 // serve starts the kubelet API with its certificate.
 func serve(ctx context.Context, o *options, name string, cert server.Certificate, p serverParts) error {
 	var mirrorHandler http.Handler
-	if p.mirror {
-		mirrorHandler = mirror.Handler(p.rt)
+	if p.mirror != nil {
+		mirrorHandler = p.mirror.Handler(p.rt)
 	}
 	return server.Serve(ctx, server.Config{
 		Addr: net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),

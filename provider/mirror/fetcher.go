@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -50,6 +51,13 @@ type Config struct {
 	// up to syncWait, once.
 	Synced <-chan struct{}
 	Clock  clock.Clock
+	// Self is this node's name: with the peers', the names the owner of
+	// a blob is chosen among (see Mirror.fromPeers). Empty: no owner is
+	// waited for.
+	Self string
+	// Dir holds the files of the blobs in flight (unlinked as soon as
+	// made); the system's temporary directory if empty.
+	Dir string
 }
 
 const (
@@ -63,15 +71,27 @@ const (
 	peerBackoff = time.Minute
 	// syncWait is how long the first pull waits for the Nodes' list.
 	syncWait = 10 * time.Second
+	// ownerWait bounds how long a blob's owner, asked by a node that
+	// ranks below it, waits for its own pull to start fetching the blob
+	// (see Mirror.fromPeers): its pull fetches the image's layers at
+	// once, so a blob it is to fetch starts within moments; a blob it
+	// never fetches (another tag of the repository, without that layer)
+	// costs the asking node this long before the registry.
+	ownerWait = 5 * time.Second
+	// waitHeader asks a peer to wait up to ownerWait for a blob its
+	// pull of the repository is about to fetch.
+	waitHeader = "Hostlet-Mirror-Wait"
 )
 
 // Mirror is the client side: the fetchers that ask peers first.
 type Mirror struct {
-	peers  Peers
-	client *http.Client
-	clock  clock.Clock
-	synced <-chan struct{}
-	gaveUp atomic.Bool
+	peers   Peers
+	self    string
+	client  *http.Client
+	clock   clock.Clock
+	synced  <-chan struct{}
+	gaveUp  atomic.Bool
+	flights *flights
 
 	mu   sync.Mutex
 	down map[string]time.Time // peer name -> until
@@ -112,7 +132,12 @@ func New(cfg Config) *Mirror {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Mirror{peers: cfg.Peers, client: &http.Client{Transport: rt}, clock: clk, synced: cfg.Synced, down: map[string]time.Time{},
+	dir := cfg.Dir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	return &Mirror{peers: cfg.Peers, self: cfg.Self, client: &http.Client{Transport: rt}, clock: clk, synced: cfg.Synced, down: map[string]time.Time{},
+		flights: newFlights(dir),
 		fetched: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hostlet_registry_mirror_fetched_bytes_total",
 			Help: "Bytes of content pulled by digest, by source: peer (another node's mirror) or registry.",
@@ -133,11 +158,24 @@ func (m *Mirror) Metrics() []prometheus.Collector {
 // content is asked of peers first, written to store only once its digest
 // checked, and fetched from the registry when no peer has it.
 func (m *Mirror) Fetcher(ref string, registry remotes.Fetcher, store content.Store) remotes.Fetcher {
-	name := ref
+	return &fetcher{m: m, name: repository(ref), registry: registry, store: store}
+}
+
+// Pulling marks a pull of ref under way on the node until done is called
+// (runtime.PeerFetcher): while it is, a peer asking this node for a blob
+// of the repository it does not have yet may wait for it to come (the
+// pull is about to fetch it); otherwise it is told "not here" at once.
+func (m *Mirror) Pulling(ref string) (done func()) {
+	return m.flights.pulling(repository(ref))
+}
+
+// repository is the name a ref's content is asked of peers under (the
+// path of /v2/<name>/blobs/...), the registry's host left out.
+func repository(ref string) string {
 	if n, err := reference.ParseNormalizedNamed(ref); err == nil {
-		name = reference.Path(n)
+		return reference.Path(n)
 	}
-	return &fetcher{m: m, name: name, registry: registry, store: store}
+	return ref
 }
 
 type fetcher struct {
@@ -163,33 +201,78 @@ func (f *fetcher) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCl
 	if errdefs.IsAlreadyExists(err) {
 		return nil, err
 	}
+	// The bytes are shared with peers as they come (the flight starts
+	// before the registry answers: an owner's peers waiting for it
+	// attach at once).
+	var fl *flight
+	if !isManifest(desc) {
+		fl = f.m.flights.start(desc.Digest, desc.Size)
+	}
 	rc, err := f.registry.Fetch(ctx, desc)
 	if err != nil {
+		if fl != nil {
+			fl.finish()
+		}
 		return nil, err
 	}
-	counted := countingReader{rc, f.m.fetched.WithLabelValues("registry")}
+	tee := &teeReader{rc: rc, c: f.m.fetched.WithLabelValues("registry"), fl: fl}
 	if s, ok := rc.(io.Seeker); ok {
 		// containerd resumes an interrupted ingest by seeking.
-		return countingSeeker{counted, s}, nil
+		return seekingTee{tee, s}, nil
 	}
-	return counted, nil
+	return tee, nil
 }
 
-type countingSeeker struct {
-	countingReader
-	io.Seeker
+// teeReader counts what is read through it and copies it to the blob's
+// flight, which it ends when closed: containerd closes the fetch's reader
+// after committing the content, so from then on peers find it in the
+// store.
+type teeReader struct {
+	rc  io.ReadCloser
+	c   prometheus.Counter
+	fl  *flight // nil: not shared
+	pos int64
 }
 
-// countingReader counts what is read through it.
-type countingReader struct {
-	io.ReadCloser
-	c prometheus.Counter
-}
-
-func (r countingReader) Read(p []byte) (int, error) {
-	n, err := r.ReadCloser.Read(p)
+func (r *teeReader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
 	r.c.Add(float64(n))
+	if r.fl != nil {
+		r.fl.write(p[:n])
+	}
+	r.pos += int64(n)
 	return n, err
+}
+
+func (r *teeReader) Close() error {
+	err := r.rc.Close()
+	if r.fl != nil {
+		r.fl.finish()
+		r.fl = nil
+	}
+	return err
+}
+
+type seekingTee struct {
+	*teeReader
+	s io.Seeker
+}
+
+// Seek moves the registry's stream; the flight, which has the bytes from
+// the start only, is abandoned unless it stays where it was.
+func (r seekingTee) Seek(off int64, whence int) (int64, error) {
+	n, err := r.s.Seek(off, whence)
+	if r.fl != nil && (err != nil || n != r.pos) {
+		r.fl.abort(errors.New("the fetch resumed at another offset"))
+	}
+	if err == nil {
+		r.pos = n
+	}
+	return n, err
+}
+
+func isManifest(desc ocispec.Descriptor) bool {
+	return images.IsManifestType(desc.MediaType) || images.IsIndexType(desc.MediaType)
 }
 
 // fromPeers tries the peers in the blob's order; the name of the peer that
@@ -202,12 +285,24 @@ func (m *Mirror) fromPeers(ctx context.Context, name string, desc ocispec.Descri
 		return "", fmt.Errorf("%s: %w", desc.Digest, errdefs.ErrAlreadyExists)
 	}
 	m.waitPeers(ctx)
+	// Nodes pulling one image at once would each fetch its blobs from
+	// the registry, none having them yet. So each blob has an owner: of
+	// this node and its peers, the first in the blob's rendezvous order
+	// that is pulling. This node asks the peers before it in that order
+	// to wait for the blob (an owner whose pull is about to fetch it
+	// answers once it starts, streaming it as it arrives); the peers
+	// after it only whether they have it, whole or in flight. When no
+	// peer before it is pulling the image, they answer "not here" at
+	// once, and this node, the owner, fetches the blob from the registry
+	// (sharing it as it comes), without waiting for anyone.
+	key := desc.Digest.String()
 	misses := 0
-	for _, p := range m.candidates(desc.Digest.String()) {
+	for _, p := range m.candidates(key) {
 		if misses >= maxMisses {
 			break
 		}
-		err := m.fetchFrom(ctx, p, name, desc, store)
+		wait := m.self != "" && !isManifest(desc) && before(key, p.Name, m.self)
+		err := m.fetchFrom(ctx, p, name, desc, store, wait)
 		switch {
 		case err == nil || errdefs.IsAlreadyExists(err):
 			log.WithFields(log.Fields{"peer": p.Name, "digest": desc.Digest, "size": desc.Size}).Debug("registry mirror: fetched from peer")
@@ -246,9 +341,13 @@ func (m *Mirror) waitPeers(ctx context.Context) {
 // fetchFrom copies desc from peer p into the store under an ingest of its
 // own; the commit checks size and digest, and a failed copy is aborted, so
 // nothing a peer sends is kept unless it is the content asked for.
-func (m *Mirror) fetchFrom(ctx context.Context, p Peer, name string, desc ocispec.Descriptor, store content.Store) error {
+//
+// wait asks the peer to wait for the blob if its pull is about to fetch it.
+// What comes is shared with this node's own peers as it arrives, as the
+// registry's is.
+func (m *Mirror) fetchFrom(ctx context.Context, p Peer, name string, desc ocispec.Descriptor, store content.Store, wait bool) error {
 	kind := "blobs"
-	if images.IsManifestType(desc.MediaType) || images.IsIndexType(desc.MediaType) {
+	if isManifest(desc) {
 		kind = "manifests"
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+p.Addr+Prefix+name+"/"+kind+"/"+desc.Digest.String(), nil)
@@ -257,6 +356,9 @@ func (m *Mirror) fetchFrom(ctx context.Context, p Peer, name string, desc ocispe
 	}
 	if kind == "manifests" {
 		req.Header.Set("Accept", desc.MediaType+", */*")
+	}
+	if wait {
+		req.Header.Set(waitHeader, "1")
 	}
 	resp, err := m.client.Do(req)
 	if err != nil {
@@ -276,7 +378,15 @@ func (m *Mirror) fetchFrom(ctx context.Context, p Peer, name string, desc ocispe
 	if err != nil {
 		return err
 	}
-	err = content.Copy(ctx, cw, io.LimitReader(resp.Body, desc.Size), desc.Size, desc.Digest)
+	var body io.Reader = io.LimitReader(resp.Body, desc.Size)
+	if kind == "blobs" {
+		if fl := m.flights.start(desc.Digest, desc.Size); fl != nil {
+			// Ended once the commit is done (or failed).
+			defer fl.finish()
+			body = io.TeeReader(body, flightWriter{fl})
+		}
+	}
+	err = content.Copy(ctx, cw, body, desc.Size, desc.Digest)
 	cw.Close()
 	if err != nil {
 		if aerr := store.Abort(context.WithoutCancel(ctx), ref); aerr != nil && !errdefs.IsNotFound(aerr) {
@@ -306,22 +416,40 @@ func (m *Mirror) candidates(key string) []Peer {
 		out = append(out, p)
 	}
 	m.mu.Unlock()
-	score := func(p Peer) uint64 {
-		h := fnv.New64a()
-		_, _ = io.WriteString(h, key+"\x00"+p.Name)
-		return h.Sum64()
-	}
-	slices.SortFunc(out, func(a, b Peer) int {
-		sa, sb := score(a), score(b)
-		switch {
-		case sa < sb:
-			return -1
-		case sa > sb:
-			return 1
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	slices.SortFunc(out, func(a, b Peer) int { return order(key, a.Name, b.Name) })
 	return out
+}
+
+// score is a node's rendezvous hash for key.
+func score(key, node string) uint64 {
+	h := fnv.New64a()
+	_, _ = io.WriteString(h, key+"\x00"+node)
+	return h.Sum64()
+}
+
+// order compares nodes a and b in key's rendezvous order: every node
+// computes the same order for a blob, so the nodes pulling it agree on
+// its owner without talking.
+func order(key, a, b string) int {
+	sa, sb := score(key, a), score(key, b)
+	switch {
+	case sa < sb:
+		return -1
+	case sa > sb:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+// before says whether node a comes before node b in key's order.
+func before(key, a, b string) bool { return order(key, a, b) < 0 }
+
+// flightWriter copies a peer's bytes into this node's flight.
+type flightWriter struct{ fl *flight }
+
+func (w flightWriter) Write(p []byte) (int, error) {
+	w.fl.write(p)
+	return len(p), nil
 }
 
 func (m *Mirror) setDown(name string) {

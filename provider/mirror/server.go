@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,18 @@ const maxManifest = 4 << 20
 // store is content-addressed. A tag is never served (404), so a peer cannot
 // tell another node what a tag means; only the registry does.
 func Handler(store Store) http.Handler {
+	return handler(store, nil)
+}
+
+// Handler is the mirror's handler (see the function Handler) that serves
+// also the blobs this node's pulls are fetching, as they arrive, and has a
+// peer that asks for a blob this node's pull of its repository is about
+// to fetch wait for it (up to ownerWait).
+func (m *Mirror) Handler(store Store) http.Handler {
+	return handler(store, m)
+}
+
+func handler(store Store, m *Mirror) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
 		peer, ok := nodeOf(r)
@@ -65,7 +78,7 @@ func Handler(store Store) http.Handler {
 			_, _ = io.WriteString(w, "{}")
 			return
 		}
-		kind, ref, ok := parsePath(r.URL.Path)
+		kind, name, ref, ok := parsePath(r.URL.Path)
 		if !ok {
 			writeError(w, http.StatusNotFound, "NAME_UNKNOWN", "not a blob or manifest path")
 			return
@@ -80,7 +93,17 @@ func Handler(store Store) http.Handler {
 			writeError(w, http.StatusNotFound, unknown, "only content addressed by digest is served")
 			return
 		}
-		ra, err := store.Blob(r.Context(), dgst)
+		var ra content.ReaderAt
+		if m == nil || kind != "blobs" {
+			ra, err = store.Blob(r.Context(), dgst)
+		} else {
+			var fl *flight
+			fl, ra, err = m.find(r, store, name, dgst)
+			if fl != nil {
+				serveFlight(w, r, peer, fl, unknown)
+				return
+			}
+		}
 		if err != nil {
 			if !errdefs.IsNotFound(err) {
 				log.WithError(err).WithField("digest", dgst).Warn("registry mirror: reading content")
@@ -139,23 +162,104 @@ func nodeOf(r *http.Request) (string, bool) {
 	return name, ok && name != "" && slices.Contains(subj.Organization, "system:nodes")
 }
 
+// find is the blob dgst: in flight (acquired: the caller releases it) or
+// committed in store. A request with the wait header, for a repository
+// this node is pulling, waits up to ownerWait for the blob to start
+// coming, woken by each flight that starts and each pull that ends (not
+// polling); a node not pulling the repository says "not here" at once:
+// the asker is not kept waiting for a blob that is not coming.
+func (m *Mirror) find(r *http.Request, store Store, name string, dgst digest.Digest) (*flight, content.ReaderAt, error) {
+	wait := r.Header.Get(waitHeader) != ""
+	var timeout <-chan time.Time
+	for {
+		// changed is taken before the store is asked: a flight that
+		// starts after this look is not missed.
+		fl, pulling, changed := m.flights.lookup(dgst, name)
+		if fl != nil {
+			return fl, nil, nil
+		}
+		ra, err := store.Blob(r.Context(), dgst)
+		if err == nil || !errdefs.IsNotFound(err) || !wait || !pulling {
+			return nil, ra, err
+		}
+		if timeout == nil {
+			t := m.clock.NewTimer(ownerWait)
+			defer t.Stop()
+			timeout = t.C()
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			wait = false // one last look
+		case <-r.Context().Done():
+			return nil, nil, r.Context().Err()
+		}
+	}
+}
+
+// serveFlight streams an acquired flight as it grows; a flight abandoned
+// before its first byte is "not here" (the peer asks on, or the registry),
+// one abandoned later is a cut response (the peer's copy fails its checks).
+// Ranges are not served of a blob in flight: only whole blobs are asked
+// for by peers.
+func serveFlight(w http.ResponseWriter, r *http.Request, peer string, fl *flight, unknown string) {
+	rd := fl.newReader(r.Context())
+	defer rd.Close()
+	if r.Header.Get("Range") != "" || (r.Method == http.MethodGet && !rd.ready()) {
+		writeError(w, http.StatusNotFound, unknown, "not on this node yet")
+		return
+	}
+	log.WithFields(log.Fields{"peer": peer, "digest": fl.dgst, "size": fl.size}).Debug("registry mirror: serving a blob in flight")
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Docker-Content-Digest", fl.dgst.String())
+	h.Set("Etag", `"`+fl.dgst.String()+`"`)
+	h.Set("Content-Length", strconv.FormatInt(fl.size, 10))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	rc := http.NewResponseController(w)
+	buf := make([]byte, readBuffer)
+	for {
+		n, err := rd.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			// The bytes go as they come, not when a buffer fills.
+			_ = rc.Flush()
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			if r.Context().Err() == nil {
+				log.WithError(err).WithFields(log.Fields{"peer": peer, "digest": fl.dgst}).Debug("registry mirror: a blob in flight was abandoned while served")
+			}
+			// The response is cut, not ended: the peer sees a failure.
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
 // parsePath splits /v2/<name>/(blobs|manifests)/<reference>; the name may
 // hold slashes.
-func parsePath(p string) (kind, ref string, ok bool) {
+func parsePath(p string) (kind, name, ref string, ok bool) {
 	rest, ok := strings.CutPrefix(p, Prefix)
 	if !ok {
-		return "", "", false
+		return "", "", "", false
 	}
 	for _, k := range []string{"blobs", "manifests"} {
 		if i := strings.LastIndex(rest, "/"+k+"/"); i > 0 {
 			ref = rest[i+len(k)+2:]
 			if ref == "" || strings.Contains(ref, "/") {
-				return "", "", false
+				return "", "", "", false
 			}
-			return k, ref, true
+			return k, rest[:i], ref, true
 		}
 	}
-	return "", "", false
+	return "", "", "", false
 }
 
 // mediaType is a manifest's own mediaType field (OCI and Docker manifests

@@ -143,7 +143,7 @@ func TestParsePath(t *testing.T) {
 		{"/v2/x/tags/list", "", ""},
 		{"/pods", "", ""},
 	} {
-		kind, ref, ok := parsePath(tc.path)
+		kind, _, ref, ok := parsePath(tc.path)
 		if kind != tc.kind || ref != tc.ref || ok != (tc.kind != "") {
 			t.Errorf("parsePath(%q) = %q %q %v, want %q %q", tc.path, kind, ref, ok, tc.kind, tc.ref)
 		}

@@ -3,8 +3,11 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -323,4 +326,109 @@ func clientFor(t *testing.T, name string, node bool) *http.Client {
 	}
 	tlsCfg.ServerName = ""
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+}
+
+// Three hostlet nodes with the registry mirror pull one image at the same
+// moment: each blob of it (its layers and config) is fetched from the
+// registry once, by the node that owns it in its rendezvous order; the
+// others stream it from that node, as it arrives or once it has it. The
+// image is the test's own (busybox and a layer of 32 MiB of seeded random
+// bytes), so no node has any of it.
+func TestRegistryMirrorPullsAtOnce(t *testing.T) {
+	skipIfNoCluster(t)
+	ctx := ctxT(t)
+	reg := startCountingRegistry(t)
+	data := make([]byte, 32<<20)
+	rnd := rand.New(rand.NewChaCha8([32]byte{'h', 'o', 's', 't', 'l', 'e', 't'}))
+	for i := 0; i < len(data); i += 8 {
+		binary.LittleEndian.PutUint64(data[i:], rnd.Uint64())
+	}
+	img, err := images.BuildBusyboxWith(ctx, t.TempDir(), "mirror/atonce:1.0", map[string][]byte{"data/random": data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.reg.Push(ctx, img, "mirror/atonce:1.0"); err != nil {
+		t.Fatal(err)
+	}
+	ref := reg.addr + "/mirror/atonce:1.0"
+	blobs := manifestBlobs(t, reg.reg.Addr(), "mirror/atonce", "1.0")
+
+	mirrorPeersRBAC(t)
+	names := []string{"hostlet-atonce-a", "hostlet-atonce-b", "hostlet-atonce-c"}
+	nodes := map[string]*harness.Hostlet{}
+	for _, name := range names {
+		d, err := cluster.AddContainerd(ctx, name, harness.CRIConfig{SandboxImage: "registry.k8s.io/pause:3.10"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(d.Stop)
+		nodes[name] = extraNode(t, harness.HostletOptions{NodeName: name,
+			ExtraArgs: []string{"--container-runtime-endpoint", "unix://" + d.Socket(), "--registry-mirror", "-v", "4"}})
+	}
+
+	ns := cluster.NewNamespace(t)
+	for _, node := range names {
+		pod := imagePod(ns, node, ref, v1.PullIfNotPresent)
+		pod.Spec.NodeName = node
+		pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(0))
+		cluster.CreatePod(t, pod)
+	}
+	for _, node := range names {
+		if _, err := cluster.WaitForPod(ctx, ns, node, 2*time.Minute, harness.PodReady); err != nil {
+			t.Fatalf("pod on %s never Ready: %v (log %s)", node, err, nodes[node].LogPath())
+		}
+	}
+	for _, b := range blobs {
+		st := reg.reg.Blob(b.digest)
+		t.Logf("%s %s (%d bytes): %d fetches from the registry, %d bytes", b.kind, b.digest, b.size, len(st.Requests), st.Bytes)
+		if len(st.Requests) != 1 {
+			t.Errorf("the %s %s was fetched from the registry %d times, want once", b.kind, b.digest, len(st.Requests))
+		}
+	}
+	_, metricsToken := kubeletIdentity(t, ns, "metrics", "get")
+	for _, node := range names {
+		fams := scrapeAt(t, nodes[node].Port(), "/metrics", metricsToken)
+		peer, _ := sample(fams, "hostlet_registry_mirror_fetched_bytes_total", map[string]string{"source": "peer"})
+		reg, _ := sample(fams, "hostlet_registry_mirror_fetched_bytes_total", map[string]string{"source": "registry"})
+		t.Logf("%s: %.0f bytes from peers, %.0f from the registry", node, peer, reg)
+	}
+}
+
+type imageBlob struct {
+	kind, digest string
+	size         int64
+}
+
+// manifestBlobs are the config and layers of repo:tag, from the registry
+// at addr (not the counting proxy).
+func manifestBlobs(t *testing.T, addr, repo, tag string) []imageBlob {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, "http://"+addr+"/v2/"+repo+"/manifests/"+tag, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m struct {
+		Config struct {
+			Digest string `json:"digest"`
+			Size   int64  `json:"size"`
+		} `json:"config"`
+		Layers []struct {
+			Digest string `json:"digest"`
+			Size   int64  `json:"size"`
+		} `json:"layers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || len(m.Layers) == 0 {
+		t.Fatalf("manifest of %s:%s: %v (%d layers)", repo, tag, err, len(m.Layers))
+	}
+	out := []imageBlob{{"config", m.Config.Digest, m.Config.Size}}
+	for _, l := range m.Layers {
+		out = append(out, imageBlob{"layer", l.Digest, l.Size})
+	}
+	return out
 }
