@@ -56,9 +56,11 @@ func (m *Manager) awaitAttach(ctx context.Context, v volume) {
 		}
 		if !read {
 			va, err := m.cfg.Client.StorageV1().VolumeAttachments().Get(ctx, AttachmentName(v.handle, v.driver, m.cfg.NodeName), metav1.GetOptions{})
-			// Not found: the attach/detach controller makes it once it
-			// sees the pod; waited for.
-			if (err != nil && !apierrors.IsNotFound(err)) || (err == nil && (va.Status.Attached || va.Status.AttachError != nil)) {
+			// Not made yet (the attach/detach controller makes it once
+			// it sees the pod): waited for. The node is forbidden to get
+			// it then, as the Node authorizer's graph has no edge to it.
+			notYet := apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
+			if (err != nil && !notYet) || (err == nil && (va.Status.Attached || va.Status.AttachError != nil)) {
 				return
 			}
 			t := m.clock.NewTimer(attachWaitTimeout)

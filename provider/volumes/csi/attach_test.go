@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,6 +35,9 @@ type attachFixture struct {
 	clock  *clocktesting.FakeClock
 	gets   chan bool // each GET, with whether it said attached
 	state  atomic.Value
+	// forbidden: a GET is forbidden, as the Node authorizer answers for
+	// a VolumeAttachment not made yet.
+	forbidden atomic.Bool
 }
 
 func newAttachFixture(t *testing.T) *attachFixture {
@@ -43,6 +47,10 @@ func newAttachFixture(t *testing.T) *attachFixture {
 	f.client.PrependReactor("get", "volumeattachments", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
 		st := f.state.Load().(storagev1.VolumeAttachmentStatus)
 		f.gets <- st.Attached
+		if f.forbidden.Load() {
+			return true, nil, apierrors.NewForbidden(storagev1.Resource("volumeattachments"), AttachmentName("h", "d", "n1"),
+				errors.New("no relationship found between node 'n1' and this object"))
+		}
 		return true, &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: AttachmentName("h", "d", "n1")}, Status: st}, nil
 	})
 	factory := informers.NewSharedInformerFactory(f.client, 0)
@@ -72,6 +80,20 @@ func (f *attachFixture) await(ctx context.Context) <-chan struct{} {
 	return done
 }
 
+// waiting returns once the wait started by await waits (its bound's timer
+// set); it fails if the wait ends first.
+func (f *attachFixture) waiting(t *testing.T, done <-chan struct{}) {
+	t.Helper()
+	for !f.clock.HasWaiters() {
+		select {
+		case <-done:
+			t.Fatal("the wait ended at once")
+		default:
+			runtime.Gosched()
+		}
+	}
+}
+
 // updateNode writes the Node's volumesAttached, as the attach/detach
 // controller does.
 func (f *attachFixture) updateNode(t *testing.T, attached ...v1.UniqueVolumeName) {
@@ -97,12 +119,25 @@ func TestAwaitAttachEndsWhenTheNodeListsIt(t *testing.T) {
 	if <-f.gets {
 		t.Fatal("GET said attached")
 	}
+	f.waiting(t, done)
 	f.updateNode(t, "kubernetes.io/csi/other^x")
 	f.updateNode(t, "kubernetes.io/csi/other^x", UniqueName("d", "h"))
 	<-done
 	if len(f.gets) != 0 {
 		t.Errorf("%d more GETs of the VolumeAttachment", len(f.gets))
 	}
+}
+
+// A VolumeAttachment not made yet (forbidden to the node, whose authorizer
+// knows none of that name) is waited for as one not attached.
+func TestAwaitAttachForbiddenIsNotYet(t *testing.T) {
+	f := newAttachFixture(t)
+	f.forbidden.Store(true)
+	done := f.await(t.Context())
+	<-f.gets
+	f.waiting(t, done)
+	f.updateNode(t, UniqueName("d", "h"))
+	<-done
 }
 
 // Listed already, the wait reads nothing; a VolumeAttachment attached or
@@ -131,14 +166,13 @@ func TestAwaitAttachEndsWithCtxOrBound(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := f.await(ctx)
 	<-f.gets
+	f.waiting(t, done)
 	cancel()
 	<-done
 
 	done = f.await(t.Context())
 	<-f.gets
-	for !f.clock.HasWaiters() {
-		runtime.Gosched()
-	}
+	f.waiting(t, done)
 	f.clock.Step(attachWaitTimeout - time.Second)
 	select {
 	case <-done:
@@ -204,6 +238,14 @@ func TestTearDownNotHeldBehindAttachWait(t *testing.T) {
 	}()
 	if <-f.gets {
 		t.Fatal("GET said attached")
+	}
+	for !f.clock.HasWaiters() {
+		select {
+		case r := <-res:
+			t.Fatalf("setup did not wait: %v", r.err)
+		default:
+			runtime.Gosched()
+		}
 	}
 	// The setup waits: the volume is in use, and the teardown goes on.
 	if got := f.m.VolumesInUse(); len(got) != 1 || got[0] != UniqueName("d", "h") {
