@@ -47,32 +47,32 @@ func (m *Manager) awaitAttach(ctx context.Context, v volume) {
 		return
 	}
 	name := UniqueName(v.driver, v.handle)
-	var timeout <-chan time.Time
-	for read := false; ; read = true {
-		// Taken before the look: a change after it wakes the wait.
-		changed := m.attachedChanges.wait()
-		if m.nodeLists(name) {
-			return
-		}
-		if !read {
-			va, err := m.cfg.Client.StorageV1().VolumeAttachments().Get(ctx, AttachmentName(v.handle, v.driver, m.cfg.NodeName), metav1.GetOptions{})
-			// Not made yet (the attach/detach controller makes it once
-			// it sees the pod): waited for. The node is forbidden to get
-			// it then, as the Node authorizer's graph has no edge to it.
-			notYet := apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
-			if (err != nil && !notYet) || (err == nil && (va.Status.Attached || va.Status.AttachError != nil)) {
-				return
-			}
-			t := m.clock.NewTimer(attachWaitTimeout)
-			defer t.Stop()
-			timeout = t.C()
-		}
+	// Taken before each look: a change after it wakes the wait.
+	changed := m.attachedChanges.wait()
+	if m.nodeLists(name) {
+		return
+	}
+	va, err := m.cfg.Client.StorageV1().VolumeAttachments().Get(ctx, AttachmentName(v.handle, v.driver, m.cfg.NodeName), metav1.GetOptions{})
+	// Not made yet (the attach/detach controller makes it once it sees
+	// the pod): waited for. The node is forbidden to get it then, as the
+	// Node authorizer's graph has no edge to it yet.
+	notYet := apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
+	if (err != nil && !notYet) || (err == nil && (va.Status.Attached || va.Status.AttachError != nil)) {
+		return
+	}
+	timeout := m.clock.NewTimer(attachWaitTimeout)
+	defer timeout.Stop()
+	for {
 		select {
 		case <-changed:
 		case <-ctx.Done():
 			return
-		case <-timeout:
+		case <-timeout.C():
 			log.WithFields(log.Fields{"driver": v.driver, "volume": v.handle}).Warnf("csi: volume not attached after %v", attachWaitTimeout)
+			return
+		}
+		changed = m.attachedChanges.wait()
+		if m.nodeLists(name) {
 			return
 		}
 	}
