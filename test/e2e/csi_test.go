@@ -331,21 +331,20 @@ func TestCSIDriverNotRegistered(t *testing.T) {
 }
 
 // A driver whose CSIDriver says attachRequired: the attach/detach
-// controller makes the volume's VolumeAttachment and the pod waits, with
-// the kubelet's FailedMount, until it is attached (the test is the
-// external-attacher here); the volume is in the node's volumesInUse while
-// the pod uses it, its attachment metadata reaches NodeStage and
-// NodePublish, and once the pod is gone and the volume is no longer in use
-// the controller detaches it.
+// controller makes the volume's VolumeAttachment and the pod waits until it
+// is attached (the test is the external-attacher here), woken by the Node
+// listing it attached as the kubelet's reconciler is: no failed setup (a
+// WaitForAttach FailedMount) meanwhile, whether the VolumeAttachment was
+// made yet or not; the volume is in the node's volumesInUse while the pod
+// uses it, its attachment metadata reaches NodeStage and NodePublish, and
+// once the pod is gone and the volume is no longer in use the controller
+// detaches it.
 func TestCSIAttachRequired(t *testing.T) {
 	skipIfNoCluster(t)
 	ns, name, state, _ := persistentCSIDriver(t, true)
 	pv := ns + "-att"
 	pod := csiClaimPod(t, ns, name, pv, "", "vol-a")
 	cluster.CreatePod(t, pod)
-	awaitEvent(t, ns, pod.Name, func(reason, msg string) bool {
-		return reason == "FailedMount" && strings.HasPrefix(msg, `MountVolume.WaitForAttach failed for volume "`+pv+`" : volume vol-a `)
-	})
 	inUse := v1.UniqueVolumeName("kubernetes.io/csi/" + name + "^vol-a")
 	pollUntil(t, time.Minute, "the volume in the node's volumesInUse", func() bool {
 		n, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), nodeName, metav1.GetOptions{})
@@ -372,6 +371,11 @@ func TestCSIAttachRequired(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, ns, pod.Name)
+	for _, e := range events(t, ns, pod.Name) {
+		if strings.Contains(e, "MountVolume.WaitForAttach failed") {
+			t.Errorf("the pod failed its setup while the volume was not attached: %s", e)
+		}
+	}
 	execIn(t, ns, pod.Name, "c", "sh", "-c", "echo attached > /data/f")
 	for _, c := range append(csiCalls(t, state, "NodeStageVolume"), csiCalls(t, state, "NodePublishVolume")...) {
 		if c.Publish["device"] != "sim0" {

@@ -32,7 +32,6 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, volName, claim st
 	v := volume{podVolume: volName, pvc: claim, specName: pv.Name, driver: src.Driver, handle: src.VolumeHandle,
 		readOnly: readOnly, pv: pv, attrs: src.VolumeAttributes, stageSecret: src.NodeStageSecretRef, publishSecret: src.NodePublishSecretRef,
 		block: true}
-	defer m.lockVolume(v.driver, v.handle)()
 	publish := BlockPublishPath(m.layout, pv.Name, pod.UID)
 	link := BlockLink(m.layout, pod.UID, pv.Name)
 	mapFile := filepath.Join(BlockGlobalMapPath(m.layout, pv.Name), string(pod.UID))
@@ -47,20 +46,24 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, volName, claim st
 	}
 	attachable := attachRequired(cd)
 	if attachable {
+		// In use, then the attachment waited for without the volume's
+		// lock, as setUp does.
 		m.markInUse(pod.UID, UniqueName(v.driver, v.handle))
+		if !m.mapped(link, publish, mapFile) {
+			m.awaitAttach(ctx, v)
+		}
 	}
+	defer m.lockVolume(v.driver, v.handle)()
 	// Its stats are the driver's NodeGetVolumeStats of the pod's mapping
 	// on the global map path, as the kubelet's block mapper's metrics
 	// provider asks (NewMetricsCsi of <global map path>/<pod uid>).
 	stats := publishedVolume{driver: v.driver, handle: v.handle, target: mapFile, staging: BlockStagingPath(m.layout, pv.Name)}
-	if target, err := os.Readlink(link); err == nil && target == publish {
-		if ok, err := m.mounted(mapFile); err == nil && ok {
-			m.publishedAt(pod.UID, volName, stats)
-			// Its claim's expansion, as a mounted volume's (the kubelet
-			// expands a mapped device online too).
-			m.trackClaim(pod, v, publish)
-			return link, nil
-		}
+	if m.mapped(link, publish, mapFile) {
+		m.publishedAt(pod.UID, volName, stats)
+		// Its claim's expansion, as a mounted volume's (the kubelet
+		// expands a mapped device online too).
+		m.trackClaim(pod, v, publish)
+		return link, nil
 	}
 	var publishContext map[string]string
 	if attachable {
@@ -152,6 +155,17 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, volName, claim st
 	// expanded now, as the kubelet's MapVolume does; later ones online.
 	m.trackClaim(pod, v, publish)
 	return link, nil
+}
+
+// mapped says whether the pod's block volume is mapped already: its
+// device map path links to its publish path and its global map file is
+// mounted.
+func (m *Manager) mapped(link, publish, mapFile string) bool {
+	if target, err := os.Readlink(link); err != nil || target != publish {
+		return false
+	}
+	ok, err := m.mounted(mapFile)
+	return err == nil && ok
 }
 
 // mappedByOthers: the global map path has another pod's mapping.

@@ -46,6 +46,11 @@ type Config struct {
 	Changed func()
 	// Events, if set, gets the kubelet's volume resize events.
 	Events record.EventRecorder
+	// Node, if set, is the informer on the node's own Node object: a
+	// pod's volume not attached yet is waited for, before its lock is
+	// taken, until the Node's status.volumesAttached lists it (attach.go).
+	// Without it the pod's retry asks again.
+	Node NodeInformer
 }
 
 // driver is a registered CSI node plugin.
@@ -80,6 +85,9 @@ type Manager struct {
 	clock   clock.Clock
 	// exp are the claims of published volumes, for online expansion.
 	exp expansions
+	// attachedChanges wakes the pods waiting for their volumes'
+	// attachment (attach.go).
+	attachedChanges broadcast
 
 	// volumeLocks serialize the operations on one volume (driver and
 	// handle), as the kubelet's nested pending operations do: a pod's
@@ -113,6 +121,11 @@ func (m *Manager) Start(ctx context.Context) {
 	inf := f.Storage().V1().CSIDrivers()
 	m.csiDrivers, m.synced = inf.Lister(), inf.Informer().HasSynced
 	f.Start(ctx.Done())
+	if m.cfg.Node != nil {
+		if _, err := m.watchNode(ctx); err != nil {
+			log.WithError(err).Warn("csi: no handler on the Node; a volume not attached yet waits for its pod's retry")
+		}
+	}
 	go m.initCSINode(ctx)
 	go m.runExpansions(ctx)
 }
@@ -209,8 +222,12 @@ func (f *Failure) Unwrap() error { return f.Err }
 // published already (also by a hostlet before a restart) is left as it is,
 // but for an online expansion its claim waits for, and a NodePublish again
 // if its driver requiresRepublish.
+//
+// The wait for the attachment comes first, without the volume's lock (it
+// only reads the API): another pod's teardown of the same volume is not
+// held behind it. Under the lock the attachment is checked again, as
+// before.
 func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, bool, error) {
-	defer m.lockVolume(v.driver, v.handle)()
 	target := TargetPath(m.layout, pod.UID, v.specName)
 	setupErr := func(err error) error {
 		return &Failure{Op: "MountVolume.SetUp", Err: fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to %w", err)}
@@ -233,8 +250,14 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	}
 	attachable := !v.ephemeral && attachRequired(cd)
 	if attachable {
+		// In use before the wait, as the kubelet reports a volume in
+		// use before it verifies the attachment.
 		m.markInUse(pod.UID, UniqueName(v.driver, v.handle))
+		if ok, err := m.mounted(target); err != nil || !ok {
+			m.awaitAttach(ctx, v)
+		}
 	}
+	defer m.lockVolume(v.driver, v.handle)()
 	// Published already (also by a hostlet before a restart): only a
 	// driver that requiresRepublish is called again, NodePublish only, as
 	// the kubelet's remount.
@@ -375,7 +398,8 @@ func podFSGroup(pod *v1.Pod) *int64 {
 }
 
 // waitForAttach is the kubelet's WaitForAttach: the volume's
-// VolumeAttachment must say attached; the pod's retry asks again.
+// VolumeAttachment must say attached (read once, under the volume's lock,
+// after awaitAttach); the pod's retry asks again.
 func (m *Manager) waitForAttach(ctx context.Context, v volume) (map[string]string, error) {
 	name := AttachmentName(v.handle, v.driver, m.cfg.NodeName)
 	if m.cfg.Client == nil {
