@@ -7,7 +7,8 @@
 #   kubelet, the upstream yardstick for make bench, kube-proxy and coredns, for
 #   the Service and DNS tests, metrics-server, for kubectl top and the HPA, and
 #   flannel, the CNI DaemonSet's flanneld and CNI plugin, and csi-provisioner
-#   and csi-attacher, the CSI controller sidecars, only on request)
+#   and csi-attacher, the CSI controller sidecars, and csi-snapshotter and
+#   snapshot-controller, only on request)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HOSTLET_CACHE:-$HOME/.cache/hostlet}
@@ -82,6 +83,12 @@ for comp in "${@:-etcd kube containerd runc}"; do
 			github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner:csi-provisioner ;;
 		csi-attacher) MOD=csi-sidecars build csi-attacher "" "-s -w" \
 			github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher:csi-attacher ;;
+		# For -csi-hostpath's snapshot testsuites: external-snapshotter's
+		# sidecar (into the hostpath manifest's image) and its controller.
+		csi-snapshotter) build csi-snapshotter "" "-s -w" \
+			github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter:csi-snapshotter ;;
+		snapshot-controller) MOD=csi-snapshotter build snapshot-controller "" "-s -w" \
+			github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller:snapshot-controller ;;
 		containerd) build containerd "" "-s -w -X github.com/containerd/containerd/v2/version.Version=$ctrver" \
 			github.com/containerd/containerd/v2/cmd/containerd:containerd \
 			github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2:containerd-shim-runc-v2 \

@@ -131,6 +131,12 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 		return nil, err
 	}
 	env := &testEnv{cluster: cl}
+	if c.csiHostpath {
+		if err := cl.StartSnapshotController(ctx); err != nil {
+			cl.Stop()
+			return nil, fmt.Errorf("snapshot-controller: %w", err)
+		}
+	}
 	if !c.keep {
 		env.ownDir = opts.Dir
 		if _, err := os.Lstat(csiHostpathDataDir); c.csiHostpath && os.IsNotExist(err) {

@@ -20,18 +20,18 @@ import (
 // the node's --root-dir given as --kubelet-root-dir. The Go module proxy
 // serves only some of those images' modules, so what runs under the
 // upstream names is:
-//   - csi-provisioner and csi-attacher: upstream's own sidecars
-//     (external-provisioner/v6, external-attacher/v4, built by
-//     test/cluster/build.sh), at the served versions, not the manifest's;
+//   - csi-provisioner, csi-attacher and csi-snapshotter: upstream's own
+//     sidecars (external-provisioner/v6, external-attacher/v4,
+//     external-snapshotter/v8, built by test/cluster/build.sh), at the
+//     served versions, not the manifest's; the run also installs the
+//     VolumeSnapshot CRDs and runs upstream's snapshot-controller next to
+//     the control plane (harness.StartSnapshotController);
 //   - hostpathplugin, csi-node-driver-registrar, livenessprobe, csi-resizer:
 //     STAND-INS of ours (test/images/cmd/...): hostlet's csihostdir test
 //     driver under the upstream plugin's flags, and small mains implementing
 //     the registrar's, the livenessprobe's and external-resizer's documented
 //     behaviour (the resizer: controller expansion and the PVC's resize
 //     status, no volume modification);
-//   - csi-snapshotter: a STAND-IN that does nothing (the pause binary), so
-//     the pod starts; the snapshot testsuites cannot pass here and are best
-//     skipped (-skip).
 //
 // Only a run with -csi-hostpath builds these (the usual run's cost stays
 // what it was).
@@ -46,8 +46,7 @@ const (
 	kindProvisioner    imageKind = "csi-provisioner"
 	kindAttacher       imageKind = "csi-attacher"
 	kindResizer        imageKind = "csi-resizer"
-	// kindIdleSidecar serves csi-snapshotter.
-	kindIdleSidecar imageKind = "csi-idle-sidecar"
+	kindSnapshotter    imageKind = "csi-snapshotter"
 )
 
 // csiImageKinds maps the manifest's sig-storage image names to their
@@ -60,7 +59,7 @@ var csiImageKinds = map[string]imageKind{
 	"csi-provisioner":           kindProvisioner,
 	"csi-attacher":              kindAttacher,
 	"csi-resizer":               kindResizer,
-	"csi-snapshotter":           kindIdleSidecar,
+	"csi-snapshotter":           kindSnapshotter,
 }
 
 // csiHostpathNames is every test of the csi-hostpath testsuites.
@@ -179,7 +178,7 @@ func readCSIInputs(ctx context.Context, root, scratch string, in *imageInputs) (
 	in.csi = map[imageKind][]byte{}
 	for kind, pkg := range map[imageKind]string{kindHostpathPlugin: "./test/images/cmd/hostpathplugin",
 		kindRegistrar: "./test/images/cmd/csi-node-driver-registrar", kindLivenessProbe: "./test/images/cmd/livenessprobe",
-		kindResizer: "./test/images/cmd/csi-resizer", kindIdleSidecar: "./test/conformance/pause"} {
+		kindResizer: "./test/images/cmd/csi-resizer"} {
 		out := filepath.Join(scratch, string(kind))
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg)
 		cmd.Dir = root
@@ -194,7 +193,7 @@ func readCSIInputs(ctx context.Context, root, scratch string, in *imageInputs) (
 	if in.csiLosetup, err = hostLosetup(ctx); err != nil {
 		return nil, err
 	}
-	for _, kind := range []imageKind{kindProvisioner, kindAttacher} {
+	for _, kind := range []imageKind{kindProvisioner, kindAttacher, kindSnapshotter} {
 		bin, err := harness.BuildComponent(ctx, logf, string(kind))
 		if err != nil {
 			return nil, err

@@ -29,7 +29,9 @@ type controller struct {
 func (c controller) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
 	var caps []*csipb.ControllerServiceCapability
 	for _, t := range []csipb.ControllerServiceCapability_RPC_Type{csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
-		csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME, csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME} {
+		csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME, csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+		csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT, csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+		csipb.ControllerServiceCapability_RPC_CLONE_VOLUME} {
 		caps = append(caps, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{
 			Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}}})
 	}
@@ -58,18 +60,34 @@ func (c controller) CreateVolume(_ context.Context, req *csipb.CreateVolumeReque
 			return status.Error(codes.InvalidArgument, "no volume capabilities")
 		}
 		size := call.Bytes
+		// Made again with the same name is the same volume, not filled
+		// again from its content source.
+		var made bool
 		if call.Block {
 			if size <= 0 {
 				size = DefaultBlockSize
 			}
-			// Made again with the same name is the same volume.
-			if err := makeBlockFile(BlockFile(c.d.cfg.StateDir, req.Name), size); err != nil && !errors.Is(err, os.ErrExist) {
+			file := BlockFile(c.d.cfg.StateDir, req.Name)
+			if made = !exists(file); made && req.VolumeContentSource == nil {
+				if err := makeBlockFile(file, size); err != nil && !errors.Is(err, os.ErrExist) {
+					return status.Error(codes.Internal, err.Error())
+				}
+			}
+		} else {
+			dir := VolumeDir(c.d.cfg.StateDir, req.Name)
+			made = !exists(dir)
+			if err := os.MkdirAll(dir, 0o777); err != nil {
 				return status.Error(codes.Internal, err.Error())
 			}
-		} else if err := os.MkdirAll(VolumeDir(c.d.cfg.StateDir, req.Name), 0o777); err != nil {
-			return status.Error(codes.Internal, err.Error())
 		}
-		vol = &csipb.Volume{VolumeId: req.Name, CapacityBytes: size,
+		if made && req.VolumeContentSource != nil {
+			if err := c.populate(req.VolumeContentSource, req.Name, call.Block, size); err != nil {
+				_ = os.RemoveAll(BlockFile(c.d.cfg.StateDir, req.Name))
+				_ = os.RemoveAll(VolumeDir(c.d.cfg.StateDir, req.Name))
+				return err
+			}
+		}
+		vol = &csipb.Volume{VolumeId: req.Name, CapacityBytes: size, ContentSource: req.VolumeContentSource,
 			AccessibleTopology: []*csipb.Topology{{Segments: map[string]string{TopologyKey: c.d.cfg.NodeID}}}}
 		return nil
 	}()

@@ -7,10 +7,11 @@
 // unchanged. The conformance run (test/conformance -csi-hostpath) puts it
 // into an image of the upstream name.
 //
-// What it does not do that upstream does: snapshots, cloning, volume
-// modification (--enable-controller-modify-volume is accepted and ignored)
-// and the lifecycle checks of --check-volume-lifecycle; the testsuites that
-// need them fail or are skipped by the run.
+// Snapshots and clones it makes as copies (csihostdir/snapshot.go). What
+// it does not do that upstream does: volume modification
+// (--enable-controller-modify-volume is accepted and ignored) and the
+// lifecycle checks of --check-volume-lifecycle; the testsuites that need
+// them fail or are skipped by the run.
 package main
 
 import (
