@@ -46,9 +46,12 @@ const (
 )
 
 // ProxyPluginConfig is the section of containerd's config.toml that makes
-// the snapshotter at address containerd's proxy snapshotter Name.
-func ProxyPluginConfig(address string) string {
-	return fmt.Sprintf("[proxy_plugins.%s]\n  type = \"snapshot\"\n  address = %q\n", Name, address)
+// the snapshotter at address, keeping its state under root, containerd's
+// proxy snapshotter Name. The root is exported as a built-in snapshotter
+// exports its own: containerd's CRI reports the image filesystem of its
+// snapshotter there, and hostlet's imagefs follows it likewise.
+func ProxyPluginConfig(address, root string) string {
+	return fmt.Sprintf("[proxy_plugins.%s]\n  type = \"snapshot\"\n  address = %q\n  exports = { root = %q }\n", Name, address, root)
 }
 
 // Config of the snapshotter process.
