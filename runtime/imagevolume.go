@@ -83,6 +83,12 @@ var imageVolumeMu sync.Mutex
 func (r *Runtime) MountImageVolume(ctx context.Context, v ImageVolume) error {
 	imageVolumeMu.Lock()
 	defer imageVolumeMu.Unlock()
+	key := imageVolumeKey(v.Owner, v.Name, v.Image.Digest())
+	// Recorded first: a volume a hostlet without records mounted gets one
+	// when a container uses it again.
+	if err := r.recordImageVolume(ctx, key, v); err != nil {
+		return fmt.Errorf("failed to record image volume %q: %w", v.Image.Ref, err)
+	}
 	if mounted, err := mountinfo.Mounted(v.Target); err == nil && mounted {
 		return nil
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -95,10 +101,6 @@ func (r *Runtime) MountImageVolume(ctx context.Context, v ImageVolume) error {
 	diffIDs, err := v.Image.image.RootFS(ctx)
 	if err != nil {
 		return fmt.Errorf("failed to get diff IDs for image volume %q: %w", v.Image.Ref, err)
-	}
-	key := imageVolumeKey(v.Owner, v.Name, v.Image.Digest())
-	if err := r.recordImageVolume(ctx, key, v); err != nil {
-		return fmt.Errorf("failed to record image volume %q: %w", v.Image.Ref, err)
 	}
 	sn := r.client.SnapshotService(snapshotter)
 	labels := map[string]string{
@@ -185,7 +187,8 @@ func imageVolumeLeaseID(key string) string {
 }
 
 // recordImageVolume makes the volume's lease unless it exists; before the
-// view, so no volume is ever without one.
+// view, so no volume is ever without one (one whose view failed has one
+// until its owner's volumes are released).
 func (r *Runtime) recordImageVolume(ctx context.Context, key string, v ImageVolume) error {
 	_, err := r.client.LeasesService().Create(ctx, leases.WithID(imageVolumeLeaseID(key)), leases.WithLabels(map[string]string{
 		labelImageVolumeOwner: v.Owner,
