@@ -45,10 +45,19 @@ func (r *Runtime) ListImages(ctx context.Context) ([]StoredImage, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The kubelet's image GC counts image volumes as in use too.
+	// The kubelet's image GC counts image volumes as in use too: by their
+	// snapshots' labels and by their leases, which answer while the
+	// snapshotter they are views in does not.
 	used, err := r.imageVolumeImages(ctx)
 	if err != nil {
 		return nil, err
+	}
+	leased, err := r.imageVolumeLeaseImages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for img := range leased {
+		used[img] = true
 	}
 	for _, c := range cs {
 		used[c.Image] = true

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/errdefs"
@@ -80,6 +83,12 @@ var imageVolumeMu sync.Mutex
 func (r *Runtime) MountImageVolume(ctx context.Context, v ImageVolume) error {
 	imageVolumeMu.Lock()
 	defer imageVolumeMu.Unlock()
+	key := imageVolumeKey(v.Owner, v.Name, v.Image.Digest())
+	// Recorded first: a volume a hostlet without records mounted gets one
+	// when a container uses it again.
+	if err := r.recordImageVolume(ctx, key, v); err != nil {
+		return fmt.Errorf("failed to record image volume %q: %w", v.Image.Ref, err)
+	}
 	if mounted, err := mountinfo.Mounted(v.Target); err == nil && mounted {
 		return nil
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -93,7 +102,6 @@ func (r *Runtime) MountImageVolume(ctx context.Context, v ImageVolume) error {
 	if err != nil {
 		return fmt.Errorf("failed to get diff IDs for image volume %q: %w", v.Image.Ref, err)
 	}
-	key := imageVolumeKey(v.Owner, v.Name, v.Image.Digest())
 	sn := r.client.SnapshotService(snapshotter)
 	labels := map[string]string{
 		labelImageVolumeOwner:  v.Owner,
@@ -147,14 +155,78 @@ func (r *Runtime) ReleaseImageVolumes(ctx context.Context, owner string) error {
 	imageVolumeMu.Lock()
 	defer imageVolumeMu.Unlock()
 	var errs []error
+	skipped := false
 	for _, name := range r.snapshotters() {
 		err := r.releaseImageVolumes(ctx, r.client.SnapshotService(name), owner)
 		if r.snapshotterDown(name, err) {
+			skipped = true
 			continue // its volumes' mounts fail the pod dir's removal, retried
 		}
 		errs = append(errs, err)
 	}
+	if err := errors.Join(errs...); err != nil || skipped {
+		return err
+	}
+	// The records go last: a volume left is still in use.
+	return r.forgetImageVolumes(ctx, owner)
+}
+
+// An image volume is also recorded as a lease of containerd's, with no
+// resources (it holds nothing from containerd's GC; the view's gc.root
+// label does) and the labels of its snapshot: leases are containerd's
+// metadata alone, so the images of the node's image volumes can be
+// listed while the snapshotter they are views in does not answer yet,
+// as the restarted stargz snapshotter does not until hostlet has handed
+// it their credentials (lazycreds.go).
+
+// imageVolumeLeaseID is the lease of the volume whose snapshot is key: a
+// digest, as a key is longer than containerd's identifiers may be.
+func imageVolumeLeaseID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "hostlet-image-volume-" + hex.EncodeToString(sum[:20])
+}
+
+// recordImageVolume makes the volume's lease unless it exists; before the
+// view, so no volume is ever without one (one whose view failed has one
+// until its owner's volumes are released).
+func (r *Runtime) recordImageVolume(ctx context.Context, key string, v ImageVolume) error {
+	_, err := r.client.LeasesService().Create(ctx, leases.WithID(imageVolumeLeaseID(key)), leases.WithLabels(map[string]string{
+		labelImageVolumeOwner: v.Owner,
+		labelImageVolumeImage: v.Image.Ref,
+	}))
+	if errdefs.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// forgetImageVolumes removes the owner's image volume leases.
+func (r *Runtime) forgetImageVolumes(ctx context.Context, owner string) error {
+	ls, err := r.client.LeasesService().List(ctx, fmt.Sprintf(`labels."%s"==%q`, labelImageVolumeOwner, owner))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range ls {
+		if err := r.client.LeasesService().Delete(ctx, l); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// imageVolumeLeaseImages are the images of the node's image volumes, from
+// their leases: answered without any snapshotter.
+func (r *Runtime) imageVolumeLeaseImages(ctx context.Context) (map[string]bool, error) {
+	ls, err := r.client.LeasesService().List(ctx, fmt.Sprintf(`labels."%s"`, labelImageVolumeImage))
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, l := range ls {
+		used[l.Labels[labelImageVolumeImage]] = true
+	}
+	return used, nil
 }
 
 // releaseImageVolumes is ReleaseImageVolumes in one snapshotter.

@@ -19,12 +19,13 @@ import (
 // fetches their files later. So hostlet keeps, in memory only (never on
 // disk), the credentials each lazy pull handed over, by image reference,
 // and when the snapshotter's credentials socket is made anew hands over
-// again those of the images the node's containers use, then says it is
-// done (the snapshotter waits for that before it remounts). The others
-// are forgotten then: no container needs them. Image volumes are left
-// out: a lazily pulled image's are views in the very snapshotter that is
-// starting, which lists nothing until it serves (after the handover); a
-// pod's next pull of the image hands its credentials over again.
+// again those of the images the node's containers and image volumes use,
+// then says it is done (the snapshotter waits for that before it
+// remounts). The others are forgotten then: nothing needs them. A lazily
+// pulled image's volumes are views in the very snapshotter that is
+// starting, which lists nothing until it serves (after the handover), so
+// they are found by their leases in containerd's metadata
+// (imagevolume.go).
 
 // heldCredentials are the lazy pulls' credentials by image reference.
 type heldCredentials struct {
@@ -154,13 +155,16 @@ func (r *Runtime) HoldLazyCredentials(ctx context.Context, ref string, creds Cre
 }
 
 // imagesInUse are the images of the namespace's containers (running or
-// not).
+// not) and image volumes; neither list asks a snapshotter.
 func (r *Runtime) imagesInUse(ctx context.Context) (map[string]bool, error) {
 	cs, err := r.client.ContainerService().List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	used := map[string]bool{}
+	used, err := r.imageVolumeLeaseImages(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, c := range cs {
 		used[c.Image] = true
 	}

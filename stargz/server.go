@@ -46,9 +46,12 @@ const (
 )
 
 // ProxyPluginConfig is the section of containerd's config.toml that makes
-// the snapshotter at address containerd's proxy snapshotter Name.
-func ProxyPluginConfig(address string) string {
-	return fmt.Sprintf("[proxy_plugins.%s]\n  type = \"snapshot\"\n  address = %q\n", Name, address)
+// the snapshotter at address, keeping its state under root, containerd's
+// proxy snapshotter Name. The root is exported as a built-in snapshotter
+// exports its own: containerd's CRI reports the image filesystem of its
+// snapshotter there, and hostlet's imagefs follows it likewise.
+func ProxyPluginConfig(address, root string) string {
+	return fmt.Sprintf("[proxy_plugins.%s]\n  type = \"snapshot\"\n  address = %q\n  exports = { root = %q }\n", Name, address, root)
 }
 
 // Config of the snapshotter process.
@@ -95,6 +98,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if hasSnapshots(cfg.Root) {
 		waitSynced(ctx, creds.Synced(), cfg.CredentialsWait)
 	}
+	stale := staleCaches(cfg.Root)
 	var scfg service.Config
 	scfg.NoBackgroundFetch = cfg.NoBackgroundFetch
 	// At start the snapshotter remounts the remote snapshots it had, from
@@ -114,6 +118,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// filesystems, as with upstream's containerd-stargz-grpc without its
 	// FUSE manager; left mounted, they would be dead FUSE mounts.
 	defer sn.Close()
+	removeStaleCaches(stale)
 	if err := serveSnapshots(ctx, cfg.Address, snapshotservice.FromSnapshotter(sn)); err != nil {
 		return err
 	}
@@ -128,6 +133,44 @@ func Run(ctx context.Context, cfg Config) error {
 func hasSnapshots(root string) bool {
 	_, err := os.Stat(filepath.Join(root, "snapshotter", "metadata.db"))
 	return err == nil
+}
+
+// The snapshotter keeps the chunks it fetched of a layer in a directory
+// of its own per mount of the layer (fs/layer: a temporary directory
+// under stargz/fscache and stargz/httpcache), removed when the layer is
+// released: unmounted (its snapshot removed, after image GC) and unused a
+// while. A process that stops leaves them all: nothing of a later one
+// refers to them (its remounts fetch anew), and nothing removes them.
+
+// cacheDirs are the snapshotter's layer cache directories under root.
+var cacheDirs = []string{filepath.Join("stargz", "fscache"), filepath.Join("stargz", "httpcache")}
+
+// staleCaches are the layer caches a previous process left under root.
+func staleCaches(root string) []string {
+	var out []string
+	for _, d := range cacheDirs {
+		es, err := os.ReadDir(filepath.Join(root, d))
+		if err != nil {
+			continue
+		}
+		for _, e := range es {
+			out = append(out, filepath.Join(root, d, e.Name()))
+		}
+	}
+	return out
+}
+
+// removeStaleCaches removes them once this process holds the root (its
+// metadata database is open: no other process serves it any more).
+func removeStaleCaches(dirs []string) {
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			log.WithError(err).WithField("dir", d).Warn("stargz snapshotter: removing a previous run's layer cache")
+		}
+	}
+	if len(dirs) > 0 {
+		log.WithField("dirs", len(dirs)).Info("stargz snapshotter: removed the layer caches of a previous run")
+	}
 }
 
 // waitSynced waits for hostlet's PUT /synced, at most wait.

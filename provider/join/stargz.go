@@ -71,7 +71,7 @@ func checkStargz(ctx context.Context, cfg PreflightConfig) (string, error) {
 		return "", fmt.Errorf("asking containerd for its snapshotters: %w", err)
 	}
 	if len(resp.Plugins) == 0 {
-		return "", errors.New("containerd has no snapshotter " + stargz.Name + ": add to its config (/etc/containerd/config.toml) and restart it:\n" + stargz.ProxyPluginConfig(stargz.DefaultAddress))
+		return "", errors.New("containerd has no snapshotter " + stargz.Name + ": add to its config (/etc/containerd/config.toml) and restart it:\n" + stargz.ProxyPluginConfig(stargz.DefaultAddress, stargz.DefaultRoot))
 	}
 	return "", nil
 }

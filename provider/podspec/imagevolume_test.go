@@ -192,3 +192,32 @@ func TestPullImageVolumes(t *testing.T) {
 
 // HoldLazyCredentials: no lazy pulls here.
 func (f *volumePullRuntime) HoldLazyCredentials(context.Context, string, runtime.Credentials) {}
+
+// holdRuntime records the images whose lazy pull credentials are held.
+type holdRuntime struct {
+	ContainerRuntime
+	held []string
+}
+
+func (f *holdRuntime) HoldLazyCredentials(_ context.Context, ref string, _ runtime.Credentials) {
+	f.held = append(f.held, ref)
+}
+
+// An adopted pod's image volumes' images are held as its containers' are:
+// a lazily pulled one's files are fetched as the volume is read.
+func TestHoldLazyCredentialsImageVolumes(t *testing.T) {
+	fake := &holdRuntime{}
+	r := &Runtime{rt: fake}
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		InitContainers: []v1.Container{{Name: "i", Image: "reg.io/init:1"}},
+		Containers:     []v1.Container{{Name: "c", Image: "reg.io/app:1"}},
+		Volumes: []v1.Volume{
+			{Name: "img", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "reg.io/vol:1"}}},
+			{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		},
+	}}
+	r.holdLazyCredentials(context.Background(), pod)
+	if want := []string{"reg.io/init:1", "reg.io/app:1", "reg.io/vol:1"}; strings.Join(fake.held, " ") != strings.Join(want, " ") {
+		t.Errorf("held %q, want %q", fake.held, want)
+	}
+}

@@ -90,8 +90,8 @@ func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, er
 	}
 	r.reprepareClaims(ctx, pod)
 	// A sandbox there already: the pod was adopted after a restart of
-	// hostlet, whose containers' lazily pulled images need their
-	// credentials held again.
+	// hostlet, whose containers' and image volumes' lazily pulled images
+	// need their credentials held again.
 	r.holdLazyCredentials(ctx, pod)
 	if err := r.setupVolumes(ctx, pod, sb.IPs); err != nil {
 		return nil, err
@@ -289,10 +289,21 @@ func firstCredential(creds func() []credentialprovider.AuthConfig) runtime.Crede
 // holdLazyCredentials holds the credentials of the pod's images, as
 // HoldLazyCredentials says; an image not present or not lazily pulled
 // costs nothing more than a lookup.
+// The images of its image volumes too: a lazily pulled one's files are
+// fetched as they are read from the volume.
 func (r *Runtime) holdLazyCredentials(ctx context.Context, pod *v1.Pod) {
+	var refs []string
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		r.rt.HoldLazyCredentials(ctx, c.Image, firstCredential(sync.OnceValue(func() []credentialprovider.AuthConfig {
-			return r.pullCredentials(ctx, pod, c.Image)
+		refs = append(refs, c.Image)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Image != nil && v.Image.Reference != "" {
+			refs = append(refs, v.Image.Reference)
+		}
+	}
+	for _, ref := range refs {
+		r.rt.HoldLazyCredentials(ctx, ref, firstCredential(sync.OnceValue(func() []credentialprovider.AuthConfig {
+			return r.pullCredentials(ctx, pod, ref)
 		})))
 	}
 }

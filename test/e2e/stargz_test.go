@@ -62,6 +62,19 @@ func TestStargzLazyPull(t *testing.T) {
 
 	lazyRef, lazyBig := pushBigImage(t, reg, auth, "lazy/app:v1", true)
 	wholeRef, wholeBig := pushBigImage(t, reg, auth, "whole/app:v1", false)
+	// Only ever an image volume: no container's image shares its layers.
+	volRef, volBig := pushBigImageSeeded(t, reg, auth, "vol/app:v1", true, 4)
+	volPod := func(name string) {
+		t.Helper()
+		pod := imagePod(ns, name, lazyRef, v1.PullIfNotPresent)
+		pod.Spec.NodeName = node
+		pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
+		pod.Spec.Volumes = []v1.Volume{{Name: "img", VolumeSource: v1.VolumeSource{
+			Image: &v1.ImageVolumeSource{Reference: volRef, PullPolicy: v1.PullIfNotPresent}}}}
+		pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "img", MountPath: "/vol"}}
+		cluster.CreatePod(t, pod)
+		waitReady(t, ns, name)
+	}
 
 	run := func(t *testing.T, podName, ref string) {
 		pod := imagePod(ns, podName, ref, v1.PullAlways)
@@ -141,8 +154,11 @@ func TestStargzLazyPull(t *testing.T) {
 	// snapshots; hostlet, itself restarted above with no pull since, has
 	// them from the adopted pod's pull secret. A new container of the
 	// private image (present: no pull hands them over) runs, and reads
-	// files not fetched yet.
+	// files not fetched yet. So does a new pod's image volume of a private
+	// image only another pod's image volume uses (found by its lease in
+	// containerd: the snapshotter lists nothing before the handover).
 	t.Run("a restarted snapshotter gets the credentials again", func(t *testing.T) {
+		volPod("volkeep")
 		if err := sn.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -161,6 +177,16 @@ func TestStargzLazyPull(t *testing.T) {
 		t.Logf("after reading 1 MiB of its middle: %d bytes served (before %d)", after.Bytes, before.Bytes)
 		if after.Bytes <= before.Bytes {
 			t.Errorf("nothing fetched for the file's middle (%d bytes served before, %d after)", before.Bytes, after.Bytes)
+		}
+		volPod("volagain")
+		before = reg.Blob(volBig.Digest.String())
+		if out := strings.TrimSpace(execIn(t, ns, "volagain", "c", "sh", "-c", "dd if=/vol/big.bin bs=1048576 skip=5 count=1 2>/dev/null | wc -c")); out != "1048576" {
+			t.Errorf("read %q bytes of the image volume's /big.bin, want 1048576 (snapshotter log %s)", out, sn.LogPath())
+		}
+		after = reg.Blob(volBig.Digest.String())
+		t.Logf("image volume: after reading 1 MiB of its middle: %d bytes served (before %d)", after.Bytes, before.Bytes)
+		if after.Bytes <= before.Bytes {
+			t.Errorf("nothing fetched for the image volume's file (%d bytes served before, %d after)", before.Bytes, after.Bytes)
 		}
 	})
 	// An image volume of a lazily pulled image is a view in the stargz
@@ -196,6 +222,13 @@ func TestStargzLazyPull(t *testing.T) {
 // or plain gzip, and returns its ref and the big layer's descriptor.
 func pushBigImage(t *testing.T, reg *images.Registry, auth *images.BasicAuth, repoTag string, estargz bool) (string, ggcr.Descriptor) {
 	t.Helper()
+	return pushBigImageSeeded(t, reg, auth, repoTag, estargz, 1)
+}
+
+// pushBigImageSeeded is pushBigImage with the big file made from seed: an
+// image whose big layer no other image shares (nor its snapshots).
+func pushBigImageSeeded(t *testing.T, reg *images.Registry, auth *images.BasicAuth, repoTag string, estargz bool, seed int64) (string, ggcr.Descriptor) {
+	t.Helper()
 	ctx := ctxT(t)
 	basic := remote.WithAuth(&authn.Basic{Username: auth.User, Password: auth.Password})
 	baseRef, err := reg.Push(ctx, localImage(t, images.BusyboxRef), "base/busybox:"+strings.NewReplacer("/", "-", ":", "-").Replace(repoTag))
@@ -218,7 +251,7 @@ func pushBigImage(t *testing.T, reg *images.Registry, auth *images.BasicAuth, re
 	if err != nil {
 		t.Fatal(err)
 	}
-	big := bigTar(t)
+	big := bigTar(t, seed)
 	opts := []tarball.LayerOption{tarball.WithMediaType(types.OCILayer)}
 	if estargz {
 		opts = append(opts, tarball.WithEstargz)
@@ -255,11 +288,12 @@ func pushBigImage(t *testing.T, reg *images.Registry, auth *images.BasicAuth, re
 	return ref.String(), m.Layers[1]
 }
 
-// bigTar is a layer tar of one incompressible file, /big.bin.
-func bigTar(t *testing.T) []byte {
+// bigTar is a layer tar of one incompressible file, /big.bin, made from
+// seed.
+func bigTar(t *testing.T, seed int64) []byte {
 	t.Helper()
 	data := make([]byte, bigFileSize)
-	rand.New(rand.NewSource(1)).Read(data)
+	rand.New(rand.NewSource(seed)).Read(data)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	if err := tw.WriteHeader(&tar.Header{Name: "big.bin", Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {

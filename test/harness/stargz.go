@@ -21,8 +21,18 @@ func proxyPlugins(snapshotters map[string]string) string {
 	var b strings.Builder
 	for _, n := range names {
 		fmt.Fprintf(&b, "\n[proxy_plugins.%q]\n  type = \"snapshot\"\n  address = %q\n", n, snapshotters[n])
+		// A StargzSnapshotter's root, beside its socket, exported as
+		// stargz.ProxyPluginConfig does.
+		if root := filepath.Join(filepath.Dir(snapshotters[n]), "root"); isDir(root) {
+			fmt.Fprintf(&b, "  exports = { root = %q }\n", root)
+		}
 	}
 	return b.String()
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // StargzSnapshotter is a `hostlet stargz-snapshotter` process of a cluster
@@ -48,7 +58,7 @@ func (c *Cluster) AddStargzSnapshotter(ctx context.Context, name, hostletBin str
 		return nil, err
 	}
 	s.bin, s.argv = c.net.command(hostletBin, append([]string{"stargz-snapshotter",
-		"--root", filepath.Join(s.dir, "root"), "--address", s.Socket(),
+		"--root", s.Root(), "--address", s.Socket(),
 		"--credentials-socket", s.CredentialsSocket(),
 		"--registry-config-dir", c.ContainerdHostsDir()}, args...)...)
 	if err := s.start(ctx); err != nil {
@@ -61,6 +71,10 @@ func (c *Cluster) AddStargzSnapshotter(ctx context.Context, name, hostletBin str
 // again with the same flags and root: it remounts the snapshots it had.
 func (s *StargzSnapshotter) Restart(ctx context.Context) error {
 	s.Stop()
+	return s.restartAfterStop(ctx)
+}
+
+func (s *StargzSnapshotter) restartAfterStop(ctx context.Context) error {
 	// A killed process leaves its sockets: the start waits for new ones.
 	for _, p := range []string{s.Socket(), s.CredentialsSocket()} {
 		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
@@ -68,6 +82,14 @@ func (s *StargzSnapshotter) Restart(ctx context.Context) error {
 		}
 	}
 	return s.start(ctx)
+}
+
+// Crash kills the process (SIGKILL: nothing unmounted, nothing cleaned
+// up, as after an OOM kill) and starts it again with the same flags and
+// root.
+func (s *StargzSnapshotter) Crash(ctx context.Context) error {
+	s.proc.kill()
+	return s.restartAfterStop(ctx)
 }
 
 // LogPath is the process's log.
@@ -93,6 +115,10 @@ func (s *StargzSnapshotter) start(ctx context.Context) error {
 	}
 	return err
 }
+
+// Root is the snapshotter's state: snapshots under snapshotter/, layer
+// caches under stargz/.
+func (s *StargzSnapshotter) Root() string { return filepath.Join(s.dir, "root") }
 
 // Socket is the snapshots API's socket (containerd's proxy plugin address).
 func (s *StargzSnapshotter) Socket() string { return filepath.Join(s.dir, "stargz.sock") }
