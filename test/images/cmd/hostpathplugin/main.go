@@ -7,6 +7,9 @@
 // unchanged. The conformance run (test/conformance -csi-hostpath) puts it
 // into an image of the upstream name.
 //
+// With -proxy-endpoint it is upstream's proxy instead (proxy.go): the CSI
+// mock specs' deployment, whose driver e2e.test serves itself.
+//
 // What it does not do that upstream does: snapshots, cloning, volume
 // modification (--enable-controller-modify-volume is accepted and ignored)
 // and the lifecycle checks of --check-volume-lifecycle; the testsuites that
@@ -27,27 +30,34 @@ import (
 
 func main() {
 	var cfg csihostdir.Config
-	var endpoint string
+	var endpoint, proxyEndpoint string
 	flag.StringVar(&cfg.Name, "drivername", "hostpath.csi.k8s.io", "the driver's name")
 	flag.StringVar(&cfg.NodeID, "nodeid", "", "the node ID NodeGetInfo answers")
 	flag.StringVar(&endpoint, "endpoint", "unix:///csi/csi.sock", "the CSI endpoint")
 	flag.StringVar(&cfg.StateDir, "statedir", "/csi-data-dir", "where volumes and the call log are kept")
+	flag.StringVar(&proxyEndpoint, "proxy-endpoint", "", "instead of a driver, pair each connection to -endpoint with one accepted here (tcp://:9000): the CSI mock deployment's")
 	flag.Int64Var(&cfg.MaxVolumes, "maxvolumespernode", 0, "max_volumes_per_node of NodeGetInfo")
 	// Upstream's flags the e2e deployment passes, accepted so it runs
 	// unchanged; none changes what this stand-in does.
-	for _, name := range []string{"v", "accepted-mutable-parameter-names", "proxy-endpoint", "node-expand-required",
+	for _, name := range []string{"v", "accepted-mutable-parameter-names", "node-expand-required",
 		"enable-controller-modify-volume", "check-volume-lifecycle", "ephemeral", "capacity", "enable-topology",
 		"enable-volume-expansion", "attach-limit", "max-volume-size", "enable-attach"} {
 		flag.String(name, "", "accepted for upstream's hostpathplugin, ignored")
 	}
 	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if proxyEndpoint != "" {
+		if err := runProxy(ctx, endpoint, proxyEndpoint); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if cfg.NodeID == "" {
 		log.Fatal("--nodeid is required")
 	}
 	cfg.Endpoint = strings.TrimPrefix(endpoint, "unix://")
 	cfg.Stage, cfg.Controller = true, true
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if _, err := csihostdir.Start(ctx, cfg); err != nil {
 		log.Fatal(err)
 	}
