@@ -37,11 +37,13 @@ func main() {
 	flag.StringVar(&cfg.StateDir, "statedir", "/csi-data-dir", "where volumes and the call log are kept")
 	flag.StringVar(&proxyEndpoint, "proxy-endpoint", "", "instead of a driver, pair each connection to -endpoint with one accepted here (tcp://:9000): the CSI mock deployment's")
 	flag.Int64Var(&cfg.MaxVolumes, "maxvolumespernode", 0, "max_volumes_per_node of NodeGetInfo")
+	flag.Int64Var(&cfg.MaxVolumes, "attach-limit", 0, "max_volumes_per_node of NodeGetInfo (upstream's other name for it; the CSI mock specs pass this one)")
+	verbosity := flag.Int("v", 0, "at 5 or more every CSI call is logged as upstream's \"gRPCCall: {json}\" line, which e2e.test's CSI mock specs read from the container's log")
 	// Upstream's flags the e2e deployment passes, accepted so it runs
 	// unchanged; none changes what this stand-in does.
-	for _, name := range []string{"v", "accepted-mutable-parameter-names", "node-expand-required",
+	for _, name := range []string{"accepted-mutable-parameter-names", "node-expand-required",
 		"enable-controller-modify-volume", "check-volume-lifecycle", "ephemeral", "capacity", "enable-topology",
-		"enable-volume-expansion", "attach-limit", "max-volume-size", "enable-attach"} {
+		"enable-volume-expansion", "max-volume-size", "enable-attach"} {
 		flag.String(name, "", "accepted for upstream's hostpathplugin, ignored")
 	}
 	flag.Parse()
@@ -58,6 +60,9 @@ func main() {
 	}
 	cfg.Endpoint = strings.TrimPrefix(endpoint, "unix://")
 	cfg.Stage, cfg.Controller = true, true
+	if *verbosity >= 5 {
+		cfg.Interceptor = logCalls
+	}
 	if _, err := csihostdir.Start(ctx, cfg); err != nil {
 		log.Fatal(err)
 	}
