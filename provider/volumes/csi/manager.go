@@ -73,6 +73,12 @@ type Manager struct {
 	// pods are the pods' published volumes, by the pod's volume name,
 	// for their stats.
 	pods map[types.UID]map[string]publishedVolume
+	// staged are the volumes each pod had NodeStageVolume called for,
+	// that may be staged now (success, or an error that is not final:
+	// the kubelet's "uncertain" device): TearDownPod unstages those no
+	// pod publishes, also when the pod never got to NodePublish, as the
+	// kubelet's reconciler unmounts an uncertain device.
+	staged map[types.UID]map[string]volData
 
 	// mounted says whether a path is a mount point (mountinfo.Mounted).
 	mounted func(string) (bool, error)
@@ -100,7 +106,7 @@ func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, layout: volumes.NewLayout(cfg.RootDir), drivers: map[string]driver{},
 		mounted: mountinfo.Mounted, tokens: &tokenCache{clock: clock.RealClock{}}, clock: clock.RealClock{}, exp: newExpansions(),
 		inUse: map[types.UID]map[v1.UniqueVolumeName]bool{}, pending: map[types.UID]bool{},
-		pods: map[types.UID]map[string]publishedVolume{}}
+		pods: map[types.UID]map[string]publishedVolume{}, staged: map[types.UID]map[string]volData{}}
 }
 
 // Start runs the CSIDriver informer and makes the node's CSINode object
@@ -301,10 +307,18 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 			return "", false, &Failure{Op: "MountVolume.MountDevice", Err: fmt.Errorf("fetching NodeStageSecretRef %s/%s failed: %v",
 				v.stageSecret.Namespace, v.stageSecret.Name, err)}
 		}
+		m.markStaged(pod.UID, volData{DriverName: v.driver, VolumeHandle: v.handle})
 		if _, err := node.NodeStageVolume(cctx, &csipb.NodeStageVolumeRequest{
 			VolumeId: v.handle, PublishContext: publishContext, StagingTargetPath: staging,
 			VolumeCapability: capability, VolumeContext: v.attrs, Secrets: secrets,
 		}); err != nil {
+			if isFinalError(err) {
+				// The driver says it did not stage it: nothing to
+				// unstage, the staging directory goes (the kubelet's
+				// MountDevice cleanup after a finished operation).
+				m.unmarkStaged(pod.UID, v.driver, v.handle)
+				m.removeStagingDir(staging)
+			}
 			return "", false, &Failure{Op: "MountVolume.MountDevice", Err: fmt.Errorf("rpc error: NodeStageVolume: %w", err)}
 		}
 	}
@@ -445,6 +459,11 @@ func (m *Manager) TearDownPod(ctx context.Context, uid types.UID) error {
 			errs = append(errs, fmt.Errorf("UnmountVolume.TearDown failed for volume %q (pod %q): %w", e.Name(), uid, err))
 		}
 	}
+	if len(errs) == 0 {
+		if err := m.unstageStaged(ctx, uid); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	m.mu.Lock()
 	if len(errs) == 0 {
 		delete(m.pending, uid)
@@ -483,6 +502,7 @@ func (m *Manager) forgetPod(uid types.UID) {
 	_, had := m.inUse[uid]
 	delete(m.inUse, uid)
 	delete(m.pods, uid)
+	delete(m.staged, uid)
 	m.mu.Unlock()
 	m.untrackPod(uid)
 	if had && m.cfg.Changed != nil {
