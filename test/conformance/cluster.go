@@ -52,10 +52,12 @@ func prepareImages(ctx context.Context, c config, tools tooling) ([]builtImage, 
 		if err != nil {
 			return nil, err
 		}
-		// A dir of their own: buildImages removes the archives its
-		// images dir has of other inputs, and a usual run (of another
-		// checkout, too) would take these for such.
-		more, err := buildImages(csi, in, filepath.Join(c.cache, "conformance", "csi-images"))
+		// A dir of their own, per checkout: buildImages removes the
+		// archives its images dir has of other inputs, and a usual run,
+		// or another checkout's CSI run (other stand-ins) at the same
+		// time, would take these for such and remove them before this
+		// run imports them.
+		more, err := buildImages(csi, in, filepath.Join(c.cache, "conformance", "csi-images", filepath.Base(c.root)))
 		if err != nil {
 			return nil, err
 		}
