@@ -39,12 +39,16 @@ func main() {
 	flag.Int64Var(&cfg.MaxVolumes, "maxvolumespernode", 0, "max_volumes_per_node of NodeGetInfo")
 	flag.Int64Var(&cfg.MaxVolumes, "attach-limit", 0, "max_volumes_per_node of NodeGetInfo (upstream's other name for it; the CSI mock specs pass this one)")
 	verbosity := flag.Int("v", 0, "at 5 or more every CSI call is logged as upstream's \"gRPCCall: {json}\" line, which e2e.test's CSI mock specs read from the container's log")
-	// Upstream's flags the e2e deployment passes, accepted so it runs
-	// unchanged; none changes what this stand-in does.
-	for _, name := range []string{"accepted-mutable-parameter-names", "node-expand-required",
-		"enable-controller-modify-volume", "check-volume-lifecycle", "ephemeral", "capacity", "enable-topology",
-		"enable-volume-expansion", "max-volume-size", "enable-attach"} {
+	// Upstream's flags the e2e deployments pass, accepted so they run
+	// unchanged; none changes what this stand-in does. The booleans are
+	// booleans, as upstream's: the CSI mock specs append "--enable-attach
+	// --attach-limit 2", which a string flag would swallow.
+	for _, name := range []string{"accepted-mutable-parameter-names", "capacity", "max-volume-size"} {
 		flag.String(name, "", "accepted for upstream's hostpathplugin, ignored")
+	}
+	for _, name := range []string{"node-expand-required", "enable-controller-modify-volume", "check-volume-lifecycle",
+		"ephemeral", "enable-topology", "enable-volume-expansion", "enable-attach"} {
+		flag.Bool(name, false, "accepted for upstream's hostpathplugin, ignored")
 	}
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -66,6 +70,6 @@ func main() {
 	if _, err := csihostdir.Start(ctx, cfg); err != nil {
 		log.Fatal(err)
 	}
-	log.Printf("hostpathplugin stand-in (hostlet's csihostdir): driver %s, node %s, endpoint %s", cfg.Name, cfg.NodeID, cfg.Endpoint)
+	log.Printf("hostpathplugin stand-in (hostlet's csihostdir): driver %s, node %s, endpoint %s, max volumes %d", cfg.Name, cfg.NodeID, cfg.Endpoint, cfg.MaxVolumes)
 	<-ctx.Done()
 }
