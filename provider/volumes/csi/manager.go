@@ -82,8 +82,11 @@ type Manager struct {
 
 	// mounted says whether a path is a mount point (mountinfo.Mounted).
 	mounted func(string) (bool, error)
-	tokens  *tokenCache
-	clock   clock.Clock
+	// unstaging are the volumes whose NodeUnstageVolume failed once no
+	// pod used them, retried with back-off (unstage.go).
+	unstaging map[string]bool
+	tokens    *tokenCache
+	clock     clock.Clock
 	// exp are the claims of published volumes, for online expansion.
 	exp expansions
 
@@ -106,7 +109,7 @@ func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, layout: volumes.NewLayout(cfg.RootDir), drivers: map[string]driver{},
 		mounted: mountinfo.Mounted, tokens: &tokenCache{clock: clock.RealClock{}}, clock: clock.RealClock{}, exp: newExpansions(),
 		inUse: map[types.UID]map[v1.UniqueVolumeName]bool{}, pending: map[types.UID]bool{},
-		pods: map[types.UID]map[string]publishedVolume{}, staged: map[types.UID]map[string]volData{}}
+		pods: map[types.UID]map[string]publishedVolume{}, staged: map[types.UID]map[string]volData{}, unstaging: map[string]bool{}}
 }
 
 // Start runs the CSIDriver informer and makes the node's CSINode object
@@ -552,7 +555,12 @@ func (m *Manager) tearDown(ctx context.Context, uid types.UID, dir string) (err 
 	if d.VolumeLifecycleMode == lifecycleEph {
 		return nil
 	}
-	return m.unstageUnused(cctx, node, d, uid)
+	if err := m.unstageUnused(cctx, node, d, uid); err != nil {
+		// The pod is done with it: unstaging is the node's business
+		// (retried), not the pod's (unstage.go).
+		m.unstageLater(uid, d, err)
+	}
+	return nil
 }
 
 // unstageUnused unstages a staged volume no other pod on the node has

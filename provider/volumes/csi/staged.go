@@ -69,15 +69,14 @@ func (m *Manager) unstageStaged(ctx context.Context, uid types.UID) error {
 		vols = append(vols, d)
 	}
 	m.mu.Unlock()
-	var errs []error
 	for _, d := range vols {
 		if err := m.unstageOne(ctx, uid, d); err != nil {
-			errs = append(errs, namingDriver(err, d))
-			continue
+			// The node's business from now on, not the pod's.
+			m.unstageLater(uid, d, err)
 		}
 		m.unmarkStaged(uid, d.DriverName, d.VolumeHandle)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 func (m *Manager) unstageOne(ctx context.Context, uid types.UID, d volData) error {
