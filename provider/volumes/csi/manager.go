@@ -243,6 +243,12 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 	attachable := !v.ephemeral && attachRequired(cd)
 	if attachable {
 		m.markInUse(pod.UID, UniqueName(v.driver, v.handle))
+	} else if !v.ephemeral {
+		// Its CSIDriver says no attach any more (one made after the
+		// pod): the volume leaves volumesInUse, so the attach/detach
+		// controller deletes the VolumeAttachment an earlier attempt
+		// made at once, not after its 6-minute unmount wait.
+		m.unmarkInUse(pod.UID, UniqueName(v.driver, v.handle))
 	}
 	// Published already (also by a hostlet before a restart): only a
 	// driver that requiresRepublish is called again, NodePublish only, as
@@ -420,6 +426,16 @@ func (m *Manager) markInUse(uid types.UID, name v1.UniqueVolumeName) {
 	m.inUse[uid][name] = true
 	m.mu.Unlock()
 	if added && m.cfg.Changed != nil {
+		m.cfg.Changed()
+	}
+}
+
+func (m *Manager) unmarkInUse(uid types.UID, name v1.UniqueVolumeName) {
+	m.mu.Lock()
+	removed := m.inUse[uid][name]
+	delete(m.inUse[uid], name)
+	m.mu.Unlock()
+	if removed && m.cfg.Changed != nil {
 		m.cfg.Changed()
 	}
 }

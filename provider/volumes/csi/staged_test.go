@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -115,5 +116,36 @@ func errorsCause(err error) error {
 			return err
 		}
 		err = u.Unwrap()
+	}
+}
+
+// A CSIDriver made after the pod saying attachRequired: false takes the
+// volume out of volumesInUse at the pod's next try (the node update the
+// attach/detach controller waits for to delete the VolumeAttachment the
+// first tries made; e2e CSI mock "should bringup pod after deploying
+// CSIDriver attach=false").
+func TestNotAttachableAnyMoreLeavesVolumesInUse(t *testing.T) {
+	changed := 0
+	m := New(Config{RootDir: t.TempDir(), NodeName: "n1", Client: fake.NewClientset(), Changed: func() { changed++ }})
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid1"}}
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1"}, Spec: v1.PersistentVolumeSpec{
+		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}}}}
+	if _, _, err := m.SetUpPV(t.Context(), pod, "data", "data", pv, false); err == nil {
+		t.Fatal("SetUpPV without a VolumeAttachment succeeded")
+	}
+	if got := m.VolumesInUse(); len(got) != 1 || changed != 1 {
+		t.Fatalf("without a CSIDriver: in use %v (changed %d)", got, changed)
+	}
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	no := false
+	if err := idx.Add(&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}}); err != nil {
+		t.Fatal(err)
+	}
+	m.csiDrivers = storagelisters.NewCSIDriverLister(idx)
+	if _, _, err := m.SetUpPV(t.Context(), pod, "data", "data", pv, false); err == nil {
+		t.Fatal("SetUpPV with no driver registered succeeded")
+	}
+	if got := m.VolumesInUse(); len(got) != 0 || changed != 2 {
+		t.Errorf("attachRequired false: in use %v (changed %d)", got, changed)
 	}
 }
