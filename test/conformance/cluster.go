@@ -47,15 +47,17 @@ func prepareImages(ctx context.Context, c config, tools tooling) ([]builtImage, 
 	if err != nil {
 		return nil, err
 	}
-	if c.csiHostpath {
+	if c.csiDriver() {
 		csi, err := readCSIInputs(ctx, c.root, scratch, &in)
 		if err != nil {
 			return nil, err
 		}
-		// A dir of their own: buildImages removes the archives its
-		// images dir has of other inputs, and a usual run (of another
-		// checkout, too) would take these for such.
-		more, err := buildImages(csi, in, filepath.Join(c.cache, "conformance", "csi-images"))
+		// A dir of their own, per checkout: buildImages removes the
+		// archives its images dir has of other inputs, and a usual run,
+		// or another checkout's CSI run (other stand-ins) at the same
+		// time, would take these for such and remove them before this
+		// run imports them.
+		more, err := buildImages(csi, in, filepath.Join(c.cache, "conformance", "csi-images", filepath.Base(c.root)))
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +116,7 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 		}
 	}
 	opts := harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: network || kind == kindKubelet}
-	if c.csiHostpath {
+	if c.csiDriver() {
 		// Unix socket paths end at 107 bytes: the node's
 		// <root-dir>/plugins_registry/csi-hostpath-<namespace>-reg.sock
 		// outgrows that under the default /tmp/hostlet-e2e-<n>/
@@ -139,7 +141,7 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 	}
 	if !c.keep {
 		env.ownDir = opts.Dir
-		if _, err := os.Lstat(csiHostpathDataDir); c.csiHostpath && os.IsNotExist(err) {
+		if _, err := os.Lstat(csiHostpathDataDir); c.csiDriver() && os.IsNotExist(err) {
 			env.hostDirs = append(env.hostDirs, csiHostpathDataDir)
 		}
 	}
@@ -152,7 +154,7 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 	var importImage func(context.Context, string) error
 	switch kind {
 	case kindKubelet:
-		opts := harness.KubeletOptions{NodeName: name, SandboxImage: pauseRef(imgs), SharedRootDir: c.csiHostpath}
+		opts := harness.KubeletOptions{NodeName: name, SandboxImage: pauseRef(imgs), SharedRootDir: c.csiDriver()}
 		for _, img := range imgs {
 			opts.Images = append(opts.Images, img.archive)
 		}
@@ -191,9 +193,9 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 }
 
 // nodeName is -node for hostlet; the kubelet's node is named for it.
-// -csi-hostpath's nodes are named for their kind (short: see startCluster).
+// -csi-hostpath's and -csi-mock's nodes are named for their kind (short: see startCluster).
 func nodeName(c config, kind nodeKind) string {
-	if c.csiHostpath {
+	if c.csiDriver() {
 		return string(kind)
 	}
 	if kind == kindKubelet {
@@ -327,7 +329,7 @@ func runGinkgo(ctx context.Context, c config, tools tooling, env *testEnv, names
 		"--report-dir=" + runDir,
 		"--disable-log-dump",
 	}
-	if c.csiHostpath {
+	if c.csiDriver() {
 		// The hostpath deployment's host paths and the registration path
 		// it gives the node are under the node's root dir.
 		args = append(args, "--kubelet-root-dir="+env.rootDir())

@@ -73,6 +73,23 @@ func csiHostpathNames(all []listedTest) []string {
 	return out
 }
 
+// csiMockPrefix starts the names of the CSI mock specs: e2e.test serves
+// the mock driver itself, through the hostpathplugin stand-in's proxy
+// mode (test/e2e/testing-manifests/storage-csi/mock/csi-mock-proxy.yaml),
+// with the same sidecar images as the hostpath deployment.
+const csiMockPrefix = "[sig-storage] CSI Mock "
+
+// csiMockNames is every CSI mock spec.
+func csiMockNames(all []listedTest) []string {
+	var out []string
+	for _, t := range all {
+		if strings.HasPrefix(t.name, csiMockPrefix) {
+			out = append(out, t.name)
+		}
+	}
+	return out
+}
+
 var manifestImageRE = regexp.MustCompile(`(?m)^\s*image:\s*(registry\.k8s\.io/sig-storage/([^:\s]+):\S+)\s*$`)
 
 // csiManifestImages reads the images of the pinned release's hostpath
@@ -169,12 +186,23 @@ func readCSIInputs(ctx context.Context, root, scratch string, in *imageInputs) (
 	if err != nil {
 		return nil, fmt.Errorf("go list -m k8s.io/kubernetes (test/cluster/e2e): %w", err)
 	}
-	manifest, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(kdir)),
-		"test/e2e/testing-manifests/storage-csi/hostpath/hostpath/csi-hostpath-plugin.yaml"))
+	// The mock deployment's images are the hostpath one's today; read
+	// both so a release that pins them apart still gets its stand-ins.
+	wanted := map[string]imageKind{}
+	manifests := filepath.Join(strings.TrimSpace(string(kdir)), "test/e2e/testing-manifests/storage-csi")
+	mocks, err := filepath.Glob(filepath.Join(manifests, "mock", "*.yaml"))
 	if err != nil {
 		return nil, err
 	}
-	wanted := csiManifestImages(manifest)
+	for _, f := range append([]string{filepath.Join(manifests, "hostpath/hostpath/csi-hostpath-plugin.yaml")}, mocks...) {
+		manifest, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for ref, k := range csiManifestImages(manifest) {
+			wanted[ref] = k
+		}
+	}
 	in.csi = map[imageKind][]byte{}
 	for kind, pkg := range map[imageKind]string{kindHostpathPlugin: "./test/images/cmd/hostpathplugin",
 		kindRegistrar: "./test/images/cmd/csi-node-driver-registrar", kindLivenessProbe: "./test/images/cmd/livenessprobe",

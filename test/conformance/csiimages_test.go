@@ -49,6 +49,18 @@ func TestCSIHostpathNames(t *testing.T) {
 	}
 }
 
+func TestCSIMockNames(t *testing.T) {
+	all := []listedTest{
+		{name: "[sig-storage] CSI Mock volume attach CSI attach test using mock driver should not require VolumeAttach for drivers without attachment"},
+		{name: "[sig-storage] CSI Volumes [Driver: csi-hostpath] [Testpattern: Dynamic PV (default fs)] volumes should store data"},
+		{name: "[sig-storage] MutableCSINodeAllocatableCount Dynamic Allocatable Count should observe dynamic changes in CSINode allocatable count"},
+	}
+	got := csiMockNames(all)
+	if len(got) != 1 || got[0] != all[0].name {
+		t.Errorf("csiMockNames = %q, want only the first", got)
+	}
+}
+
 func TestSkipNames(t *testing.T) {
 	got, err := skipNames([]string{"a [Serial] x", "b", "c [Disruptive]"}, `\[Serial\]|\[Disruptive\]`)
 	if err != nil || !reflect.DeepEqual(got, []string{"b"}) {

@@ -17,7 +17,8 @@
 // -csi-hostpath runs e2e.test's "[sig-storage] CSI Volumes [Driver:
 // csi-hostpath]" testsuites instead of selection.txt's tests, on stand-in
 // images for the parts of the driver the module proxy does not serve (see
-// csiimages.go); -skip leaves out tests by name.
+// csiimages.go); -csi-mock runs the "[sig-storage] CSI Mock" specs on the
+// same setup; -skip leaves out tests by name.
 //
 // -node-kind kubelet runs the same with the upstream kubelet as the node
 // (containerd's CRI); -node-kind hostlet,kubelet runs both in turn and
@@ -68,8 +69,10 @@ type config struct {
 	storage    bool
 	// csiHostpath runs the csi-hostpath testsuites (csiimages.go).
 	csiHostpath bool
-	skip        string
-	join        bool // -full's nodes joined with the chart and `hostlet join`
+	// csiMock runs the CSI Mock specs, on the same setup (csiimages.go).
+	csiMock bool
+	skip    string
+	join    bool // -full's nodes joined with the chart and `hostlet join`
 }
 
 func main() {
@@ -93,6 +96,7 @@ func main() {
 	flag.BoolVar(&c.full, "full", false, "run every [Conformance] test of the suite (not selection.txt's) on a two-node cluster with flannel, kube-proxy and CoreDNS, the [Serial] ones after the others (make conformance-full)")
 	flag.BoolVar(&c.storage, "storage", false, "run storage.txt's tests instead of selection.txt's: the [sig-storage] specs one node runs without a CSI driver (in-tree local, hostPath and emptyDir drivers, local PVs, hostPath types), too long for make conformance (make conformance-storage)")
 	flag.BoolVar(&c.csiHostpath, "csi-hostpath", false, "run e2e.test's \"[sig-storage] CSI Volumes [Driver: csi-hostpath]\" testsuites (not selection.txt's tests), with stand-ins for the driver images the module proxy does not serve (see csiimages.go)")
+	flag.BoolVar(&c.csiMock, "csi-mock", false, "run e2e.test's \"[sig-storage] CSI Mock\" specs (not selection.txt's tests; with -csi-hostpath too): the node's CSI behaviours against e2e.test's own mock driver, reached through the hostpathplugin stand-in's proxy (see csiimages.go)")
 	flag.StringVar(&c.skip, "skip", "", "do not run the tests whose name matches this regexp")
 	flag.BoolVar(&c.join, "join", true, "with -full: join the nodes as a user does (the chart installed with helm, `hostlet join` with its bootstrap token on each node, serving certificates from the chart's approver); -join=false starts them with certificates the harness mints (quicker)")
 	controlPlane := flag.String("control-plane", "", "run the cluster on the control plane (kube-apiserver, controller-manager, scheduler, kubectl, kube-proxy) of another minor version, e.g. 1.37 (test/cluster/kube137, what make compat uses); empty: the pinned 1.35")
@@ -134,6 +138,10 @@ func main() {
 	os.Exit(code)
 }
 
+// csiDriver says the run deploys e2e.test's CSI drivers: their images,
+// a short state dir, the node's root dir shared and given to e2e.test.
+func (c config) csiDriver() bool { return c.csiHostpath || c.csiMock }
+
 func logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "%s conformance: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 }
@@ -163,12 +171,18 @@ func run(ctx context.Context, c config) (int, error) {
 		}
 		names = conformanceNames(all)
 	}
-	if c.csiHostpath {
+	if c.csiDriver() {
 		all, err := tools.listTests(ctx)
 		if err != nil {
 			return 1, err
 		}
-		names = csiHostpathNames(all)
+		names = nil
+		if c.csiHostpath {
+			names = csiHostpathNames(all)
+		}
+		if c.csiMock {
+			names = append(names, csiMockNames(all)...)
+		}
 	}
 	if c.skipKnown {
 		names = withoutKnown(names, known)
@@ -270,7 +284,7 @@ func runKind(ctx context.Context, c config, tools tooling, images []builtImage, 
 	var all []result
 	var elapsed time.Duration
 	core, network := splitNetwork(names)
-	if c.csiHostpath {
+	if c.csiDriver() {
 		// The driver's sidecars reach the API server through the
 		// kubernetes Service: kube-proxy's cluster.
 		core, network = nil, names

@@ -78,11 +78,20 @@ type Manager struct {
 	// pods are the pods' published volumes, by the pod's volume name,
 	// for their stats.
 	pods map[types.UID]map[string]publishedVolume
+	// staged are the volumes each pod had NodeStageVolume called for,
+	// that may be staged now (success, or an error that is not final:
+	// the kubelet's "uncertain" device): TearDownPod unstages those no
+	// pod publishes, also when the pod never got to NodePublish, as the
+	// kubelet's reconciler unmounts an uncertain device.
+	staged map[types.UID]map[string]volData
 
 	// mounted says whether a path is a mount point (mountinfo.Mounted).
 	mounted func(string) (bool, error)
-	tokens  *tokenCache
-	clock   clock.Clock
+	// unstaging are the volumes whose NodeUnstageVolume failed once no
+	// pod used them, retried with back-off (unstage.go).
+	unstaging map[string]bool
+	tokens    *tokenCache
+	clock     clock.Clock
 	// exp are the claims of published volumes, for online expansion.
 	exp expansions
 	// attachedChanges wakes the pods waiting for their volumes'
@@ -108,7 +117,7 @@ func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, layout: volumes.NewLayout(cfg.RootDir), drivers: map[string]driver{},
 		mounted: mountinfo.Mounted, tokens: &tokenCache{clock: clock.RealClock{}}, clock: clock.RealClock{}, exp: newExpansions(),
 		inUse: map[types.UID]map[v1.UniqueVolumeName]bool{}, pending: map[types.UID]bool{},
-		pods: map[types.UID]map[string]publishedVolume{}}
+		pods: map[types.UID]map[string]publishedVolume{}, staged: map[types.UID]map[string]volData{}, unstaging: map[string]bool{}}
 }
 
 // Start runs the CSIDriver informer and makes the node's CSINode object
@@ -256,6 +265,12 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 		if ok, err := m.mounted(target); err != nil || !ok {
 			m.awaitAttach(ctx, v)
 		}
+	} else if !v.ephemeral {
+		// Its CSIDriver says no attach any more (one made after the
+		// pod): the volume leaves volumesInUse, so the attach/detach
+		// controller deletes the VolumeAttachment an earlier attempt
+		// made at once, not after its 6-minute unmount wait.
+		m.unmarkInUse(pod.UID, UniqueName(v.driver, v.handle))
 	}
 	defer m.lockVolume(v.driver, v.handle)()
 	// Published already (also by a hostlet before a restart): only a
@@ -324,10 +339,18 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 			return "", false, &Failure{Op: "MountVolume.MountDevice", Err: fmt.Errorf("fetching NodeStageSecretRef %s/%s failed: %v",
 				v.stageSecret.Namespace, v.stageSecret.Name, err)}
 		}
+		m.markStaged(pod.UID, volData{DriverName: v.driver, VolumeHandle: v.handle})
 		if _, err := node.NodeStageVolume(cctx, &csipb.NodeStageVolumeRequest{
 			VolumeId: v.handle, PublishContext: publishContext, StagingTargetPath: staging,
 			VolumeCapability: capability, VolumeContext: v.attrs, Secrets: secrets,
 		}); err != nil {
+			if isFinalError(err) {
+				// The driver says it did not stage it: nothing to
+				// unstage, the staging directory goes (the kubelet's
+				// MountDevice cleanup after a finished operation).
+				m.unmarkStaged(pod.UID, v.driver, v.handle)
+				m.removeStagingDir(staging)
+			}
 			return "", false, &Failure{Op: "MountVolume.MountDevice", Err: fmt.Errorf("rpc error: NodeStageVolume: %w", err)}
 		}
 	}
@@ -431,6 +454,16 @@ func (m *Manager) markInUse(uid types.UID, name v1.UniqueVolumeName) {
 	}
 }
 
+func (m *Manager) unmarkInUse(uid types.UID, name v1.UniqueVolumeName) {
+	m.mu.Lock()
+	removed := m.inUse[uid][name]
+	delete(m.inUse[uid], name)
+	m.mu.Unlock()
+	if removed && m.cfg.Changed != nil {
+		m.cfg.Changed()
+	}
+}
+
 // VolumesInUse are the attachable CSI volumes pods on the node use, from
 // the decision to set one up until it is torn down (the node status's
 // volumesInUse, which the attach/detach controller waits on to detach).
@@ -467,6 +500,11 @@ func (m *Manager) TearDownPod(ctx context.Context, uid types.UID) error {
 	for _, e := range entries {
 		if err := m.tearDown(ctx, uid, filepath.Join(base, e.Name())); err != nil {
 			errs = append(errs, fmt.Errorf("UnmountVolume.TearDown failed for volume %q (pod %q): %w", e.Name(), uid, err))
+		}
+	}
+	if len(errs) == 0 {
+		if err := m.unstageStaged(ctx, uid); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	m.mu.Lock()
@@ -507,6 +545,7 @@ func (m *Manager) forgetPod(uid types.UID) {
 	_, had := m.inUse[uid]
 	delete(m.inUse, uid)
 	delete(m.pods, uid)
+	delete(m.staged, uid)
 	m.mu.Unlock()
 	m.untrackPod(uid)
 	if had && m.cfg.Changed != nil {
@@ -556,7 +595,12 @@ func (m *Manager) tearDown(ctx context.Context, uid types.UID, dir string) (err 
 	if d.VolumeLifecycleMode == lifecycleEph {
 		return nil
 	}
-	return m.unstageUnused(cctx, node, d, uid)
+	if err := m.unstageUnused(cctx, node, d, uid); err != nil {
+		// The pod is done with it: unstaging is the node's business
+		// (retried), not the pod's (unstage.go).
+		m.unstageLater(uid, d, err)
+	}
+	return nil
 }
 
 // unstageUnused unstages a staged volume no other pod on the node has

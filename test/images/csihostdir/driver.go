@@ -51,6 +51,9 @@ type Config struct {
 	// Controller serves the controller service too (controller.go), for
 	// the external-provisioner and external-attacher.
 	Controller bool
+	// Interceptor, if set, wraps every call of the CSI endpoint (not the
+	// registration one): the hostpathplugin stand-in logs them there.
+	Interceptor grpc.UnaryServerInterceptor
 }
 
 // Call is one call the driver answered.
@@ -106,13 +109,17 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			return nil, err
 		}
 	}
+	var opts []grpc.ServerOption
+	if cfg.Interceptor != nil {
+		opts = append(opts, grpc.UnaryInterceptor(cfg.Interceptor))
+	}
 	if err := serve(ctx, cfg.Endpoint, func(s *grpc.Server) {
 		csipb.RegisterIdentityServer(s, d)
 		csipb.RegisterNodeServer(s, d)
 		if cfg.Controller {
 			csipb.RegisterControllerServer(s, controller{d: d})
 		}
-	}); err != nil {
+	}, opts...); err != nil {
 		return nil, err
 	}
 	if cfg.RegistryDir != "" {
@@ -127,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 // Registered is the node's answers to the registration.
 func (d *Driver) Registered() <-chan Registration { return d.registered }
 
-func serve(ctx context.Context, socket string, register func(*grpc.Server)) error {
+func serve(ctx context.Context, socket string, register func(*grpc.Server), opts ...grpc.ServerOption) error {
 	if err := os.MkdirAll(filepath.Dir(socket), 0o750); err != nil {
 		return err
 	}
@@ -136,7 +143,7 @@ func serve(ctx context.Context, socket string, register func(*grpc.Server)) erro
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	register(srv)
 	go func() { _ = srv.Serve(ln) }()
 	go func() {

@@ -1,0 +1,96 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/moby/sys/mountinfo"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// isFinalError is the kubelet's (pkg/volume/csi): a gRPC error whose code
+// says the driver may still be working on it (or did not get the call)
+// leaves the operation uncertain; any other gRPC error is final, the
+// driver saying it did not do it. An error that is not gRPC's (the
+// connection failed, say) is uncertain.
+func isFinalError(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch st.Code() {
+	case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+		return false
+	}
+	return true
+}
+
+func (m *Manager) markStaged(uid types.UID, d volData) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.staged[uid] == nil {
+		m.staged[uid] = map[string]volData{}
+	}
+	m.staged[uid][d.DriverName+"^"+d.VolumeHandle] = d
+}
+
+func (m *Manager) unmarkStaged(uid types.UID, driver, handle string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.staged[uid], driver+"^"+handle)
+}
+
+// removeStagingDir removes a staging directory and its vol_data.json
+// after NodeStageVolume failed for good, never through a mount.
+func (m *Manager) removeStagingDir(staging string) {
+	if ok, err := mountinfo.Mounted(staging); err != nil || ok {
+		return
+	}
+	for _, p := range []string{staging, filepath.Join(filepath.Dir(staging), volDataFile), filepath.Dir(staging)} {
+		_ = os.Remove(p)
+	}
+}
+
+// unstageStaged unstages the volumes the pod had NodeStageVolume called
+// for and no pod publishes now (a pod deleted while its stage was
+// uncertain, or after a stage but before its publish): the published ones
+// were unstaged with their unpublish already (their staging
+// vol_data.json is gone then).
+func (m *Manager) unstageStaged(ctx context.Context, uid types.UID) error {
+	m.mu.Lock()
+	vols := make([]volData, 0, len(m.staged[uid]))
+	for _, d := range m.staged[uid] {
+		vols = append(vols, d)
+	}
+	m.mu.Unlock()
+	for _, d := range vols {
+		if err := m.unstageOne(ctx, uid, d); err != nil {
+			// The node's business from now on, not the pod's.
+			m.unstageLater(uid, d, err)
+		}
+		m.unmarkStaged(uid, d.DriverName, d.VolumeHandle)
+	}
+	return nil
+}
+
+func (m *Manager) unstageOne(ctx context.Context, uid types.UID, d volData) error {
+	defer m.lockVolume(d.DriverName, d.VolumeHandle)()
+	staging := StagingPath(m.layout, d.DriverName, d.VolumeHandle)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(staging), volDataFile)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	conn, err := m.conn(d.DriverName)
+	if err != nil {
+		return fmt.Errorf("kubernetes.io/csi: attacher.UnmountDevice failed to get CSI client: %w", err)
+	}
+	defer conn.Close()
+	cctx, cancel := context.WithTimeout(ctx, csiTimeout)
+	defer cancel()
+	return m.unstageUnused(cctx, csipb.NewNodeClient(conn), d, uid)
+}
