@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distribution/reference"
 	"github.com/fsnotify/fsnotify"
 	"github.com/hostlet/hostlet/stargz"
 	log "github.com/sirupsen/logrus"
@@ -135,16 +134,7 @@ func (r *Runtime) HoldLazyCredentials(ctx context.Context, ref string, creds Cre
 		}
 		return
 	}
-	var user, secret string
-	if creds != nil {
-		named, err := reference.ParseNormalizedNamed(name)
-		if err == nil {
-			user, secret, err = creds(reference.Domain(named))
-		}
-		if err != nil {
-			log.WithError(err).WithField("image", name).Warn("lazy pull: no credentials for the snapshotter")
-		}
-	}
+	user, secret := snapshotterCredentials(name, creds)
 	if user != "" || secret != "" {
 		if err := stargz.SendCredentials(ctx, r.snapshotterCreds, name, user, secret); err != nil {
 			// Held all the same: the snapshotter's restart hands them.

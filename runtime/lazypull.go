@@ -31,16 +31,7 @@ func (r *Runtime) lazyPullOpts(ctx context.Context, name string, creds Credentia
 	if r.snapshotter == "" {
 		return nil
 	}
-	var user, secret string
-	if creds != nil {
-		named, err := reference.ParseNormalizedNamed(name)
-		if err == nil {
-			user, secret, err = creds(reference.Domain(named))
-		}
-		if err != nil {
-			log.WithError(err).WithField("image", name).Warn("lazy pull: no credentials for the snapshotter")
-		}
-	}
+	user, secret := snapshotterCredentials(name, creds)
 	if err := stargz.SendCredentials(ctx, r.snapshotterCreds, name, user, secret); err != nil {
 		log.WithError(err).WithField("image", name).Warn("lazy pull: the stargz snapshotter does not answer; pulling the whole image into overlayfs")
 		return nil
@@ -53,6 +44,22 @@ func (r *Runtime) lazyPullOpts(ctx context.Context, name string, creds Credentia
 		containerd.WithPullSnapshotter(r.snapshotter),
 		containerd.WithImageHandlerWrapper(source.AppendDefaultLabelsHandlerWrapper(name, 0)),
 	}
+}
+
+// snapshotterCredentials are creds for the registry of name (normalized),
+// none without creds; a failure is logged and the pull goes anonymous.
+func snapshotterCredentials(name string, creds Credentials) (user, secret string) {
+	if creds == nil {
+		return "", ""
+	}
+	named, err := reference.ParseNormalizedNamed(name)
+	if err == nil {
+		user, secret, err = creds(reference.Domain(named))
+	}
+	if err != nil {
+		log.WithError(err).WithField("image", name).Warn("lazy pull: no credentials for the snapshotter")
+	}
+	return user, secret
 }
 
 // imageSnapshotter is the snapshotter a container of img is made in: the

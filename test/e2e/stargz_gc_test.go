@@ -37,26 +37,14 @@ func TestStargzImageGC(t *testing.T) {
 	reg := privateRegistry(t, auth)
 	pullSecret(t, ns, reg.Addr(), auth.User, auth.Password)
 
-	sn, err := cluster.AddStargzSnapshotter(ctx, "lazygc", hostletBinary(t), "--no-background-fetch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := cluster.AddContainerdWithSnapshotters(ctx, "lazygc", map[string]string{"stargz": sn.Socket()})
-	if err != nil {
-		sn.Stop()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Stop(); sn.Stop() })
 	node := "stargz-gc-node"
-	extraNode(t, harness.HostletOptions{NodeName: node, ExtraArgs: []string{
-		"--container-runtime-endpoint", "unix://" + d.Socket(),
-		"--image-snapshotter", "stargz", "--stargz-credentials-socket", sn.CredentialsSocket(),
+	sn, d, _ := stargzNode(t, "lazygc", node,
 		// Images are safe for their first 30 s: time for a pod to use one.
 		"--image-gc-high-threshold", "1",
 		"--image-gc-low-threshold", "0",
 		"--image-minimum-gc-age", "30s",
 		"--image-gc-period", "2s",
-	}})
+	)
 	usedRef, _ := pushBigImageSeeded(t, reg, auth, "gc/used:v1", true, 2)
 	unusedRef, _ := pushBigImageSeeded(t, reg, auth, "gc/unused:v1", true, 3)
 

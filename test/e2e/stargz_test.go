@@ -44,21 +44,8 @@ func TestStargzLazyPull(t *testing.T) {
 	reg := privateRegistry(t, auth)
 	pullSecret(t, ns, reg.Addr(), auth.User, auth.Password)
 
-	sn, err := cluster.AddStargzSnapshotter(ctx, "lazy", hostletBinary(t), "--no-background-fetch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := cluster.AddContainerdWithSnapshotters(ctx, "lazy", map[string]string{"stargz": sn.Socket()})
-	if err != nil {
-		sn.Stop()
-		t.Fatal(err)
-	}
-	// containerd first: its containers are on the snapshotter's mounts.
-	t.Cleanup(func() { d.Stop(); sn.Stop() })
 	node := "stargz-node"
-	h := extraNode(t, harness.HostletOptions{NodeName: node, ExtraArgs: []string{
-		"--container-runtime-endpoint", "unix://" + d.Socket(),
-		"--image-snapshotter", "stargz", "--stargz-credentials-socket", sn.CredentialsSocket()}})
+	sn, _, h := stargzNode(t, "lazy", node)
 
 	lazyRef, lazyBig := pushBigImage(t, reg, auth, "lazy/app:v1", true)
 	wholeRef, wholeBig := pushBigImage(t, reg, auth, "whole/app:v1", false)
@@ -215,6 +202,31 @@ func TestStargzLazyPull(t *testing.T) {
 			t.Errorf("served %d bytes of the %d-byte layer; want it whole", got.Bytes, wholeBig.Size)
 		}
 	})
+}
+
+// stargzNode is a node whose containerd (named tag) has `hostlet
+// stargz-snapshotter` as its proxy snapshotter "stargz" (without
+// background fetch, so what a registry serves is what was read), and
+// hostlet pulling lazily through it, with args added; all stopped when the
+// test ends.
+func stargzNode(t *testing.T, tag, node string, args ...string) (*harness.StargzSnapshotter, *harness.Containerd, *harness.Hostlet) {
+	t.Helper()
+	ctx := ctxT(t)
+	sn, err := cluster.AddStargzSnapshotter(ctx, tag, hostletBinary(t), "--no-background-fetch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := cluster.AddContainerdWithSnapshotters(ctx, tag, map[string]string{"stargz": sn.Socket()})
+	if err != nil {
+		sn.Stop()
+		t.Fatal(err)
+	}
+	// containerd first: its containers are on the snapshotter's mounts.
+	t.Cleanup(func() { d.Stop(); sn.Stop() })
+	h := extraNode(t, harness.HostletOptions{NodeName: node, ExtraArgs: append([]string{
+		"--container-runtime-endpoint", "unix://" + d.Socket(),
+		"--image-snapshotter", "stargz", "--stargz-credentials-socket", sn.CredentialsSocket()}, args...)})
+	return sn, d, h
 }
 
 // pushBigImage pushes busybox's files plus a big random file as repoTag,
