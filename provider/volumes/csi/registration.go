@@ -63,6 +63,7 @@ func (m *Manager) Register(ctx context.Context, p pluginwatcher.Plugin) error {
 	}
 	log.WithFields(log.Fields{"driver": p.Name, "nodeID": info.GetNodeId(), "endpoint": endpoint}).Info("csi: driver registered")
 	go m.retryPending(context.WithoutCancel(ctx))
+	go m.unstageLeftOf(context.WithoutCancel(ctx), p.Name)
 	return nil
 }
 

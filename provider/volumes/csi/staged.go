@@ -9,6 +9,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/moby/sys/mountinfo"
+	log "github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
@@ -93,4 +94,29 @@ func (m *Manager) unstageOne(ctx context.Context, uid types.UID, d volData) erro
 	cctx, cancel := context.WithTimeout(ctx, csiTimeout)
 	defer cancel()
 	return m.unstageUnused(cctx, csipb.NewNodeClient(conn), d, uid)
+}
+
+// unstageLeftOf unstages, once driver name registers, its staged volumes
+// that no pod publishes, as the kubelet's reconciler unmounts a
+// reconstructed device no pod uses: after a restart of hostlet the retries
+// of failed unstages (unstageLater, in memory) are gone, and a volume
+// staged for a pod deleted while hostlet or the driver was down was never
+// unstaged. Each volume is looked at under its lock, so a pod setting it
+// up (staged, not published yet) is never undone; a failure is retried
+// with back-off.
+func (m *Manager) unstageLeftOf(ctx context.Context, name string) {
+	dirs, err := m.stagedVolumes()
+	if err != nil {
+		log.WithError(err).WithField("driver", name).Warn("csi: listing the staged volumes")
+		return
+	}
+	for _, dir := range dirs {
+		d, err := readVolData(dir)
+		if err != nil || d.DriverName != name {
+			continue
+		}
+		if err := m.unstageLeftVolume(ctx, d); err != nil {
+			m.unstageLater("", d, err)
+		}
+	}
 }

@@ -149,3 +149,68 @@ func TestNotAttachableAnyMoreLeavesVolumesInUse(t *testing.T) {
 		t.Errorf("attachRequired false: in use %v (changed %d)", got, changed)
 	}
 }
+
+// stager offers STAGE_UNSTAGE and records NodeUnstageVolume.
+type stager struct {
+	csipb.UnimplementedNodeServer
+	unstaged chan string
+}
+
+func (stager) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
+	return failingStager{}.NodeGetCapabilities(context.Background(), nil)
+}
+
+func (s stager) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
+	s.unstaged <- req.StagingTargetPath
+	return &csipb.NodeUnstageVolumeResponse{}, nil
+}
+
+// A driver registering (also after a restart of hostlet) has its staged
+// volumes that no pod publishes unstaged, and only those: a volume a pod's
+// directory still names stays staged, another driver's is not its.
+func TestUnstageLeftOnRegistration(t *testing.T) {
+	root := t.TempDir()
+	m := New(Config{RootDir: root, NodeName: "n1"})
+	l := volumes.NewLayout(root)
+	stage := func(driver, handle string) string {
+		staging := StagingPath(l, driver, handle)
+		if err := os.MkdirAll(staging, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeVolData(filepath.Dir(staging), volData{DriverName: driver, VolumeHandle: handle}); err != nil {
+			t.Fatal(err)
+		}
+		return staging
+	}
+	left, used, other := stage("d", "left"), stage("d", "used"), stage("e", "other")
+	podVol := VolumeDir(l, "uid1", "pv-used")
+	if err := os.MkdirAll(podVol, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeVolData(podVol, volData{SpecVolID: "pv-used", DriverName: "d", VolumeHandle: "used"}); err != nil {
+		t.Fatal(err)
+	}
+	drv := stager{unstaged: make(chan string, 4)}
+	socket := filepath.Join(t.TempDir(), "csi.sock")
+	if err := grpcsock.Serve(t.Context(), socket, "fake", func(s *grpc.Server) { csipb.RegisterNodeServer(s, drv) }); err != nil {
+		t.Fatal(err)
+	}
+	m.drivers["d"] = driver{endpoint: socket}
+	m.unstageLeftOf(t.Context(), "d")
+	close(drv.unstaged)
+	var got []string
+	for s := range drv.unstaged {
+		got = append(got, s)
+	}
+	if len(got) != 1 || got[0] != left {
+		t.Errorf("NodeUnstageVolume calls %v, want only %s", got, left)
+	}
+	if _, err := os.Stat(filepath.Dir(left)); !os.IsNotExist(err) {
+		t.Errorf("the unused volume's staging dir stays: %v", err)
+	}
+	for _, s := range []string{used, other} {
+		if _, err := os.Stat(s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+}
