@@ -118,7 +118,7 @@ func (f *fixture) peerWith(t *testing.T, name string) (Peer, *counting) {
 	for _, d := range f.blobs {
 		put(t, cs, d.MediaType, f.data[d.MediaType])
 	}
-	return f.peer(t, name, Handler(contentStore{cs}))
+	return f.peer(t, name, storeHandler(t, contentStore{cs}))
 }
 
 func (f *fixture) peer(t *testing.T, name string, h http.Handler) (Peer, *counting) {
@@ -278,7 +278,7 @@ func TestFetchRefusesNonNodePeer(t *testing.T) {
 	for _, d := range f.blobs {
 		put(t, cs, d.MediaType, f.data[d.MediaType])
 	}
-	c := &counting{h: Handler(contentStore{cs})}
+	c := &counting{h: storeHandler(t, contentStore{cs})}
 	srv := newTLSServer(t, f.p.serverTLS(f.p.issue(t, "evil", nil, true)), c)
 	f.pull(t, staticPeers{{Name: "evil", Addr: srv.Listener.Addr().String()}})
 	if n := f.reg.count(); n != 3 {

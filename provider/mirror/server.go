@@ -42,22 +42,13 @@ const maxManifest = 4 << 20
 // /v2/<name>/manifests/<digest> from store to nodes of the cluster: the
 // request must come with a client certificate the TLS server verified
 // (against the client CA, the cluster's) that names a node (CN
-// system:node:<name>, O system:nodes). The name is not looked at: the
-// store is content-addressed. A tag is never served (404), so a peer cannot
-// tell another node what a tag means; only the registry does.
-func Handler(store Store) http.Handler {
-	return handler(store, nil)
-}
-
-// Handler is the mirror's handler (see the function Handler) that serves
-// also the blobs this node's pulls are fetching, as they arrive, and has a
-// peer that asks for a blob this node's pull of its repository is about
-// to fetch wait for it (up to ownerWait).
+// system:node:<name>, O system:nodes). The name is not looked at for what
+// is served: the store is content-addressed. A tag is never served (404),
+// so a peer cannot tell another node what a tag means; only the registry
+// does. A blob this node's pulls are fetching is served as it arrives, and
+// a peer that asks for a blob this node's pull of its repository is about
+// to fetch waits for it (up to ownerWait).
 func (m *Mirror) Handler(store Store) http.Handler {
-	return handler(store, m)
-}
-
-func handler(store Store, m *Mirror) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
 		peer, ok := nodeOf(r)
@@ -94,7 +85,7 @@ func handler(store Store, m *Mirror) http.Handler {
 			return
 		}
 		var ra content.ReaderAt
-		if m == nil || kind != "blobs" {
+		if kind != "blobs" {
 			ra, err = store.Blob(r.Context(), dgst)
 		} else {
 			var fl *flight

@@ -13,6 +13,7 @@ import (
 	"github.com/containerd/containerd/v2/plugins/content/local"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"k8s.io/utils/clock"
 )
 
 // contentStore is a Store over a containerd content store, as the runtime's.
@@ -61,7 +62,7 @@ func TestHandler(t *testing.T) {
 	cs := newStore(t)
 	blob := put(t, cs, ocispec.MediaTypeImageLayerGzip, []byte("layer bytes"))
 	manifest := put(t, cs, ocispec.MediaTypeImageManifest, []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json"}`))
-	srv := peerServer(t, p, "a", Handler(contentStore{cs}))
+	srv := peerServer(t, p, "a", storeHandler(t, contentStore{cs}))
 
 	node := p.issue(t, "system:node:b", []string{"system:nodes"}, false)
 	user := p.issue(t, "alice", []string{"system:masters"}, false)
@@ -148,4 +149,9 @@ func TestParsePath(t *testing.T) {
 			t.Errorf("parsePath(%q) = %q %q %v, want %q %q", tc.path, kind, ref, ok, tc.kind, tc.ref)
 		}
 	}
+}
+
+// storeHandler is a mirror's handler of store with no pull of its own.
+func storeHandler(t *testing.T, store Store) http.Handler {
+	return (&Mirror{flights: newFlights(t.TempDir()), clock: clock.RealClock{}}).Handler(store)
 }

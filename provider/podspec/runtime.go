@@ -286,11 +286,10 @@ func firstCredential(creds func() []credentialprovider.AuthConfig) runtime.Crede
 	}
 }
 
-// holdLazyCredentials holds the credentials of the pod's images, as
-// HoldLazyCredentials says; an image not present or not lazily pulled
-// costs nothing more than a lookup.
-// The images of its image volumes too: a lazily pulled one's files are
-// fetched as they are read from the volume.
+// holdLazyCredentials holds the credentials of the pod's images, its
+// containers' and its image volumes' (a lazily pulled volume's files are
+// fetched as they are read), as HoldLazyCredentials says; an image not
+// present or not lazily pulled costs nothing more than a lookup.
 func (r *Runtime) holdLazyCredentials(ctx context.Context, pod *v1.Pod) {
 	var refs []string
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 	"github.com/hostlet/hostlet/test/images/csihostdir"
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -211,14 +209,7 @@ func TestCSIBlockOnlineExpansion(t *testing.T) {
 	// Only a claim of a class that allows expansion may grow (its PV is
 	// static: the class's provisioner is never called).
 	class := ns + "-gblk"
-	if _, err := cluster.Client().StorageV1().StorageClasses().Create(ctxT(t), &storagev1.StorageClass{
-		ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: name, AllowVolumeExpansion: ptr(true),
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cluster.Client().StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-	})
+	expandableClass(t, class, name)
 	pvName := ns + "-gblk"
 	csiBlockClaim(t, ns, name, pvName, "blkg", class, 8<<20)
 	file := csihostdir.BlockFile(state, "blkg")

@@ -446,6 +446,20 @@ func TestCSIHostletRestart(t *testing.T) {
 	}
 }
 
+// expandableClass is a StorageClass of the driver that allows expansion,
+// deleted when the test ends.
+func expandableClass(t *testing.T, class, driver string) {
+	t.Helper()
+	if _, err := cluster.Client().StorageV1().StorageClasses().Create(ctxT(t), &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: driver, AllowVolumeExpansion: ptr(true),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cluster.Client().StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+}
+
 // A claim of an expandable class grows while its pod runs: the test is
 // the external-resizer (the PV's capacity set, the claim marked
 // NodeResizePending), and the node, watching the claim (the chart's
@@ -458,14 +472,7 @@ func TestCSIOnlineExpansion(t *testing.T) {
 	claimWatchRBAC(t)
 	ns, name, state, _ := persistentCSIDriver(t, false)
 	class := ns + "-grow"
-	if _, err := cluster.Client().StorageV1().StorageClasses().Create(ctxT(t), &storagev1.StorageClass{
-		ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: name, AllowVolumeExpansion: ptr(true),
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cluster.Client().StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-	})
+	expandableClass(t, class, name)
 	pvName := ns + "-grow"
 	pod := csiClaimPod(t, ns, name, pvName, class, "vol-g")
 	cluster.CreatePod(t, pod)

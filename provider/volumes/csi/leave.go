@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hostlet/hostlet/provider/pluginwatcher"
+	"github.com/hostlet/hostlet/provider/volumes"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -93,21 +93,12 @@ func (m *Manager) stagedVolumes() ([]string, error) {
 
 // unstageLeft unstages the volume staged in dir unless a pod still
 // publishes it.
-func (m *Manager) unstageLeft(ctx context.Context, dir string) (err error) {
+func (m *Manager) unstageLeft(ctx context.Context, dir string) error {
 	d, err := readVolData(dir)
 	if err != nil {
 		return err
 	}
-	defer func() { err = namingDriver(err, d) }()
-	defer m.lockVolume(d.DriverName, d.VolumeHandle)()
-	conn, err := m.conn(d.DriverName)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	cctx, cancel := context.WithTimeout(ctx, csiTimeout)
-	defer cancel()
-	return m.unstageUnused(cctx, csipb.NewNodeClient(conn), d, "")
+	return namingDriver(m.unstageOne(ctx, "", d), d)
 }
 
 // ForceTearDownAll is `hostlet leave --force`, for volumes whose driver is
@@ -166,18 +157,26 @@ func (m *Manager) ForceTearDownAll() ([]string, error) {
 // csiDirs are the directories of CSI volumes under the root dir: the
 // plugin's own (staging, block volumes) and each pod's CSI volumes and
 // block device links; each as the mount table names it (symlinks in the
-// root dir's path resolved), those that do not exist left out.
+// root dir's own path resolved, as MountsBelow does), those that do not
+// exist left out. Below the root dir no link is followed: a directory
+// that is a symlink is not one of them, so the removal never reaches
+// through it.
 func (m *Manager) csiDirs() []string {
-	all := []string{m.layout.PluginDir(PluginName)}
-	pods, _ := os.ReadDir(m.layout.PodsDir())
+	root, err := filepath.EvalSymlinks(m.cfg.RootDir)
+	if err != nil {
+		return nil
+	}
+	l := volumes.NewLayout(root)
+	all := []string{l.PluginDir(PluginName)}
+	pods, _ := os.ReadDir(l.PodsDir())
 	for _, p := range pods {
 		uid := types.UID(p.Name())
-		all = append(all, filepath.Dir(VolumeDir(m.layout, uid, "x")), filepath.Dir(BlockLink(m.layout, uid, "x")))
+		all = append(all, filepath.Dir(VolumeDir(l, uid, "x")), filepath.Dir(BlockLink(l, uid, "x")))
 	}
 	var dirs []string
 	for _, d := range all {
-		if r, err := filepath.EvalSymlinks(d); err == nil {
-			dirs = append(dirs, r)
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			dirs = append(dirs, d)
 		}
 	}
 	return dirs

@@ -619,10 +619,8 @@ func (m *Manager) unstageUnused(ctx context.Context, node csipb.NodeClient, d vo
 	if ok, err := mountinfo.Mounted(staging); err == nil && ok {
 		return fmt.Errorf("%s is still mounted after NodeUnstageVolume", staging)
 	}
-	for _, p := range []string{staging, filepath.Join(filepath.Dir(staging), volDataFile), filepath.Dir(staging)} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
+	if err := removeStaging(staging); err != nil {
+		return err
 	}
 	log.WithFields(log.Fields{"driver": d.DriverName, "volume": d.VolumeHandle}).Info("csi: volume unstaged")
 	return nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/hostlet/hostlet/crash"
 	"github.com/moby/sys/mountinfo"
 	log "github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
@@ -53,9 +54,18 @@ func (m *Manager) removeStagingDir(staging string) {
 	if ok, err := mountinfo.Mounted(staging); err != nil || ok {
 		return
 	}
+	_ = removeStaging(staging)
+}
+
+// removeStaging removes an unmounted staging directory, its
+// vol_data.json and their directory.
+func removeStaging(staging string) error {
 	for _, p := range []string{staging, filepath.Join(filepath.Dir(staging), volDataFile), filepath.Dir(staging)} {
-		_ = os.Remove(p)
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
+	return nil
 }
 
 // unstageStaged unstages the volumes the pod had NodeStageVolume called
@@ -105,6 +115,9 @@ func (m *Manager) unstageOne(ctx context.Context, uid types.UID, d volData) erro
 // up (staged, not published yet) is never undone; a failure is retried
 // with back-off.
 func (m *Manager) unstageLeftOf(ctx context.Context, name string) {
+	// Run on a goroutine of its own: a panic costs this sweep, not the
+	// node.
+	defer func() { crash.Handle(recover(), log.WithField("driver", name), nil) }()
 	dirs, err := m.stagedVolumes()
 	if err != nil {
 		log.WithError(err).WithField("driver", name).Warn("csi: listing the staged volumes")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hostlet/hostlet/crash"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,6 +48,11 @@ func (m *Manager) unstageLater(uid types.UID, d volData, err error) {
 func (m *Manager) retryUnstage(d volData, delay time.Duration) {
 	t := m.clock.NewTimer(delay)
 	go func() {
+		// The node's goroutine, apart from any pod's: a panic costs this
+		// retry, not the node.
+		defer func() {
+			crash.Handle(recover(), log.WithFields(log.Fields{"driver": d.DriverName, "volume": d.VolumeHandle}), nil)
+		}()
 		<-t.C()
 		ctx, cancel := context.WithTimeout(context.Background(), csiTimeout)
 		defer cancel()
