@@ -252,13 +252,33 @@ func (m *Manager) unmapBlock(ctx context.Context, uid types.UID, pv string) (err
 		return err
 	}
 	log.WithFields(log.Fields{"uid": uid, "driver": d.DriverName, "volume": d.VolumeHandle}).Info("csi: block volume unpublished")
-	// UnmapDevice once the global map path holds no other pod's mapping.
-	if rest, err := os.ReadDir(global); err == nil && len(rest) > 0 {
-		return nil
+	if err := m.unmapDevice(cctx, node, d, pv); err != nil {
+		// The pod is done with it once it is unpublished: unstaging is
+		// the node's business from now on, retried with back-off as a
+		// filesystem volume's (unstage.go), as the kubelet's UnmapDevice
+		// is an operation of the node's, not of the pod's.
+		d.blockPV = pv
+		m.unstageLater(uid, d, err)
+	}
+	return nil
+}
+
+// unmapDevice is the kubelet's UnmapDevice of block volume pv once no pod
+// maps or publishes it: NodeUnstageVolume when it was staged, then its
+// directories (the kubelet's cleanupOrphanDeviceFiles, with removes that
+// never reach through a mount: each is empty by then). Run under the
+// volume's lock.
+func (m *Manager) unmapDevice(ctx context.Context, node csipb.NodeClient, d volData, pv string) error {
+	global := BlockGlobalMapPath(m.layout, pv)
+	publishDir := filepath.Dir(BlockPublishPath(m.layout, pv, "uid"))
+	for _, dir := range []string{global, publishDir} {
+		if rest, err := os.ReadDir(dir); err == nil && len(rest) > 0 {
+			return nil
+		}
 	}
 	staging := BlockStagingPath(m.layout, pv)
 	if _, err := os.Stat(staging); err == nil {
-		if _, err := node.NodeUnstageVolume(cctx, &csipb.NodeUnstageVolumeRequest{VolumeId: d.VolumeHandle, StagingTargetPath: staging}); err != nil {
+		if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: d.VolumeHandle, StagingTargetPath: staging}); err != nil {
 			return fmt.Errorf("kubernetes.io/csi: blockMapper.unstageVolumeForBlock failed: rpc error: NodeUnstageVolume: %w", err)
 		}
 		if ok, err := mountinfo.Mounted(staging); err == nil && ok {
@@ -266,10 +286,44 @@ func (m *Manager) unmapBlock(ctx context.Context, uid types.UID, pv string) (err
 		}
 		log.WithFields(log.Fields{"driver": d.DriverName, "volume": d.VolumeHandle}).Info("csi: block volume unstaged")
 	}
-	// The kubelet's cleanupOrphanDeviceFiles, with removes that never
-	// reach through a mount: each is empty by now.
 	data := BlockDataDir(m.layout, pv)
-	return removeAll(filepath.Dir(publish), staging, filepath.Join(data, volDataFile), data, global, filepath.Dir(global))
+	return removeAll(publishDir, staging, filepath.Join(data, volDataFile), data, global, filepath.Dir(global))
+}
+
+// unmapDeviceLeft unmaps (unstages) block volume d.blockPV unless it is
+// gone already or a pod maps it again: the retry of a failed unstage, and
+// the sweep of a driver's registration (unstageLeftOf).
+func (m *Manager) unmapDeviceLeft(ctx context.Context, d volData) error {
+	defer m.lockVolume(d.DriverName, d.VolumeHandle)()
+	if _, err := os.Stat(filepath.Join(BlockDataDir(m.layout, d.blockPV), volDataFile)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	conn, err := m.conn(d.DriverName)
+	if err != nil {
+		return fmt.Errorf("kubernetes.io/csi: blockMapper.UnmapDevice failed to get CSI client: %w", err)
+	}
+	defer conn.Close()
+	cctx, cancel := context.WithTimeout(ctx, csiTimeout)
+	defer cancel()
+	return m.unmapDevice(cctx, csipb.NewNodeClient(conn), d, d.blockPV)
+}
+
+// stagedBlockVolumes are the block volumes with a vol_data.json
+// (<plugins>/kubernetes.io/csi/volumeDevices/<pv>/data), mapped or not.
+func (m *Manager) stagedBlockVolumes() []volData {
+	entries, _ := os.ReadDir(blockDir(m.layout))
+	var vols []volData
+	for _, e := range entries {
+		// staging/ and publish/ hold every PV's paths, as the kubelet's.
+		if !e.IsDir() || e.Name() == "staging" || e.Name() == "publish" {
+			continue
+		}
+		if d, err := readVolData(BlockDataDir(m.layout, e.Name())); err == nil {
+			d.blockPV = e.Name()
+			vols = append(vols, d)
+		}
+	}
+	return vols
 }
 
 // removeAll removes each path (a file or an empty directory), a missing

@@ -60,6 +60,11 @@ func (m *Manager) TearDownAll(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("UnmountDevice failed for the volume staged in %s: %w", dir, err))
 		}
 	}
+	for _, d := range m.stagedBlockVolumes() {
+		if err := m.unmapDeviceLeft(ctx, d); err != nil {
+			errs = append(errs, fmt.Errorf("UnmapDevice failed for block volume %s: %w", d.blockPV, namingDriver(err, d)))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -76,7 +81,7 @@ func (m *Manager) stagedVolumes() ([]string, error) {
 	}
 	var dirs []string
 	for _, d := range drivers {
-		// Block volumes' data is per PV there, and goes with their pods.
+		// Block volumes are listed by stagedBlockVolumes.
 		if !d.IsDir() || d.Name() == filepath.Base(blockDir(m.layout)) {
 			continue
 		}

@@ -43,6 +43,11 @@ type volData struct {
 	NodeName            string `json:"nodeName,omitempty"`
 	AttachmentID        string `json:"attachmentID,omitempty"`
 	VolumeLifecycleMode string `json:"volumeLifecycleMode,omitempty"`
+
+	// blockPV, not in the file, says the volume is the block volume whose
+	// vol_data.json is in BlockDataDir(blockPV): it is unstaged at its
+	// block staging path (unmapDeviceLeft).
+	blockPV string
 }
 
 // VolumeDir is a pod's CSI volume's directory, named by the PV (or the

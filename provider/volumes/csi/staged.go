@@ -108,7 +108,8 @@ func (m *Manager) unstageOne(ctx context.Context, uid types.UID, d volData) erro
 
 // unstageLeftOf unstages, once driver name registers, its staged volumes
 // that no pod publishes, as the kubelet's reconciler unmounts a
-// reconstructed device no pod uses: after a restart of hostlet the retries
+// reconstructed device no pod uses (block volumes too, their devices no
+// pod maps): after a restart of hostlet the retries
 // of failed unstages (unstageLater, in memory) are gone, and a volume
 // staged for a pod deleted while hostlet or the driver was down was never
 // unstaged. Each volume is looked at under its lock, so a pod setting it
@@ -126,6 +127,14 @@ func (m *Manager) unstageLeftOf(ctx context.Context, name string) {
 	for _, dir := range dirs {
 		d, err := readVolData(dir)
 		if err != nil || d.DriverName != name {
+			continue
+		}
+		if err := m.unstageLeftVolume(ctx, d); err != nil {
+			m.unstageLater("", d, err)
+		}
+	}
+	for _, d := range m.stagedBlockVolumes() {
+		if d.DriverName != name {
 			continue
 		}
 		if err := m.unstageLeftVolume(ctx, d); err != nil {

@@ -167,7 +167,8 @@ func (s stager) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnstageVolum
 
 // A driver registering (also after a restart of hostlet) has its staged
 // volumes that no pod publishes unstaged, and only those: a volume a pod's
-// directory still names stays staged, another driver's is not its.
+// directory still names stays staged, another driver's is not its. So are
+// its block volumes no pod maps.
 func TestUnstageLeftOnRegistration(t *testing.T) {
 	root := t.TempDir()
 	m := New(Config{RootDir: root, NodeName: "n1"})
@@ -183,6 +184,11 @@ func TestUnstageLeftOnRegistration(t *testing.T) {
 		return staging
 	}
 	left, used, other := stage("d", "left"), stage("d", "used"), stage("e", "other")
+	// Block volumes: one no pod maps, one pod uid2 maps, another driver's.
+	blockLeft := leftBlockVolume(t, l, "d", "bleft", "pv-bleft")
+	blockUsed := leftBlockVolume(t, l, "d", "bused", "pv-bused")
+	mkFile(t, filepath.Join(BlockGlobalMapPath(l, "pv-bused"), "uid2"))
+	blockOther := leftBlockVolume(t, l, "e", "bother", "pv-bother")
 	podVol := VolumeDir(l, "uid1", "pv-used")
 	if err := os.MkdirAll(podVol, 0o750); err != nil {
 		t.Fatal(err)
@@ -202,13 +208,15 @@ func TestUnstageLeftOnRegistration(t *testing.T) {
 	for s := range drv.unstaged {
 		got = append(got, s)
 	}
-	if len(got) != 1 || got[0] != left {
-		t.Errorf("NodeUnstageVolume calls %v, want only %s", got, left)
+	if len(got) != 2 || got[0] != left || got[1] != blockLeft {
+		t.Errorf("NodeUnstageVolume calls %v, want only %s and %s", got, left, blockLeft)
 	}
-	if _, err := os.Stat(filepath.Dir(left)); !os.IsNotExist(err) {
-		t.Errorf("the unused volume's staging dir stays: %v", err)
+	for _, p := range []string{filepath.Dir(left), blockLeft, filepath.Dir(BlockDataDir(l, "pv-bleft"))} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("the unused volume's %s stays: %v", p, err)
+		}
 	}
-	for _, s := range []string{used, other} {
+	for _, s := range []string{used, other, blockUsed, blockOther} {
 		if _, err := os.Stat(s); err != nil {
 			t.Errorf("%s: %v", s, err)
 		}

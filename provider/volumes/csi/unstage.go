@@ -80,5 +80,8 @@ func unstagingUID(key string) types.UID { return types.UID("unstaging/" + key) }
 // unstageLeftVolume unstages d unless it is not staged any more or a pod
 // publishes it again.
 func (m *Manager) unstageLeftVolume(ctx context.Context, d volData) error {
+	if d.blockPV != "" {
+		return m.unmapDeviceLeft(ctx, d)
+	}
 	return m.unstageOne(ctx, "", d)
 }

@@ -132,3 +132,84 @@ func TestUnstageRetriedApartFromThePod(t *testing.T) {
 		t.Errorf("pod c's teardown unstage: %v", got)
 	}
 }
+
+// A block volume's failing NodeUnstageVolume does not hold the pod either:
+// the pod is done once its device is unpublished and unmapped, and the
+// unstage is retried with back-off until it is gone with its directories.
+// Before, the pod's link went before the unstage, so the pod's retry found
+// nothing to do and the volume stayed staged for good.
+func TestBlockUnstageRetriedApartFromThePod(t *testing.T) {
+	root := t.TempDir()
+	fc := clocktesting.NewFakeClock(time.Now())
+	m := New(Config{RootDir: root, NodeName: "n1"})
+	m.clock = fc
+	l := volumes.NewLayout(root)
+	drv := &flakyUnstager{recorder: recorder{calls: make(chan string, 10)}, fail: 1, outcomes: make(chan codes.Code, 10)}
+	socket := filepath.Join(t.TempDir(), "csi.sock")
+	if err := grpcsock.Serve(t.Context(), socket, "fake", func(s *grpc.Server) { csipb.RegisterNodeServer(s, drv) }); err != nil {
+		t.Fatal(err)
+	}
+	m.drivers["d"] = driver{endpoint: socket}
+	staging := leftBlockVolume(t, l, "d", "h", "pv1")
+	// Mapped by pod a: its link, its (unmounted) global map file, its
+	// publish file.
+	publish := BlockPublishPath(l, "pv1", "a")
+	for _, f := range []string{publish, filepath.Join(BlockGlobalMapPath(l, "pv1"), "a")} {
+		mkFile(t, f)
+	}
+	link := BlockLink(l, "a", "pv1")
+	if err := os.MkdirAll(filepath.Dir(link), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(publish, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.TearDownPod(t.Context(), "a"); err != nil {
+		t.Fatalf("TearDownPod with a failing unstage: %v", err)
+	}
+	if got := <-drv.outcomes; got != codes.DeadlineExceeded {
+		t.Fatalf("first unstage: %v", got)
+	}
+	if _, err := os.Lstat(link); !os.IsNotExist(err) {
+		t.Errorf("the pod's device link stays: %v", err)
+	}
+	for !fc.HasWaiters() {
+		runtime.Gosched()
+	}
+	fc.Step(unstageBackoffInitial)
+	if got := <-drv.outcomes; got != codes.OK {
+		t.Fatalf("retry: %v", got)
+	}
+	for fc.HasWaiters() || func() bool { m.mu.Lock(); defer m.mu.Unlock(); return len(m.unstaging) != 0 }() {
+		runtime.Gosched()
+	}
+	for _, p := range []string{staging, BlockDataDir(l, "pv1"), filepath.Dir(BlockGlobalMapPath(l, "pv1"))} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s stays: %v", p, err)
+		}
+	}
+}
+
+// leftBlockVolume makes block volume pv of driver's handle staged (its
+// vol_data.json and staging dir) and returns its staging path.
+func leftBlockVolume(t *testing.T, l volumes.Layout, driver, handle, pv string) string {
+	t.Helper()
+	if err := writeVolData(BlockDataDir(l, pv), volData{SpecVolID: pv, DriverName: driver, VolumeHandle: handle}); err != nil {
+		t.Fatal(err)
+	}
+	staging := BlockStagingPath(l, pv)
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	return staging
+}
+
+func mkFile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
