@@ -17,6 +17,14 @@
 //     or hostlet) to finish; else the PVC's status.capacity is the new size,
 //     its resize conditions and resource status removed.
 //
+// A driver without the EXPAND_VOLUME controller capability whose node
+// service has EXPAND_VOLUME gets external-resizer's trivial resizer: no
+// controller call, the PV's capacity set to the request and the expansion
+// left to the node (node-only expansion). Its claim failed on the node as
+// infeasible is resized again to the user's smaller request (the recovery
+// of external-resizer's expandAndRecover, case #3 for a driver without
+// control-plane expansion).
+//
 // A failed ControllerExpandVolume leaves a ControllerResizeError condition
 // (ControllerResizeInfeasible for an error the driver calls final) and is
 // retried with backoff. What it does not do: volume modification
@@ -87,11 +95,15 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	driver, err := driverName(ctx, conn, *timeout)
+	driver, controllerExpand, err := driverName(ctx, conn, *timeout)
 	if err != nil {
 		log.Fatal(err)
 	}
 	log.Printf("csi-resizer stand-in: driver %s at %s", driver, *csiAddress)
+	if !controllerExpand {
+		// external-resizer's words, for whoever reads both logs.
+		log.Print("The CSI driver supports node resize only, using trivial resizer to handle resize requests")
+	}
 
 	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
 	broadcaster := record.NewBroadcaster()
@@ -99,6 +111,7 @@ func main() {
 	r := &resizer{
 		client:   client,
 		csi:      csipb.NewControllerClient(conn),
+		trivial:  !controllerExpand,
 		driver:   driver,
 		timeout:  *timeout,
 		pvcs:     factory.Core().V1().PersistentVolumeClaims().Lister(),
@@ -138,36 +151,49 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 // driverName asks the driver (waiting for its socket) for its name and
-// checks it can expand volumes in its controller.
-func driverName(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration) (string, error) {
+// whether it expands volumes in its controller; one that does not must
+// expand them on the node (the trivial resizer).
+func driverName(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration) (string, bool, error) {
 	for {
 		c, cancel := context.WithTimeout(ctx, timeout)
 		info, err := csipb.NewIdentityClient(conn).GetPluginInfo(c, &csipb.GetPluginInfoRequest{})
 		var caps *csipb.ControllerGetCapabilitiesResponse
+		var nodeCaps *csipb.NodeGetCapabilitiesResponse
 		if err == nil {
 			caps, err = csipb.NewControllerClient(conn).ControllerGetCapabilities(c, &csipb.ControllerGetCapabilitiesRequest{})
+		}
+		if err == nil {
+			nodeCaps, err = csipb.NewNodeClient(conn).NodeGetCapabilities(c, &csipb.NodeGetCapabilitiesRequest{})
 		}
 		cancel()
 		if err == nil {
 			for _, cp := range caps.Capabilities {
 				if cp.GetRpc().GetType() == csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME {
-					return info.Name, nil
+					return info.Name, true, nil
 				}
 			}
-			return "", fmt.Errorf("driver %s has no EXPAND_VOLUME controller capability", info.Name)
+			for _, cp := range nodeCaps.Capabilities {
+				if cp.GetRpc().GetType() == csipb.NodeServiceCapability_RPC_EXPAND_VOLUME {
+					return info.Name, false, nil
+				}
+			}
+			return "", false, fmt.Errorf("driver %s has no EXPAND_VOLUME capability, neither in its controller nor on its node", info.Name)
 		}
 		log.Printf("waiting for the driver: %v", err)
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return "", false, ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
 }
 
 type resizer struct {
-	client   kubernetes.Interface
-	csi      csipb.ControllerClient
+	client kubernetes.Interface
+	csi    csipb.ControllerClient
+	// trivial: the driver expands only on the node (external-resizer's
+	// trivialResizer): no ControllerExpandVolume.
+	trivial  bool
 	driver   string
 	timeout  time.Duration
 	pvcs     corelisters.PersistentVolumeClaimLister
@@ -221,7 +247,14 @@ func (r *resizer) sync(ctx context.Context, key string) error {
 	if want.Cmp(have) <= 0 {
 		return nil
 	}
-	switch pvc.Status.AllocatedResourceStatuses[v1.ResourceStorage] {
+	st := pvc.Status.AllocatedResourceStatuses[v1.ResourceStorage]
+	if pvSize := pv.Spec.Capacity[v1.ResourceStorage]; r.trivial && st == v1.PersistentVolumeClaimNodeResizeInfeasible && pvSize.Cmp(want) >= 0 {
+		// The node could not expand it to the allocated size and the
+		// user asked for less since: that size, as external-resizer
+		// resets a node-only expansion for the kubelet to retry.
+		return r.expand(ctx, pvc, pv, want)
+	}
+	switch st {
 	case v1.PersistentVolumeClaimNodeResizePending, v1.PersistentVolumeClaimNodeResizeInProgress, v1.PersistentVolumeClaimNodeResizeInfeasible:
 		// The controller's part is done for this size; the node finishes
 		// it. A larger request than the one allocated expands again.
@@ -242,11 +275,7 @@ func (r *resizer) expand(ctx context.Context, pvc *v1.PersistentVolumeClaim, pv 
 	}
 	r.recorder.Eventf(pvc, v1.EventTypeNormal, "Resizing", "External resizer is resizing volume %s", pv.Name)
 
-	req := &csipb.ControllerExpandVolumeRequest{VolumeId: pv.Spec.CSI.VolumeHandle,
-		CapacityRange: &csipb.CapacityRange{RequiredBytes: size.Value()}, VolumeCapability: capability(pv)}
-	c, cancel := context.WithTimeout(ctx, r.timeout)
-	resp, err := r.csi.ControllerExpandVolume(c, req)
-	cancel()
+	resp, err := r.controllerExpand(ctx, pv, size)
 	if err != nil {
 		r.recorder.Eventf(pvc, v1.EventTypeWarning, "VolumeResizeFailed", "resize volume %q by resizer %q failed: %v", pv.Name, r.driver, err)
 		_, perr := r.patchClaim(ctx, pvc, func(s *v1.PersistentVolumeClaimStatus) {
@@ -295,6 +324,19 @@ func (r *resizer) expand(ctx context.Context, pvc *v1.PersistentVolumeClaim, pv 
 		r.recorder.Eventf(pvc, v1.EventTypeNormal, "VolumeResizeSuccessful", "Resize volume succeeded")
 	}
 	return err
+}
+
+// controllerExpand is ControllerExpandVolume, or the trivial resizer's
+// answer: the size asked for, to be expanded on the node.
+func (r *resizer) controllerExpand(ctx context.Context, pv *v1.PersistentVolume, size resource.Quantity) (*csipb.ControllerExpandVolumeResponse, error) {
+	if r.trivial {
+		return &csipb.ControllerExpandVolumeResponse{CapacityBytes: size.Value(), NodeExpansionRequired: true}, nil
+	}
+	req := &csipb.ControllerExpandVolumeRequest{VolumeId: pv.Spec.CSI.VolumeHandle,
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: size.Value()}, VolumeCapability: capability(pv)}
+	c, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	return r.csi.ControllerExpandVolume(c, req)
 }
 
 // final: errors after which external-resizer does not retry the size.

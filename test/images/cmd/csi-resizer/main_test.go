@@ -136,3 +136,54 @@ func TestSyncFinalError(t *testing.T) {
 		t.Errorf("conditions %v", got.Status.Conditions)
 	}
 }
+
+// A driver expanding only on the node (the trivial resizer): no controller
+// call, the PV at the request and the node left to finish; the node
+// failing it as infeasible and the user asking for less, the smaller size
+// is handed to the node again (external-resizer's recovery of a node-only
+// expansion), but not while the node still works on it.
+func TestSyncTrivialAndRecovery(t *testing.T) {
+	pvc, pv := objects("d", "9Gi")
+	csi := &fakeCSI{}
+	r := newTestResizer(t, csi, pvc, pv)
+	r.trivial = true
+	if err := r.sync(context.Background(), "ns/c"); err != nil {
+		t.Fatal(err)
+	}
+	if len(csi.calls) != 0 {
+		t.Fatalf("ControllerExpandVolume calls %v", csi.calls)
+	}
+	check := func(pvSize, alloc string, st v1.ClaimResourceStatus) *v1.PersistentVolumeClaim {
+		t.Helper()
+		gotPV, _ := r.client.CoreV1().PersistentVolumes().Get(context.Background(), "pv", metav1.GetOptions{})
+		if q := gotPV.Spec.Capacity[v1.ResourceStorage]; q.Cmp(resource.MustParse(pvSize)) != 0 {
+			t.Errorf("PV capacity %s, want %s", q.String(), pvSize)
+		}
+		got, _ := r.client.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), "c", metav1.GetOptions{})
+		if q := got.Status.AllocatedResources[v1.ResourceStorage]; q.Cmp(resource.MustParse(alloc)) != 0 || got.Status.AllocatedResourceStatuses[v1.ResourceStorage] != st {
+			t.Errorf("allocated %s %q, want %s %q", q.String(), got.Status.AllocatedResourceStatuses[v1.ResourceStorage], alloc, st)
+		}
+		return got
+	}
+	got := check("9Gi", "9Gi", v1.PersistentVolumeClaimNodeResizePending)
+	gotPV, _ := r.client.CoreV1().PersistentVolumes().Get(context.Background(), "pv", metav1.GetOptions{})
+
+	// The node fails it (in progress, then infeasible) and the user asks
+	// for 5Gi.
+	for _, st := range []v1.ClaimResourceStatus{v1.PersistentVolumeClaimNodeResizeInProgress, v1.PersistentVolumeClaimNodeResizeInfeasible} {
+		got.Status.AllocatedResourceStatuses[v1.ResourceStorage] = st
+		got.Spec.Resources.Requests[v1.ResourceStorage] = resource.MustParse("5Gi")
+		r = newTestResizer(t, csi, got, gotPV)
+		r.trivial = true
+		if err := r.sync(context.Background(), "ns/c"); err != nil {
+			t.Fatal(err)
+		}
+		if st == v1.PersistentVolumeClaimNodeResizeInProgress {
+			check("9Gi", "9Gi", st) // the node's to finish or fail
+		}
+	}
+	check("5Gi", "5Gi", v1.PersistentVolumeClaimNodeResizePending)
+	if len(csi.calls) != 0 {
+		t.Fatalf("ControllerExpandVolume calls %v", csi.calls)
+	}
+}
