@@ -57,6 +57,7 @@ type KubeletOptions struct {
 // CNI config (bridge, pod subnet) unless KubeletOptions says another.
 type Kubelet struct {
 	dir     string
+	root    string
 	name    string
 	cri     *Process
 	client  *containerd.Client
@@ -137,7 +138,8 @@ var kubeletSysctls = []string{
 
 // StartKubelet starts the CRI containerd, imports opts.Images, then the
 // kubelet, and (unless opts.NoWaitReady) waits until the node is Ready.
-// Its state, logs and cgroups are the cluster's (<dir>/kubelet/<name>, the
+// Its state, logs and cgroups are the cluster's (<dir>/kubelet/<name> and the
+// root dir <dir>/root/<name>, the
 // cluster's cgroup root), so Cluster.Stop's sweep catches what Kubelet.Stop
 // leaves; call Kubelet.Stop first.
 func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
@@ -145,7 +147,11 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 	if err != nil {
 		return nil, err
 	}
-	k := &Kubelet{dir: filepath.Join(c.dir, "kubelet", opts.NodeName), name: opts.NodeName, logf: c.logf}
+	// The root dir as short as hostlet's (<dir>/hostlet/<name>): a unix
+	// socket's path has at most 107 bytes, and the CSI drivers e2e.test
+	// deploys register as <root>/plugins_registry/<long name>-reg.sock.
+	k := &Kubelet{dir: filepath.Join(c.dir, "kubelet", opts.NodeName), root: filepath.Join(c.dir, "root", opts.NodeName),
+		name: opts.NodeName, logf: c.logf}
 	ok := false
 	defer func() {
 		if !ok {
@@ -235,7 +241,7 @@ func bindShared(dir string) error {
 }
 
 // RootDir is the kubelet's --root-dir.
-func (k *Kubelet) RootDir() string { return filepath.Join(k.dir, "root") }
+func (k *Kubelet) RootDir() string { return k.root }
 
 // NodeName is the node the kubelet registers.
 func (k *Kubelet) NodeName() string { return k.name }
