@@ -298,14 +298,9 @@ func (m *Manager) unmapDeviceLeft(ctx context.Context, d volData) error {
 	if _, err := os.Stat(filepath.Join(BlockDataDir(m.layout, d.blockPV), volDataFile)); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	conn, err := m.conn(d.DriverName)
-	if err != nil {
-		return fmt.Errorf("kubernetes.io/csi: blockMapper.UnmapDevice failed to get CSI client: %w", err)
-	}
-	defer conn.Close()
-	cctx, cancel := context.WithTimeout(ctx, csiTimeout)
-	defer cancel()
-	return m.unmapDevice(cctx, csipb.NewNodeClient(conn), d, d.blockPV)
+	return m.callNode(ctx, d.DriverName, "blockMapper.UnmapDevice", func(ctx context.Context, node csipb.NodeClient) error {
+		return m.unmapDevice(ctx, node, d, d.blockPV)
+	})
 }
 
 // stagedBlockVolumes are the block volumes with a vol_data.json

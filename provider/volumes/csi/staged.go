@@ -96,14 +96,23 @@ func (m *Manager) unstageOne(ctx context.Context, uid types.UID, d volData) erro
 	if _, err := os.Stat(filepath.Join(filepath.Dir(staging), volDataFile)); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	conn, err := m.conn(d.DriverName)
+	return m.callNode(ctx, d.DriverName, "attacher.UnmountDevice", func(ctx context.Context, node csipb.NodeClient) error {
+		return m.unstageUnused(ctx, node, d, uid)
+	})
+}
+
+// callNode calls f with driver's node service, within csiTimeout; op
+// names the kubelet's operation in the error when the driver cannot be
+// reached.
+func (m *Manager) callNode(ctx context.Context, driver, op string, f func(context.Context, csipb.NodeClient) error) error {
+	conn, err := m.conn(driver)
 	if err != nil {
-		return fmt.Errorf("kubernetes.io/csi: attacher.UnmountDevice failed to get CSI client: %w", err)
+		return fmt.Errorf("kubernetes.io/csi: %s failed to get CSI client: %w", op, err)
 	}
 	defer conn.Close()
 	cctx, cancel := context.WithTimeout(ctx, csiTimeout)
 	defer cancel()
-	return m.unstageUnused(cctx, csipb.NewNodeClient(conn), d, uid)
+	return f(cctx, csipb.NewNodeClient(conn))
 }
 
 // unstageLeftOf unstages, once driver name registers, its staged volumes

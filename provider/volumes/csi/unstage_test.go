@@ -38,22 +38,29 @@ func (f *flakyUnstager) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnst
 	return &csipb.NodeUnstageVolumeResponse{}, nil
 }
 
-// A failing NodeUnstageVolume does not hold the pod's teardown (its
-// directory goes, TearDownPod succeeds) but is retried with back-off; the
-// volume stays in volumesInUse until it is unstaged. A retry finding the
-// volume published by another pod leaves it to that pod.
-func TestUnstageRetriedApartFromThePod(t *testing.T) {
+// flakyManager is a Manager on a fake clock whose driver d fails its
+// first `fail` NodeUnstageVolume calls.
+func flakyManager(t *testing.T, fail int) (*Manager, *clocktesting.FakeClock, volumes.Layout, *flakyUnstager) {
+	t.Helper()
 	root := t.TempDir()
-	fc := clocktesting.NewFakeClock(time.Now())
 	m := New(Config{RootDir: root, NodeName: "n1"})
+	fc := clocktesting.NewFakeClock(time.Now())
 	m.clock = fc
-	l := volumes.NewLayout(root)
-	drv := &flakyUnstager{recorder: recorder{calls: make(chan string, 10)}, fail: 2, outcomes: make(chan codes.Code, 10)}
+	drv := &flakyUnstager{recorder: recorder{calls: make(chan string, 10)}, fail: fail, outcomes: make(chan codes.Code, 10)}
 	socket := filepath.Join(t.TempDir(), "csi.sock")
 	if err := grpcsock.Serve(t.Context(), socket, "fake", func(s *grpc.Server) { csipb.RegisterNodeServer(s, drv) }); err != nil {
 		t.Fatal(err)
 	}
 	m.drivers["d"] = driver{endpoint: socket}
+	return m, fc, volumes.NewLayout(root), drv
+}
+
+// A failing NodeUnstageVolume does not hold the pod's teardown (its
+// directory goes, TearDownPod succeeds) but is retried with back-off; the
+// volume stays in volumesInUse until it is unstaged. A retry finding the
+// volume published by another pod leaves it to that pod.
+func TestUnstageRetriedApartFromThePod(t *testing.T) {
+	m, fc, l, drv := flakyManager(t, 2)
 	staging := StagingPath(l, "d", "h")
 	publish := func(uid types.UID) {
 		t.Helper()
@@ -139,17 +146,7 @@ func TestUnstageRetriedApartFromThePod(t *testing.T) {
 // Before, the pod's link went before the unstage, so the pod's retry found
 // nothing to do and the volume stayed staged for good.
 func TestBlockUnstageRetriedApartFromThePod(t *testing.T) {
-	root := t.TempDir()
-	fc := clocktesting.NewFakeClock(time.Now())
-	m := New(Config{RootDir: root, NodeName: "n1"})
-	m.clock = fc
-	l := volumes.NewLayout(root)
-	drv := &flakyUnstager{recorder: recorder{calls: make(chan string, 10)}, fail: 1, outcomes: make(chan codes.Code, 10)}
-	socket := filepath.Join(t.TempDir(), "csi.sock")
-	if err := grpcsock.Serve(t.Context(), socket, "fake", func(s *grpc.Server) { csipb.RegisterNodeServer(s, drv) }); err != nil {
-		t.Fatal(err)
-	}
-	m.drivers["d"] = driver{endpoint: socket}
+	m, fc, l, drv := flakyManager(t, 1)
 	staging := leftBlockVolume(t, l, "d", "h", "pv1")
 	// Mapped by pod a: its link, its (unmounted) global map file, its
 	// publish file.
