@@ -133,7 +133,10 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 		return nil, err
 	}
 	env := &testEnv{cluster: cl}
-	if c.csiHostpath {
+	// The snapshot specs of both (the csi-hostpath testsuites', the CSI
+	// mock's [Feature:VolumeSnapshotDataSource] ones) need the
+	// VolumeSnapshot CRDs and their controller.
+	if c.csiDriver() {
 		if err := cl.StartSnapshotController(ctx); err != nil {
 			cl.Stop()
 			return nil, fmt.Errorf("snapshot-controller: %w", err)
