@@ -133,16 +133,15 @@ func (m *Manager) unstageLeftOf(ctx context.Context, name string) {
 		log.WithError(err).WithField("driver", name).Warn("csi: listing the staged volumes")
 		return
 	}
+	// Filesystem volumes first, then block ones: one sweep over both.
+	var vols []volData
 	for _, dir := range dirs {
-		d, err := readVolData(dir)
-		if err != nil || d.DriverName != name {
-			continue
-		}
-		if err := m.unstageLeftVolume(ctx, d); err != nil {
-			m.unstageLater("", d, err)
+		if d, err := readVolData(dir); err == nil {
+			vols = append(vols, d)
 		}
 	}
-	for _, d := range m.stagedBlockVolumes() {
+	vols = append(vols, m.stagedBlockVolumes()...)
+	for _, d := range vols {
 		if d.DriverName != name {
 			continue
 		}
