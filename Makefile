@@ -30,20 +30,26 @@ DIST       ?= $(CURDIR)/dist
 IMAGE_REPO ?= ghcr.io/hostlet/hostlet
 
 APT_PACKAGES := libseccomp-dev busybox-static containernetworking-plugins iptables iproute2 dbus-daemon
+# Only make bench needs these: crun's build (for -runtime crun).
+BENCH_APT_PACKAGES := libsystemd-dev libcap-dev pkg-config
 # Only make hosttest needs these: the VM image's build and qemu.
 HOSTTEST_APT_PACKAGES := mmdebstrap qemu-system-x86 qemu-utils openssh-client e2fsprogs
 
-.PHONY: all build deps hosttest-deps components images dev dev-down test unit e2e vet clean conformance conformance-compare conformance-storage bench compat e2e-prometheus release release-test hosttest conformance-full
+.PHONY: all build deps bench-deps hosttest-deps components images dev dev-down test unit e2e vet clean conformance conformance-compare conformance-storage bench compat e2e-prometheus release release-test hosttest conformance-full
 
 all: build
 
-## deps: Debian packages the node and the tests need (as root).
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# apt_install: installs those of the packages $(1) that are missing (as root),
+# with apt-get options $(2).
+apt_install = missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) $$missing >/dev/null; \
 	fi
+
+## deps: Debian packages the node and the tests need (as root).
+deps:
+	@$(call apt_install,$(APT_PACKAGES))
 
 ## build: the hostlet binary in ./bin.
 build:
@@ -196,10 +202,14 @@ conformance-storage: deps components
 ## registry mirror, -image-mb to shrink it). About 30 minutes. Results:
 ## $(CACHE)/bench/latest.md. Pass flags with BENCH_FLAGS, e.g.
 ## BENCH_FLAGS='-probed 50 -window 30s', BENCH_FLAGS='-scenarios
-## density,join -density 30,110', or BENCH_FLAGS='-nodes hostlet -profile
-## /tmp/prof' for hostlet's profiles.
-bench: deps components
+## density,join -density 30,110', BENCH_FLAGS='-nodes hostlet -profile
+## /tmp/prof' for hostlet's profiles, or BENCH_FLAGS='-runtime crun' for
+## the hostlet node's pods on crun (built from Debian's source).
+bench: deps bench-deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/bench -out $(CACHE)/bench/latest.md $(BENCH_FLAGS)
+
+bench-deps:
+	@$(call apt_install,$(BENCH_APT_PACKAGES),--no-install-recommends)
 
 ## hosttest: Debian 12 and 13 VMs (systemd as PID 1, cgroup v2, built from
 ## Debian's packages with mmdebstrap and cached in $(CACHE)/vm) booted under
@@ -210,11 +220,7 @@ bench: deps components
 ## test/hosttest/README.md). HOSTTEST_SUITES=bookworm HOSTTEST_DRIVERS=systemd
 ## runs one of the four.
 hosttest-deps:
-	@missing=""; for p in $(HOSTTEST_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	fi
+	@$(call apt_install,$(HOSTTEST_APT_PACKAGES),--no-install-recommends)
 
 hosttest: deps hosttest-deps components images
 	HOSTLET_HOSTTEST=1 HOSTLET_CACHE=$(CACHE) go test -count=1 -timeout 120m ./test/hosttest -run TestDebianHost -v

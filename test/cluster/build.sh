@@ -8,7 +8,8 @@
 #   the Service and DNS tests, metrics-server, for kubectl top and the HPA, and
 #   flannel, the CNI DaemonSet's flanneld and CNI plugin, and csi-provisioner
 #   and csi-attacher, the CSI controller sidecars, and csi-snapshotter and
-#   snapshot-controller, only on request)
+#   snapshot-controller, and crun, for make bench's -runtime crun, only on
+#   request)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HOSTLET_CACHE:-$HOME/.cache/hostlet}
@@ -37,6 +38,38 @@ build() {
 	rm -f "$bin/.$comp-"*
 	touch "$stamp"
 	echo "built $comp in $((SECONDS - t0))s" >&2
+}
+
+# crun is C: Debian's source of the pinned release (trixie's 1.21; bookworm's
+# 1.8 refuses containerd 2.2's OCI spec 1.2.1), checked against the digest
+# Debian's Sources index gives, and built against the host's libraries
+# (make bench-deps installs them). Its own key: the pin and this recipe.
+crunver=1.21
+crunsha=4bfb700e764a4804a4de3ecf07753f4c391005356d60356df65d80ae0914c486
+build_crun() {
+	local stamp="$bin/.crun-$(echo "$crunver $crunsha" | cat - "$here/build.sh" | sha256sum | cut -c1-12)"
+	[ -f "$stamp" ] && return 0
+	echo "building crun $crunver ..." >&2
+	local t0=$SECONDS src="$cache/src" work
+	mkdir -p "$src"
+	local tgz="$src/crun_$crunver.orig.tar.gz"
+	if ! echo "$crunsha  $tgz" | sha256sum -c --status 2>/dev/null; then
+		curl -fsSL --retry 3 -o "$tgz.part" "http://deb.debian.org/debian/pool/main/c/crun/crun_$crunver.orig.tar.gz" >&2
+		echo "$crunsha  $tgz.part" | sha256sum -c --status || { echo "crun_$crunver.orig.tar.gz: digest mismatch" >&2; exit 1; }
+		mv "$tgz.part" "$tgz"
+	fi
+	work=$(mktemp -d)
+	tar -xzf "$tgz" -C "$work"
+	if ! (cd "$work/crun-$crunver" && ./configure --disable-dependency-tracking --enable-embedded-yajl --disable-criu &&
+		make git-version.h && make -j"$(nproc)" && install -m 0755 crun "$bin/crun") >"$work/build.log" 2>&1; then
+		tail -30 "$work/build.log" >&2
+		echo "building crun failed (make bench-deps installs what it needs)" >&2
+		exit 1
+	fi
+	rm -rf "$work"
+	rm -f "$bin/.crun-"*
+	touch "$stamp"
+	echo "built crun in $((SECONDS - t0))s" >&2
 }
 
 kubever=$(modver kube k8s.io/kubernetes)
@@ -93,6 +126,7 @@ for comp in "${@:-etcd kube containerd runc}"; do
 			github.com/containerd/containerd/v2/cmd/containerd:containerd \
 			github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2:containerd-shim-runc-v2 \
 			github.com/containerd/containerd/v2/cmd/ctr:ctr ;;
+		crun) build_crun ;;
 		runc) CGO=1 build runc "seccomp urfave_cli_no_docs" "-s -w -X main.version=${runcver#v}" github.com/opencontainers/runc:runc ;;
 		*) echo "unknown component $c" >&2; exit 2 ;;
 		esac
