@@ -53,6 +53,12 @@ type Options struct {
 	// (--allocate-node-cidrs), as a cluster whose CNI DaemonSet reads
 	// node.spec.podCIDRs (flannel's --kube-subnet-mgr) runs it.
 	NodeCIDRMaskSize int
+	// Runtime is the OCI runtime of the cluster's containerd: "" (runc,
+	// with the CRI plugin off, as hostlet's nodes usually run it) or
+	// "crun" (test/cluster/build.sh crun; the CRI plugin on with crun as
+	// its default runtime and runc beside it, as a user configures a host
+	// whose pods run on crun).
+	Runtime string
 }
 
 // Cluster is a running local cluster. Methods are safe for concurrent use.
@@ -60,6 +66,7 @@ type Cluster struct {
 	opts   Options
 	dir    string
 	binDir string
+	crun   string // crun's binary when Options.Runtime is crun
 	inst   *instance
 	net    *nodeNet // nil unless Options.NodeNetns
 	pki    *pki
@@ -105,8 +112,22 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := checkBinaries(binDir); err != nil {
 		return nil, err
 	}
+	var crun string
+	switch opts.Runtime {
+	case "", "runc":
+	case "crun":
+		var err error
+		if crun, err = BuildComponent(ctx, opts.Logf, "crun"); err != nil {
+			return nil, err
+		}
+		if err := CrunHost(opts.Logf); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("runtime %q: want runc or crun", opts.Runtime)
+	}
 
-	c := &Cluster{opts: opts, binDir: binDir, procs: map[string]*process{}, hostlets: map[string]*Hostlet{}}
+	c := &Cluster{opts: opts, binDir: binDir, crun: crun, procs: map[string]*process{}, hostlets: map[string]*Hostlet{}}
 	var err error
 	if opts.Dir != "" {
 		c.dir, err = filepath.Abs(opts.Dir)

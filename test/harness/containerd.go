@@ -102,9 +102,12 @@ type CRIConfig struct {
 	// ExtraCNIBinDirs are plugin dirs searched after CNIBinDir (a CNI
 	// DaemonSet's, which delegates to the harness's bridge and IPAM).
 	ExtraCNIBinDirs []string
-	// Runtimes are runtime handlers beside the default runc, as a user
-	// adds them for RuntimeClasses.
+	// Runtimes are runtime handlers beside runc, as a user adds them for
+	// RuntimeClasses.
 	Runtimes []CRIRuntime
+	// DefaultRuntime names the runtime of pods without a RuntimeClass
+	// (containerd's default_runtime_name); empty: runc.
+	DefaultRuntime string
 }
 
 // CRIRuntime is a runtime handler in containerd's CRI config: its name
@@ -162,6 +165,9 @@ func writeContainerdConfig(dir string, cri *CRIConfig, proxySnapshotters map[str
 			binDirs += fmt.Sprintf(", %q", d)
 		}
 		disabled, extra = "", fmt.Sprintf(criConfig, cri.SandboxImage, hosts, binDirs, cri.CNIConfDir)
+		if cri.DefaultRuntime != "" {
+			extra += fmt.Sprintf("  [plugins.\"io.containerd.cri.v1.runtime\".containerd]\n    default_runtime_name = %q\n", cri.DefaultRuntime)
+		}
 		for _, rt := range cri.Runtimes {
 			extra += rt.toml()
 		}
@@ -212,7 +218,14 @@ func AllowInsecureRegistryIn(hostsDir, hostPort string) error {
 // spawns deliberately do not (they setsid), Stop and stale-instance cleanup
 // deal with them.
 func (c *Cluster) startContainerd() (*process, error) {
-	cfgPath, err := WriteContainerdConfig(c.containerdDir(), nil)
+	var cri *CRIConfig
+	if c.crun != "" {
+		// A pause image only for the config's sake: no sandbox is asked
+		// of the CRI plugin (hostlet makes its own).
+		cri = &CRIConfig{SandboxImage: "registry.k8s.io/pause:3.10", CNIBinDir: c.CNIBinDir(), CNIConfDir: c.CNIConfDir(),
+			DefaultRuntime: "crun", Runtimes: []CRIRuntime{CrunRuntime(c.crun, filepath.Join(c.containerdDir(), "crun-root"))}}
+	}
+	cfgPath, err := WriteContainerdConfig(c.containerdDir(), cri)
 	if err != nil {
 		return nil, err
 	}

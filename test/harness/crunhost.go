@@ -1,0 +1,52 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// CrunHost readies a hybrid cgroup host (v1 controllers and a cgroup2
+// mount at /sys/fs/cgroup/unified) for crun, which refuses one whose
+// cgroup2 hierarchy has controllers: "cgroups in hybrid mode not
+// supported, drop all controllers from cgroupv2". systemd's hybrid layout
+// mounts every controller as v1 and leaves cgroup2 none; a host whose init
+// left one out (this machine's hugetlb) has it on cgroup2. Each such
+// controller is mounted as a v1 hierarchy of its own at
+// /sys/fs/cgroup/<name>, which moves it off cgroup2, and stays mounted:
+// unmounting does not reliably give it back to cgroup2 (a v1 hierarchy
+// that still has a cgroup, or is still referenced, lives on unmounted),
+// and a controller bound to a hierarchy with no mount is listed in every
+// process's /proc/<pid>/cgroup with nowhere to find it, which containerd's
+// shim cannot load a container's cgroup from ("cannot find cgroup mount
+// destination"), with runc as with crun. Elsewhere (a cgroup v2 host, or a
+// hybrid one whose cgroup2 has no controller) it does nothing.
+func CrunHost(logf func(string, ...any)) error {
+	const root = "/sys/fs/cgroup"
+	b, err := os.ReadFile(filepath.Join(root, "unified", "cgroup.controllers"))
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	for _, ctl := range strings.Fields(string(b)) {
+		dir := filepath.Join(root, ctl)
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+		if err := unix.Mount("cgroup", dir, "cgroup", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ctl); err != nil {
+			return fmt.Errorf("mounting cgroup v1 controller %s for crun: %w", ctl, err)
+		}
+		logf("harness: mounted cgroup controller %s as v1 at %s, where it stays (crun refuses it on the cgroup2 of a hybrid host)", ctl, dir)
+	}
+	return nil
+}
+
+// CrunRuntime is crun as a runtime of containerd's CRI config: runc's shim
+// with BinaryName binary, its state under root (apart from runc's).
+func CrunRuntime(binary, root string) CRIRuntime {
+	return CRIRuntime{Name: "crun", Type: "io.containerd.runc.v2", BinaryName: binary, Root: root}
+}
