@@ -303,6 +303,7 @@ type kubeletJoiner struct {
 	imgs       *benchImages
 	cniConfDir string
 	nodeIP     string
+	crun       string // crun's binary, the default runtime; "": runc
 	cri        *criRuntime
 	p          *harness.Process
 	dir        string
@@ -319,7 +320,7 @@ func (j *kubeletJoiner) prepare(ctx context.Context, name string, bs *bootstrap)
 	}
 	var err error
 	if j.cri, err = startCRIContainerd(ctx, filepath.Join(j.dir, "containerd"), j.c.BinDir(),
-		harness.CRIConfig{SandboxImage: pauseRef, CNIBinDir: j.c.CNIBinDir(), CNIConfDir: j.cniConfDir}); err != nil {
+		kubeletCRI(harness.CRIConfig{SandboxImage: pauseRef, CNIBinDir: j.c.CNIBinDir(), CNIConfDir: j.cniConfDir}, j.dir, j.crun)); err != nil {
 		return err
 	}
 	for _, a := range append([]string{j.imgs.pause}, j.imgs.test...) {

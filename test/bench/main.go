@@ -39,6 +39,9 @@ type config struct {
 	// bridge network over the node's pod CIDR, --cni-default-bridge) or
 	// "conflist" (the harness's bridge conflist, exec'd like any CNI config).
 	hostletNet string
+	// runtime and kubeletRuntime are the nodes' OCI runtimes (-runtime,
+	// -kubelet-runtime): "runc" or "crun", their containerd's default.
+	runtime, kubeletRuntime string
 	// density are the pod counts of the density curve (-density), each
 	// held steady for densityWindow.
 	density       []int
@@ -137,6 +140,8 @@ func main() {
 	flag.IntVar(&c.imageNodes, "image-nodes", 3, "images scenario: hostlet nodes pulling at once in the multi-node cases")
 	flag.IntVar(&c.stsReplicas, "sts-replicas", 20, "statefulset scenario: replicas of the StatefulSet, each with a CSI volume of its volumeClaimTemplate")
 	scenarios := flag.String("scenarios", strings.Join(scenarioNames, ","), "measurements to run, comma-separated: burst (rounds of -pods, RSS idle), exit, probed (the probed burst and steady window), density (-density pods held steady), join (bootstrap token to first pod Running), images (a big image: normal, lazy, multi-node and mirrored pulls), statefulset (a StatefulSet on CSI volumes: create → all Ready, delete with its claims → pods, PVs, mounts gone)")
+	flag.StringVar(&c.runtime, "runtime", "runc", "the hostlet node's OCI runtime: runc, or crun (test/cluster/build.sh crun; its containerd then runs the CRI plugin with crun as the default runtime, as a user configures it, and the node's pods run on crun)")
+	flag.StringVar(&c.kubeletRuntime, "kubelet-runtime", "runc", "the kubelet node's OCI runtime: runc or crun (its CRI containerd's default runtime)")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
 	var err error
@@ -147,6 +152,12 @@ func main() {
 	if c.hostletNet != "default" && c.hostletNet != "conflist" {
 		fmt.Fprintf(os.Stderr, "-hostlet-network: want default or conflist, got %q\n", c.hostletNet)
 		os.Exit(2)
+	}
+	for _, rt := range []string{c.runtime, c.kubeletRuntime} {
+		if rt != "runc" && rt != "crun" {
+			fmt.Fprintf(os.Stderr, "-runtime, -kubelet-runtime: want runc or crun, got %q\n", rt)
+			os.Exit(2)
+		}
 	}
 	if c.imageMB < 1 || c.imagePods < 1 || c.imageNodes < 1 {
 		fmt.Fprintln(os.Stderr, "-image-mb, -image-pods, -image-nodes: at least 1")

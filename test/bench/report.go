@@ -102,6 +102,8 @@ func rows(c config) []row {
 	probed := []row{
 		durRow(fmt.Sprintf("burst of %d probed pods: create → Ready, p50", m), func(r *nodeResult) time.Duration { return r.probedStart.pct(50) }),
 		durRow(fmt.Sprintf("burst of %d probed pods: all Ready", m), func(r *nodeResult) time.Duration { return r.probedReady }),
+		durRow(fmt.Sprintf("burst of %d probed pods: create → Running, p50", m), func(r *nodeResult) time.Duration { return r.probedRun.pct(50) }),
+		durRow(fmt.Sprintf("burst of %d probed pods: all Running", m), func(r *nodeResult) time.Duration { return r.probedRunning }),
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of the agent", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.agent }),
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of containerd, shims, runc", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.runtime }),
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, delete: CPU of the agent", m), func(r *nodeResult) time.Duration { return r.probedDelCPU.agent }),
@@ -223,7 +225,7 @@ func header(c config, env *benchEnv) string {
 	return fmt.Sprintf(`# hostlet vs the upstream kubelet
 
 - run: %s, one local cluster, both nodes side by side, measured one after the other
-- hostlet: %s (containerd API, harness containerd; pod network: %s); kubelet: %s (CRI containerd of its own, cgroupfs; a bridge conflist)
+- hostlet: %s (containerd API, harness containerd; pod network: %s; OCI runtime: %s); kubelet: %s (CRI containerd of its own, cgroupfs; a bridge conflist; OCI runtime: %s)
 - machine: %d CPUs, kernel %s; scenarios: %s
 - pods: %d busybox sleepers started and deleted at once, %d rounds reusing the names (RSS measured after the
   first round's pods were Running and idle for %v); %d exits (container PID 1 SIGKILLed from the host,
@@ -231,7 +233,7 @@ func header(c config, env *benchEnv) string {
   measured over %v once all are Ready (CPU from /proc/<pid>/stat, RSS the max of 1 s VmRSS samples, API writes
   from the apiserver's audit log)
 %s
-`, time.Now().UTC().Format(time.RFC3339), env.hostletCommit, c.hostletNet, env.kubeletVersion, runtime.NumCPU(),
+`, time.Now().UTC().Format(time.RFC3339), env.hostletCommit, c.hostletNet, c.runtime, env.kubeletVersion, c.kubeletRuntime, runtime.NumCPU(),
 		strings.TrimSpace(string(kernel)), scenarioList(c), c.pods, c.rounds, c.idle, c.exits, c.probed, c.window, extraHeader(c))
 }
 

@@ -49,6 +49,8 @@ type nodeResult struct {
 	probed                       int
 	probedReady                  time.Duration
 	probedStart                  dist
+	probedRunning                time.Duration // create -> Running (container started) of the same pods,
+	probedRun                    dist          // which the probes' wait comes after
 	probedGone                   time.Duration
 	agent, runtime               usage
 	window                       time.Duration
@@ -378,7 +380,8 @@ func (b *bench) steady(ctx context.Context, t target, r *nodeResult) error {
 		return err
 	}
 	mark := t.cpuMark()
-	tr, created, ready, err := b.launch(ctx, t, "probed", pods, "ready", map[string]cond{"ready": harness.PodReady}, 6*time.Minute)
+	tr, created, ready, err := b.launch(ctx, t, "probed", pods, "ready",
+		map[string]cond{"ready": harness.PodReady, "running": harness.PodRunning}, 6*time.Minute)
 	if err != nil {
 		return err
 	}
@@ -388,6 +391,8 @@ func (b *bench) steady(ctx context.Context, t target, r *nodeResult) error {
 	}
 	defer tr.stop()
 	r.probedReady, r.probedStart = span(created, ready), latencies(created, ready)
+	running := tr.times("running")
+	r.probedRunning, r.probedRun = span(created, running), latencies(created, running)
 	// Let the start-up burst (status updates, events) drain first.
 	time.Sleep(5 * time.Second)
 	agent, err := newSampler(t.agentPid)

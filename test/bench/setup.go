@@ -25,8 +25,11 @@ type benchEnv struct {
 	targets        []target
 	kubeletVersion string
 	hostletCommit  string
-	hostletBin     string
-	imgs           *benchImages
+	// kubeletCrun is crun's binary when the kubelet's containerd runs it
+	// (-kubelet-runtime crun).
+	kubeletCrun string
+	hostletBin  string
+	imgs        *benchImages
 }
 
 // setup builds what is missing, prepares the host (kernel settings saved,
@@ -118,6 +121,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 
 	cluster, err := harness.Start(ctx, harness.Options{
 		Logf: func(f string, a ...any) { log.Debugf(f, a...) }, KeepDir: c.keep, APIServerArgs: env.audit.apiserverArgs(),
+		Runtime: c.runtime,
 	})
 	if err != nil {
 		return nil, err
@@ -183,15 +187,25 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		t.joiner = &hostletJoiner{c: cluster, bin: hostletBin}
 		env.targets = append(env.targets, t)
 	}
+	if c.kubeletRuntime == "crun" {
+		if env.kubeletCrun, err = harness.BuildComponent(ctx, log.Infof, "crun"); err != nil {
+			return nil, err
+		}
+		if c.runtime != "crun" { // else the cluster did
+			if err := harness.CrunHost(log.Infof); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if strings.Contains(c.nodes, "kubelet") {
-		t, err := startKubeletNode(ctx, cluster, imgs, kn.confDir, nodeIP, maxPods(c), cl)
+		t, err := startKubeletNode(ctx, cluster, imgs, kn.confDir, nodeIP, maxPods(c), env.kubeletCrun, cl)
 		if err != nil {
 			return nil, err
 		}
 		if err := t.countCPU(); err != nil {
 			return nil, err
 		}
-		t.joiner = &kubeletJoiner{c: cluster, imgs: imgs, cniConfDir: kn.confDir, nodeIP: nodeIP}
+		t.joiner = &kubeletJoiner{c: cluster, imgs: imgs, cniConfDir: kn.confDir, nodeIP: nodeIP, crun: env.kubeletCrun}
 		env.targets = append(env.targets, t)
 		if out, err := exec.Command(filepath.Join(cluster.BinDir(), "kubelet"), "--version").Output(); err == nil {
 			env.kubeletVersion = strings.TrimSpace(string(out))
@@ -209,11 +223,12 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 }
 
 // startKubeletNode starts the kubelet's CRI containerd with the images
-// imported, then the kubelet, and registers their stopping in cl.
-func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *benchImages, cniConfDir, nodeIP string, maxPods int, cl *cleanups) (target, error) {
+// imported (crun its default runtime if crun is set), then the kubelet,
+// and registers their stopping in cl.
+func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *benchImages, cniConfDir, nodeIP string, maxPods int, crun string, cl *cleanups) (target, error) {
 	kdir := filepath.Join(cluster.Dir(), "bench-kubelet")
 	cri, err := startCRIContainerd(ctx, filepath.Join(kdir, "containerd"), cluster.BinDir(),
-		harness.CRIConfig{SandboxImage: pauseRef, CNIBinDir: cluster.CNIBinDir(), CNIConfDir: cniConfDir})
+		kubeletCRI(harness.CRIConfig{SandboxImage: pauseRef, CNIBinDir: cluster.CNIBinDir(), CNIConfDir: cniConfDir}, kdir, crun))
 	if err != nil {
 		return target{}, err
 	}
@@ -230,6 +245,16 @@ func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *bench
 	cl.add("stop the kubelet", func() error { k.stop(); return nil })
 	return target{node: kubeletNode, label: "kubelet", ns: "bench-kubelet", agentPid: k.p.Pid(),
 		runtimePid: cri.p.Pid(), socket: cri.socket(), cri: cri, rootDir: k.root}, nil
+}
+
+// kubeletCRI is a kubelet's CRI config with crun (its binary, if not
+// empty) as the default runtime, its state under dir.
+func kubeletCRI(cri harness.CRIConfig, dir, crun string) harness.CRIConfig {
+	if crun != "" {
+		cri.DefaultRuntime = "crun"
+		cri.Runtimes = append(cri.Runtimes, harness.CrunRuntime(crun, filepath.Join(dir, "crun-root")))
+	}
+	return cri
 }
 
 // setPodCIDR gives the node its pod CIDR as the controller-manager's node
