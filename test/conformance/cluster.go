@@ -116,6 +116,9 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 		}
 	}
 	opts := harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: network || kind == kindKubelet}
+	if kind == kindHostlet {
+		opts.Runtime = c.runtime
+	}
 	if c.csiDriver() {
 		// Unix socket paths end at 107 bytes: the node's
 		// <root-dir>/plugins_registry/csi-hostpath-<namespace>-reg.sock

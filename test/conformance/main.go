@@ -64,6 +64,8 @@ type config struct {
 	listsDir   string // test/conformance
 	keepRuns   int
 	extraFlags string
+	// runtime is the hostlet node's OCI runtime (-runtime): runc or crun.
+	runtime string
 	nodeKinds  []nodeKind
 	full       bool
 	storage    bool
@@ -100,6 +102,7 @@ func main() {
 	flag.StringVar(&c.skip, "skip", "", "do not run the tests whose name matches this regexp")
 	flag.BoolVar(&c.join, "join", true, "with -full: join the nodes as a user does (the chart installed with helm, `hostlet join` with its bootstrap token on each node, serving certificates from the chart's approver); -join=false starts them with certificates the harness mints (quicker)")
 	controlPlane := flag.String("control-plane", "", "run the cluster on the control plane (kube-apiserver, controller-manager, scheduler, kubectl, kube-proxy) of another minor version, e.g. 1.37 (test/cluster/kube137, what make compat uses); empty: the pinned 1.35")
+	flag.StringVar(&c.runtime, "runtime", "runc", "the hostlet node's OCI runtime: runc, or crun (built by test/cluster/build.sh crun; the node's containerd runs the CRI plugin with crun as its default runtime, as a user configures a host whose pods run on crun)")
 	flag.StringVar(&c.extraFlags, "e2e-flags", "", "extra space-separated flags for e2e.test")
 	kinds := flag.String("node-kind", "hostlet", "what runs as the node: hostlet, kubelet (the upstream kubelet against containerd's CRI), or hostlet,kubelet (both in turn, results side by side)")
 	flag.Parse()
@@ -115,6 +118,10 @@ func main() {
 			fmt.Fprintf(os.Stderr, "conformance: -node-kind %q: want hostlet, kubelet or hostlet,kubelet\n", *kinds)
 			os.Exit(2)
 		}
+	}
+	if c.runtime != "runc" && (c.runtime != "crun" || c.full) {
+		fmt.Fprintf(os.Stderr, "conformance: -runtime %q: want runc, or crun without -full\n", c.runtime)
+		os.Exit(2)
 	}
 	if *controlPlane != "" {
 		if !regexp.MustCompile(`^1\.[0-9]+$`).MatchString(*controlPlane) {
