@@ -64,8 +64,7 @@ type config struct {
 	listsDir   string // test/conformance
 	keepRuns   int
 	extraFlags string
-	// runtime is the hostlet node's OCI runtime (-runtime): runc or crun.
-	runtime string
+	runtime    string // the hostlet node's OCI runtime (-runtime): runc or crun
 	nodeKinds  []nodeKind
 	full       bool
 	storage    bool
