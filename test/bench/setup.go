@@ -188,13 +188,8 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		env.targets = append(env.targets, t)
 	}
 	if c.kubeletRuntime == "crun" {
-		if env.kubeletCrun, err = harness.BuildComponent(ctx, log.Infof, "crun"); err != nil {
+		if env.kubeletCrun, err = harness.BuildCrun(ctx, log.Infof); err != nil {
 			return nil, err
-		}
-		if c.runtime != "crun" { // else the cluster did
-			if err := harness.CrunHost(log.Infof); err != nil {
-				return nil, err
-			}
 		}
 	}
 	if strings.Contains(c.nodes, "kubelet") {

@@ -117,10 +117,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	case "", "runc":
 	case "crun":
 		var err error
-		if crun, err = BuildComponent(ctx, opts.Logf, "crun"); err != nil {
-			return nil, err
-		}
-		if err := CrunHost(opts.Logf); err != nil {
+		if crun, err = BuildCrun(ctx, opts.Logf); err != nil {
 			return nil, err
 		}
 	default:

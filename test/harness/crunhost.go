@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// CrunHost readies a hybrid cgroup host (v1 controllers and a cgroup2
+// crunHost readies a hybrid cgroup host (v1 controllers and a cgroup2
 // mount at /sys/fs/cgroup/unified) for crun, which refuses one whose
 // cgroup2 hierarchy has controllers: "cgroups in hybrid mode not
 // supported, drop all controllers from cgroupv2". systemd's hybrid layout
@@ -24,7 +25,7 @@ import (
 // shim cannot load a container's cgroup from ("cannot find cgroup mount
 // destination"), with runc as with crun. Elsewhere (a cgroup v2 host, or a
 // hybrid one whose cgroup2 has no controller) it does nothing.
-func CrunHost(logf func(string, ...any)) error {
+func crunHost(logf func(string, ...any)) error {
 	const root = "/sys/fs/cgroup"
 	b, err := os.ReadFile(filepath.Join(root, "unified", "cgroup.controllers"))
 	if os.IsNotExist(err) {
@@ -43,6 +44,16 @@ func CrunHost(logf func(string, ...any)) error {
 		logf("harness: mounted cgroup controller %s as v1 at %s, where it stays (crun refuses it on the cgroup2 of a hybrid host)", ctl, dir)
 	}
 	return nil
+}
+
+// BuildCrun builds crun (test/cluster/build.sh crun), readies the host for
+// it (crunHost: a second call finds nothing to do) and returns its binary.
+func BuildCrun(ctx context.Context, logf func(string, ...any)) (string, error) {
+	bin, err := BuildComponent(ctx, logf, "crun")
+	if err != nil {
+		return "", err
+	}
+	return bin, crunHost(logf)
 }
 
 // CrunRuntime is crun as a runtime of containerd's CRI config: runc's shim
