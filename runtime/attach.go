@@ -127,6 +127,25 @@ func (s *stdio) stdinOpen() bool {
 	return !s.stdinShut
 }
 
+// stdioOf is the stdio of a running container. Right after a restart,
+// an unknown container may be one that outlived the last hostlet, whose
+// output ResumeLogs has yet to follow again: the session waits for it
+// rather than fail with a container that runs.
+func (r *Runtime) stdioOf(ctx context.Context, id string) (*stdio, error) {
+	if _, ok := stdios.Load(id); !ok {
+		select {
+		case <-r.resumed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	v, ok := stdios.Load(id)
+	if !ok {
+		return nil, fmt.Errorf("container %s is not running", id)
+	}
+	return v.(*stdio), nil
+}
+
 // Attach connects a session to a running container's stdio, as the
 // kubelet's attach does through CRI: the session sees the output from now
 // on (not the past: that is in the log), its input goes to the
@@ -136,11 +155,10 @@ func (s *stdio) stdinOpen() bool {
 // container's stdin is closed; without a TTY the output keeps flowing to
 // the session until the container exits, as kubectl expects).
 func (r *Runtime) Attach(ctx context.Context, id string, eio ExecIO) error {
-	v, ok := stdios.Load(id)
-	if !ok {
-		return fmt.Errorf("container %s is not running", id)
+	s, err := r.stdioOf(ctx, id)
+	if err != nil {
+		return err
 	}
-	s := v.(*stdio)
 	c, err := r.client.LoadContainer(ctx, id)
 	if err != nil {
 		return err
@@ -178,22 +196,6 @@ func (r *Runtime) Attach(ctx context.Context, id string, eio ExecIO) error {
 	var stdinRC io.ReadCloser
 	if eio.Stdin != nil && s.stdinOpen() {
 		stdinRC = cioutil.NewWrapReadCloser(eio.Stdin)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer crash.Recover(l, nil)
-			if _, err := io.Copy(s.stdinW, stdinRC); err != nil {
-				l.WithError(err).Debug("copying attached input")
-			}
-			if s.stdinOnce {
-				s.shutStdin(ctx, c, task)
-				if !s.tty {
-					return
-				}
-			}
-			s.stdout.Remove(key)
-			s.stderr.Remove(key)
-		}()
 	}
 	// A session's writers are never closed here: the streaming server
 	// closes its streams when the session ends.
@@ -219,6 +221,27 @@ func (r *Runtime) Attach(ctx context.Context, id string, eio ExecIO) error {
 	}
 	if eio.Stderr != nil && !s.tty {
 		follow(s.stderr, eio.Stderr)
+	}
+	// The input is copied only once the session follows the output: what
+	// the container answers to it (a shell's prompt, an echo) reaches the
+	// session.
+	if stdinRC != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer crash.Recover(l, nil)
+			if _, err := io.Copy(s.stdinW, stdinRC); err != nil {
+				l.WithError(err).Debug("copying attached input")
+			}
+			if s.stdinOnce {
+				s.shutStdin(ctx, c, task)
+				if !s.tty {
+					return
+				}
+			}
+			s.stdout.Remove(key)
+			s.stderr.Remove(key)
+		}()
 	}
 	if eio.Stdout == nil && (eio.Stderr == nil || s.tty) && stdinRC != nil {
 		// Input only: the session ends with the client.

@@ -775,6 +775,16 @@ func (r *Runtime) followLogs(id string, io cio.IO, sink *logSink, stdio *stdio) 
 	}()
 }
 
+// following says whether this hostlet copies the container's output: a
+// container it started is followed before it runs (newTask), so one listed
+// as running and not followed outlived the last hostlet.
+func (r *Runtime) following(id string) bool {
+	r.sinksMu.Lock()
+	defer r.sinksMu.Unlock()
+	_, ok := r.sinks[id]
+	return ok
+}
+
 // LogsDone is closed once everything the container wrote is in its log
 // file (immediately when hostlet does not follow its output).
 func (r *Runtime) LogsDone(id string) <-chan struct{} {
@@ -789,15 +799,17 @@ func (r *Runtime) LogsDone(id string) <-chan struct{} {
 }
 
 // ResumeLogs attaches again to the output of containers that kept running
-// while hostlet was down, appending to the same log files.
+// while hostlet was down, appending to the same log files. Containers this
+// hostlet started meanwhile (pods admitted at once) are followed already.
 func (r *Runtime) ResumeLogs(ctx context.Context) {
+	defer r.resumeOnce.Do(func() { close(r.resumed) })
 	cs, err := r.ListContainers(ctx, "")
 	if err != nil {
 		log.WithError(err).Warn("listing containers to resume their logs")
 		return
 	}
 	for _, st := range cs {
-		if st.State != StateRunning || st.LogPath == "" {
+		if st.State != StateRunning || st.LogPath == "" || r.following(st.ID) {
 			continue
 		}
 		c, err := r.client.LoadContainer(ctx, st.ID)

@@ -73,6 +73,11 @@ type Runtime struct {
 	executable string
 	sinksMu    sync.Mutex
 	sinks      map[string]*logSink
+	// resumed is closed once ResumeLogs has followed again the output of
+	// the containers that outlived the last hostlet: until then, attach
+	// to one of them waits.
+	resumed    chan struct{}
+	resumeOnce sync.Once
 	nodeIP     string
 	network    *Network
 	registries string
@@ -151,6 +156,7 @@ func New(cfg Config) (*Runtime, error) {
 		ns:          cfg.Namespace,
 		rootDir:     cfg.RootDir,
 		sinks:       map[string]*logSink{},
+		resumed:     make(chan struct{}),
 		executable:  cfg.Executable,
 		nodeIP:      cfg.NodeIP,
 		network:     net,

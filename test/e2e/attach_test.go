@@ -105,17 +105,15 @@ func (s *attachSession) send(t *testing.T, text string) {
 // terminal's new size).
 func (s *attachSession) waitOutput(t *testing.T, want, retry string) {
 	t.Helper()
-	n := 0
-	pollUntil(t, time.Minute, "attach output "+want, func() bool {
-		if strings.Contains(s.out.String(), want) {
-			return true
+	for n := 0; !strings.Contains(s.out.String(), want); n++ {
+		if n == 300 {
+			t.Fatalf("timed out waiting for attach output %q; the session got %q", want, s.out.String())
 		}
 		if retry != "" && n%10 == 0 {
 			_, _ = io.WriteString(s.stdin, retry)
 		}
-		n++
-		return false
-	})
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // end closes the session's stdin and waits for the session to end.
@@ -130,6 +128,17 @@ func (s *attachSession) end(t *testing.T) {
 	case <-ctxT(t).Done():
 		t.Fatalf("attach session did not end (output %q)", s.out.String())
 	}
+}
+
+// waitServing waits until a restarted node serves the pod's logs: Ready
+// does not say the node has its pods back (nor does it on the kubelet,
+// whose server also starts before its pod manager fills).
+func waitServing(t *testing.T, ns, pod string) {
+	t.Helper()
+	pollUntil(t, time.Minute, "the restarted node serving "+pod, func() bool {
+		_, err := cluster.Client().CoreV1().Pods(ns).GetLogs(pod, &v1.PodLogOptions{}).DoRaw(ctxT(t))
+		return err == nil
+	})
 }
 
 func interactivePod(ns, name string, tty, once bool, cmd ...string) *v1.Pod {
@@ -153,6 +162,7 @@ func TestAttachTTY(t *testing.T) {
 			if err := node.Restart(ctxT(t)); err != nil {
 				t.Fatal(err)
 			}
+			waitServing(t, ns, pod.Name)
 		}
 		s := attach(t, ns, pod.Name, true, websocket)
 		s.send(t, "echo tty-$(tty | cut -c1-8)\n")
@@ -206,6 +216,7 @@ func TestAttachStdin(t *testing.T) {
 	if err := node.Restart(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
+	waitServing(t, ns, pod.Name)
 	s := attach(t, ns, pod.Name, false, false)
 	s.send(t, "after-restart\n")
 	s.waitOutput(t, "after-restart\n", "")
