@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/containerd/containerd/v2/pkg/cio"
 )
 
 // Right after a restart, an attach to a container hostlet has not yet
@@ -41,5 +43,20 @@ func TestAttachWaitsForResume(t *testing.T) {
 	cancel()
 	if _, err := waiting.stdioOf(ctx, "unknown"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a session that ends while waiting: %v", err)
+	}
+}
+
+// A hostlet does not read the FIFOs of another hostlet's container that
+// shares its containerd namespace.
+func TestFIFOAttachRefusesForeign(t *testing.T) {
+	s := &stdio{id: "c"}
+	other := &cio.FIFOSet{Config: cio.Config{Stdout: "/other/root/fifo/c/1/c-stdout"}}
+	if _, err := s.fifoAttach("/root/fifo")(other); !errors.Is(err, errForeignFIFOs) {
+		t.Fatalf("another hostlet's FIFOs: %v", err)
+	}
+	// A sibling directory sharing the prefix is not below dir either.
+	sibling := &cio.FIFOSet{Config: cio.Config{Stdout: "/root/fifo2/c/1/c-stdout"}}
+	if _, err := s.fifoAttach("/root/fifo")(sibling); !errors.Is(err, errForeignFIFOs) {
+		t.Fatalf("a sibling directory's FIFOs: %v", err)
 	}
 }

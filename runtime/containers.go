@@ -827,11 +827,13 @@ func (r *Runtime) ResumeLogs(ctx context.Context) {
 		// The shim holds the stdin FIFO open, so the container's stdin
 		// outlived hostlet and attach sessions can write into it again.
 		stdio := newStdio(st.ID, labels, sink)
-		task, err := c.Task(ctx, stdio.fifoAttach())
+		task, err := c.Task(ctx, stdio.fifoAttach(filepath.Join(r.rootDir, "fifo")))
 		if err != nil {
 			stdio.close()
 			sink.close()
-			log.WithError(err).WithField("container", st.ID).Warn("attaching to a running container's output")
+			if !errors.Is(err, errForeignFIFOs) {
+				log.WithError(err).WithField("container", st.ID).Warn("attaching to a running container's output")
+			}
 			continue
 		}
 		r.followLogs(st.ID, task.IO(), sink, stdio)

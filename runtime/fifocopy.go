@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -38,11 +40,22 @@ func (s *stdio) fifoCreator(dir string) cio.Creator {
 	}
 }
 
-// fifoAttach connects s to the FIFOs of a task that is already running.
-func (s *stdio) fifoAttach() cio.Attach {
+// errForeignFIFOs: the task's FIFOs are not under this hostlet's root dir.
+var errForeignFIFOs = errors.New("the task's FIFOs belong to another hostlet")
+
+// fifoAttach connects s to the FIFOs of a task that is already running,
+// made under dir. A task whose FIFOs are elsewhere is another hostlet's
+// sharing the containerd namespace (nodes on one host, as in the e2e
+// tests): reading its FIFOs would take that hostlet's output.
+func (s *stdio) fifoAttach(dir string) cio.Attach {
 	return func(fifos *cio.FIFOSet) (cio.IO, error) {
 		if fifos == nil {
 			return nil, errors.New("cannot attach, missing fifos")
+		}
+		for _, p := range []string{fifos.Stdin, fifos.Stdout, fifos.Stderr} {
+			if p != "" && !strings.HasPrefix(p, dir+string(filepath.Separator)) {
+				return nil, errForeignFIFOs
+			}
 		}
 		return s.openFIFOs(fifos)
 	}
