@@ -71,15 +71,24 @@ func run(ctx context.Context, cfg WorkerConfig) {
 	defer tick.Stop()
 	defer cfg.Metric.forget(cfg.Kind)
 	kick := cfg.Kick
+	// Readiness is probed at once: the kubelet triggers a readiness probe
+	// whenever it makes the status of a started container whose readiness
+	// is not known yet, which it does right after the start, so a pod is
+	// Ready without waiting a period. Liveness and startup probes wait for
+	// their first tick, as with the kubelet, whose workers tick from
+	// before the container runs.
+	now := cfg.Kind == Readiness
 	for {
-		// The first probe comes a period after the start, as with the
-		// kubelet, whose workers tick from before the container runs.
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C():
-		case <-kick:
-			kick = nil // taken once: a closed channel stays ready
+		if now {
+			now = false
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C():
+			case <-kick:
+				kick = nil // taken once: a closed channel stays ready
+			}
 		}
 		if cfg.Clock.Since(cfg.StartedAt) < delay {
 			continue

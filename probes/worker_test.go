@@ -101,11 +101,39 @@ func TestWorkerFailureThreshold(t *testing.T) {
 	}
 }
 
+// run waits for a run the worker makes without the clock moving.
+func (w *probeWorker) run(t *testing.T) int {
+	t.Helper()
+	select {
+	case n := <-w.runs:
+		return n
+	case <-time.After(10 * time.Second):
+		t.Fatal("no run")
+		return 0
+	}
+}
+
+// Readiness is probed at once when the container starts, as the kubelet
+// does when it first makes the running container's status; then once a
+// period.
+func TestWorkerReadinessAtStart(t *testing.T) {
+	w := startWorker(t, Readiness, &v1.Probe{PeriodSeconds: 10}, always, nil, Success)
+	if n := w.run(t); n != 1 {
+		t.Fatalf("run %d at the start", n)
+	}
+	if !w.verdict(t) {
+		t.Fatal("not ready")
+	}
+	if n := w.tick(t, 10*time.Second); n != 2 {
+		t.Fatalf("run %d a period later", n)
+	}
+}
+
 // Readiness turns true after successThreshold successes in a row, and a
 // failure in between starts the count over.
 func TestWorkerSuccessThreshold(t *testing.T) {
 	w := startWorker(t, Readiness, &v1.Probe{PeriodSeconds: 1, SuccessThreshold: 2, FailureThreshold: 1}, always, nil, Success, Failure, Success, Success)
-	w.tick(t, time.Second)
+	w.run(t)
 	w.tick(t, time.Second)
 	if w.verdict(t) {
 		t.Fatal("ready after one success")

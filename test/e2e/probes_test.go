@@ -234,6 +234,26 @@ func TestReadinessSuccessThreshold(t *testing.T) {
 	t.Logf("ready %v after start with successThreshold 3, period 1s", readyAt.Sub(started))
 }
 
+// As on the kubelet, which probes readiness as soon as it sees the
+// container running: a pod is Ready at its start, not a period later.
+func TestReadinessProbedAtStart(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "atstart", "sleep", "3600")
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
+		PeriodSeconds: 60,
+	}
+	cluster.CreatePod(t, pod)
+	p := waitFor(t, ns, pod.Name, 45*time.Second, "ready before the probe's first period", podReady)
+	started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			t.Logf("ready %v after start with period 60s", c.LastTransitionTime.Sub(started))
+		}
+	}
+}
+
 func TestPostStartHook(t *testing.T) {
 	skipIfNoCluster(t)
 	ns := cluster.NewNamespace(t)
