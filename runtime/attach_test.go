@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -53,6 +55,18 @@ func TestFIFOAttachRefusesForeign(t *testing.T) {
 	other := &cio.FIFOSet{Config: cio.Config{Stdout: "/other/root/fifo/c/1/c-stdout"}}
 	if _, err := s.fifoAttach("/root/fifo")(other); !errors.Is(err, errForeignFIFOs) {
 		t.Fatalf("another hostlet's FIFOs: %v", err)
+	}
+	// Ours, also when the root dir is named through a symlink.
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "real", "fifo", "c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "real"), filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	ours := &cio.FIFOSet{Config: cio.Config{Stdout: filepath.Join(root, "real", "fifo", "c", "c-stdout")}}
+	if !below(ours.Stdout, filepath.Join(root, "link", "fifo")) {
+		t.Fatal("a FIFO below the root dir's symlink is not ours")
 	}
 	// A sibling directory sharing the prefix is not below dir either.
 	sibling := &cio.FIFOSet{Config: cio.Config{Stdout: "/root/fifo2/c/1/c-stdout"}}

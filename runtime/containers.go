@@ -754,7 +754,10 @@ func (r *Runtime) ImageStopSignal(ctx context.Context, id string) string {
 	return d.Config.StopSignal
 }
 
-func (r *Runtime) fifoDir(id string) string { return filepath.Join(r.rootDir, "fifo", id) }
+// fifosDir holds the FIFOs of the tasks this hostlet made, a directory per
+// container (fifoDir).
+func (r *Runtime) fifosDir() string         { return filepath.Join(r.rootDir, "fifo") }
+func (r *Runtime) fifoDir(id string) string { return filepath.Join(r.fifosDir(), id) }
 
 // followLogs copies a task's output into its log and attached sessions
 // until both streams end, then releases the FIFOs.
@@ -827,7 +830,7 @@ func (r *Runtime) ResumeLogs(ctx context.Context) {
 		// The shim holds the stdin FIFO open, so the container's stdin
 		// outlived hostlet and attach sessions can write into it again.
 		stdio := newStdio(st.ID, labels, sink)
-		task, err := c.Task(ctx, stdio.fifoAttach(filepath.Join(r.rootDir, "fifo")))
+		task, err := c.Task(ctx, stdio.fifoAttach(r.fifosDir()))
 		if err != nil {
 			stdio.close()
 			sink.close()

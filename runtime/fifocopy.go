@@ -53,12 +53,25 @@ func (s *stdio) fifoAttach(dir string) cio.Attach {
 			return nil, errors.New("cannot attach, missing fifos")
 		}
 		for _, p := range []string{fifos.Stdin, fifos.Stdout, fifos.Stderr} {
-			if p != "" && !strings.HasPrefix(p, dir+string(filepath.Separator)) {
+			if p != "" && !below(p, dir) {
 				return nil, errForeignFIFOs
 			}
 		}
 		return s.openFIFOs(fifos)
 	}
+}
+
+// below says whether the file p is below dir, also when one of them is
+// named through a symlink (a root dir given another way since the task
+// was made): a FIFO of ours is never taken for another hostlet's.
+func below(p, dir string) bool {
+	if d, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+		p = filepath.Join(d, filepath.Base(p))
+	}
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = d
+	}
+	return strings.HasPrefix(p, dir+string(filepath.Separator))
 }
 
 // openFIFOs opens hostlet's ends of the FIFOs (without waiting for the
