@@ -43,12 +43,25 @@ func startWorker(t *testing.T, kind Kind, spec *v1.Probe, started func() bool, k
 func (w *probeWorker) tick(t *testing.T, d time.Duration) int {
 	t.Helper()
 	w.step(d)
+	return w.run(t)
+}
+
+// run waits for the worker's next run.
+func (w *probeWorker) run(t *testing.T) int {
+	t.Helper()
+	return receive(t, w.runs, "run")
+}
+
+// receive waits for a value on ch, failing the test after 10 s.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
 	select {
-	case n := <-w.runs:
-		return n
+	case v := <-ch:
+		return v
 	case <-time.After(10 * time.Second):
-		t.Fatal("no run")
-		return 0
+		t.Fatal("no " + what)
+		var zero T
+		return zero
 	}
 }
 
@@ -73,13 +86,7 @@ func (w *probeWorker) step(d time.Duration) {
 
 func (w *probeWorker) verdict(t *testing.T) bool {
 	t.Helper()
-	select {
-	case ok := <-w.verdicts:
-		return ok
-	case <-time.After(10 * time.Second):
-		t.Fatal("no verdict")
-		return false
-	}
+	return receive(t, w.verdicts, "verdict")
 }
 
 func always() bool { return true }
@@ -98,18 +105,6 @@ func TestWorkerFailureThreshold(t *testing.T) {
 	}
 	if len(w.verdicts) != 0 {
 		t.Fatal("more than one verdict")
-	}
-}
-
-// run waits for a run the worker makes without the clock moving.
-func (w *probeWorker) run(t *testing.T) int {
-	t.Helper()
-	select {
-	case n := <-w.runs:
-		return n
-	case <-time.After(10 * time.Second):
-		t.Fatal("no run")
-		return 0
 	}
 }
 
@@ -169,9 +164,5 @@ func TestWorkerWaitsForStartup(t *testing.T) {
 	w := startWorker(t, Liveness, &v1.Probe{PeriodSeconds: 10}, isStarted, started, Success)
 	w.idleTick(t, 10*time.Second)
 	close(started)
-	select {
-	case <-w.runs:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no run when the startup probe passed")
-	}
+	receive(t, w.runs, "run when the startup probe passed")
 }

@@ -219,19 +219,25 @@ func TestReadinessSuccessThreshold(t *testing.T) {
 	}
 	cluster.CreatePod(t, pod)
 	p := waitFor(t, ns, "threshold", time.Minute, "ready", podReady)
-	started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
-	var readyAt time.Time
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			readyAt = c.LastTransitionTime.Time
-		}
-	}
 	// Three successes one second apart: ready no sooner than 2 s after start
 	// (transition times have second precision).
-	if d := readyAt.Sub(started); d < time.Second {
+	d := readyAfterStart(p)
+	if d < time.Second {
 		t.Fatalf("ready %v after start: successThreshold 3 not honoured", d)
 	}
-	t.Logf("ready %v after start with successThreshold 3, period 1s", readyAt.Sub(started))
+	t.Logf("ready %v after start with successThreshold 3, period 1s", d)
+}
+
+// readyAfterStart is how long after its container's start a Ready pod
+// of one container turned Ready.
+func readyAfterStart(p *v1.Pod) time.Duration {
+	started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.LastTransitionTime.Sub(started)
+		}
+	}
+	return 0
 }
 
 // As on the kubelet, which probes readiness as soon as it sees the
@@ -246,12 +252,7 @@ func TestReadinessProbedAtStart(t *testing.T) {
 	}
 	cluster.CreatePod(t, pod)
 	p := waitFor(t, ns, pod.Name, 45*time.Second, "ready before the probe's first period", podReady)
-	started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			t.Logf("ready %v after start with period 60s", c.LastTransitionTime.Sub(started))
-		}
-	}
+	t.Logf("ready %v after start with period 60s", readyAfterStart(p))
 }
 
 func TestPostStartHook(t *testing.T) {
