@@ -211,13 +211,7 @@ func TestExecProbeTimeout(t *testing.T) {
 func TestReadinessSuccessThreshold(t *testing.T) {
 	skipIfNoCluster(t)
 	ns := cluster.NewNamespace(t)
-	pod := busybox(ns, "threshold", "sleep", "3600")
-	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{
-		ProbeHandler:     v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
-		PeriodSeconds:    1,
-		SuccessThreshold: 3,
-	}
-	cluster.CreatePod(t, pod)
+	cluster.CreatePod(t, alwaysReadyPod(ns, "threshold", 1, 3))
 	p := waitFor(t, ns, "threshold", time.Minute, "ready", podReady)
 	// Three successes one second apart: ready no sooner than 2 s after start
 	// (transition times have second precision).
@@ -226,6 +220,17 @@ func TestReadinessSuccessThreshold(t *testing.T) {
 		t.Fatalf("ready %v after start: successThreshold 3 not honoured", d)
 	}
 	t.Logf("ready %v after start with successThreshold 3, period 1s", d)
+}
+
+// alwaysReadyPod is a sleeper whose exec readiness probe always succeeds.
+func alwaysReadyPod(ns, name string, period, successThreshold int32) *v1.Pod {
+	pod := busybox(ns, name, "sleep", "3600")
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{
+		ProbeHandler:     v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
+		PeriodSeconds:    period,
+		SuccessThreshold: successThreshold,
+	}
+	return pod
 }
 
 // readyAfterStart is how long after its container's start a Ready pod
@@ -245,13 +250,8 @@ func readyAfterStart(p *v1.Pod) time.Duration {
 func TestReadinessProbedAtStart(t *testing.T) {
 	skipIfNoCluster(t)
 	ns := cluster.NewNamespace(t)
-	pod := busybox(ns, "atstart", "sleep", "3600")
-	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{
-		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
-		PeriodSeconds: 60,
-	}
-	cluster.CreatePod(t, pod)
-	p := waitFor(t, ns, pod.Name, 45*time.Second, "ready before the probe's first period", podReady)
+	cluster.CreatePod(t, alwaysReadyPod(ns, "atstart", 60, 1))
+	p := waitFor(t, ns, "atstart", 45*time.Second, "ready before the probe's first period", podReady)
 	t.Logf("ready %v after start with period 60s", readyAfterStart(p))
 }
 
