@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostlet/hostlet/probes"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -151,5 +152,43 @@ func TestAdoptFinishedPodGetsNoSandbox(t *testing.T) {
 	), func(s *scenario) { s.rt.sandbox = false })
 	if got := s.calls("sandbox", "start", "released"); !slices.Equal(got, []string{"released Failed"}) {
 		t.Fatalf("calls %q, want only the release", got)
+	}
+}
+
+// An adopted container keeps what the API says of it until its probes
+// say otherwise, as on the kubelet: started, and ready while the pod was
+// Ready; a restart of hostlet takes no pod out of its Services. Another
+// instance than the API's starts over.
+func TestAdoptKeepsProbeState(t *testing.T) {
+	adopted := func(apiID string, podReady v1.ConditionStatus) *scenario {
+		pod := testPod("a")
+		pod.Spec.Containers[0].StartupProbe = startupProbe()
+		pod.Spec.Containers[0].ReadinessProbe = startupProbe()
+		started := true
+		pod.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "a", ContainerID: "containerd://" + apiID, Started: &started, Ready: true,
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(epoch.Add(-time.Minute))}}}}
+		pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: podReady}}
+		return newScenario(t, pod, holding(ContainerInfo{ID: "old", Name: "a", Running: true, StartedAt: epoch.Add(-time.Minute)}))
+	}
+	s := adopted("old", v1.ConditionTrue)
+	s.wantCalls()
+	if c := s.container("a"); !*c.Started || !c.Ready || podCondition(s.status(), v1.PodReady).Status != v1.ConditionTrue {
+		t.Fatalf("adopted: %+v", c)
+	}
+	s.probe("a", probes.Readiness, false)
+	if s.container("a").Ready {
+		t.Fatal("still ready after the readiness probe failed")
+	}
+
+	// The pod was not Ready: the container waits for its probe.
+	s = adopted("old", v1.ConditionFalse)
+	if c := s.container("a"); !*c.Started || c.Ready {
+		t.Fatalf("adopted in a pod not Ready: %+v", c)
+	}
+
+	// The API's status is of another instance.
+	s = adopted("older", v1.ConditionTrue)
+	if c := s.container("a"); *c.Started || c.Ready {
+		t.Fatalf("adopted, the API speaking of another instance: %+v", c)
 	}
 }

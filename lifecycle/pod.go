@@ -470,7 +470,7 @@ func (p *Pod) adopt(ctx context.Context) {
 	}
 	for _, c := range p.allContainers() {
 		if rec := p.containers[c.Name]; rec != nil && rec.cur.Running {
-			p.startProbes(c, rec)
+			p.startProbes(c, rec, true)
 		}
 	}
 	p.finished = p.finished || p.isTerminalPhase()

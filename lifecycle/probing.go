@@ -32,10 +32,14 @@ func (p *Pod) target(c *v1.Container, id string) probes.Target {
 }
 
 // startProbes starts the probe workers of a container instance that just
-// started running; they stop with the instance.
-func (p *Pod) startProbes(c *v1.Container, rec *container) {
+// started running, or that outlived the last hostlet (adopted); they stop
+// with the instance.
+func (p *Pod) startProbes(c *v1.Container, rec *container, adopted bool) {
 	rec.started = c.StartupProbe == nil
 	rec.ready = false
+	if adopted {
+		p.keepStateFromAPI(c, rec)
+	}
 	if rec.probeCancel != nil {
 		rec.probeCancel()
 		rec.probeCancel = nil
@@ -102,6 +106,36 @@ func (p *Pod) startProbes(c *v1.Container, rec *container) {
 			},
 		})
 	}
+}
+
+// keepStateFromAPI gives an adopted container what the API says of it
+// until its probes say otherwise, as the kubelet does after a restart
+// (ChangeContainerStatusOnKubeletRestart off, its default): started if it
+// was, and ready if the pod was Ready. A restart of hostlet then neither
+// takes pods out of their Services nor runs startup probes again.
+func (p *Pod) keepStateFromAPI(c *v1.Container, rec *container) {
+	st := p.pod.Status
+	for _, list := range [][]v1.ContainerStatus{st.ContainerStatuses, st.InitContainerStatuses} {
+		for _, cs := range list {
+			// The same instance only: one started since is new.
+			if cs.Name != c.Name || cs.ContainerID != containerID(rec.cur.ID) || cs.State.Running == nil {
+				continue
+			}
+			if cs.Started != nil && *cs.Started {
+				rec.started = true
+			}
+			rec.ready = rec.started && cs.Ready && podReadyInAPI(&p.pod.Status)
+		}
+	}
+}
+
+func podReadyInAPI(st *v1.PodStatus) bool {
+	for _, c := range st.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (p *Pod) stopProbes() {

@@ -310,7 +310,7 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 	if failure == nil {
 		rec.retryDelay = 0
 		if p.postStart(ctx, c, rec) && rec.cur.Running {
-			p.startProbes(c, rec)
+			p.startProbes(c, rec, false)
 		}
 	}
 	return time.Time{}

@@ -12,6 +12,7 @@ import (
 	"github.com/hostlet/hostlet/test/images"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -220,6 +221,47 @@ func TestReadinessSuccessThreshold(t *testing.T) {
 		t.Fatalf("ready %v after start: successThreshold 3 not honoured", d)
 	}
 	t.Logf("ready %v after start with successThreshold 3, period 1s", d)
+}
+
+// As on the kubelet: a restart of hostlet leaves a Ready pod Ready and a
+// started container started (its startup probe is not run again), so
+// the restart takes no pod out of its Services.
+func TestRestartKeepsReadiness(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	pod := alwaysReadyPod(ns, "kept", 60, 1)
+	pod.Spec.Containers[0].StartupProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
+		PeriodSeconds: 1,
+	}
+	cluster.CreatePod(t, pod)
+	p := waitFor(t, ns, pod.Name, time.Minute, "ready", podReady)
+	w, err := cluster.Client().CoreV1().Pods(ns).Watch(ctxT(t), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", pod.Name).String(), ResourceVersion: p.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := node.Restart(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, ns, pod.Name)
+	// The startup probe's period, thrice: long enough for a status
+	// written after the adoption to show (a negative check: it can miss a
+	// late flap, never fail a node that keeps the state).
+	deadline := time.After(3 * time.Second)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if p, ok := ev.Object.(*v1.Pod); ok {
+				if c := p.Status.ContainerStatuses[0]; !podReady(p) || !c.Ready || c.Started == nil || !*c.Started {
+					t.Fatalf("across the restart: pod Ready %v, container %+v", podReady(p), c)
+				}
+			}
+		case <-deadline:
+			return
+		}
+	}
 }
 
 // alwaysReadyPod is a sleeper whose exec readiness probe always succeeds.
