@@ -49,11 +49,14 @@ func TestAttachWaitsForResume(t *testing.T) {
 }
 
 // A hostlet does not read the FIFOs of another hostlet's container that
-// shares its containerd namespace.
+// shares its containerd namespace, nor opens its log.
 func TestFIFOAttachRefusesForeign(t *testing.T) {
-	s := &stdio{id: "c"}
+	open := func() (*stdio, error) {
+		t.Fatal("opened the stdio of another hostlet's container")
+		return nil, nil
+	}
 	other := &cio.FIFOSet{Config: cio.Config{Stdout: "/other/root/fifo/c/1/c-stdout"}}
-	if _, err := s.fifoAttach("/root/fifo")(other); !errors.Is(err, errForeignFIFOs) {
+	if _, err := fifoAttach("/root/fifo", open)(other); !errors.Is(err, errForeignFIFOs) {
 		t.Fatalf("another hostlet's FIFOs: %v", err)
 	}
 	// Ours, also when the root dir is named through a symlink.
@@ -65,12 +68,12 @@ func TestFIFOAttachRefusesForeign(t *testing.T) {
 		t.Fatal(err)
 	}
 	ours := &cio.FIFOSet{Config: cio.Config{Stdout: filepath.Join(root, "real", "fifo", "c", "c-stdout")}}
-	if !below(ours.Stdout, filepath.Join(root, "link", "fifo")) {
+	if !below(ours.Stdout, realDir(filepath.Join(root, "link", "fifo"))) {
 		t.Fatal("a FIFO below the root dir's symlink is not ours")
 	}
 	// A sibling directory sharing the prefix is not below dir either.
 	sibling := &cio.FIFOSet{Config: cio.Config{Stdout: "/root/fifo2/c/1/c-stdout"}}
-	if _, err := s.fifoAttach("/root/fifo")(sibling); !errors.Is(err, errForeignFIFOs) {
+	if _, err := fifoAttach("/root/fifo", open)(sibling); !errors.Is(err, errForeignFIFOs) {
 		t.Fatalf("a sibling directory's FIFOs: %v", err)
 	}
 }

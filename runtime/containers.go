@@ -811,6 +811,7 @@ func (r *Runtime) ResumeLogs(ctx context.Context) {
 		log.WithError(err).Warn("listing containers to resume their logs")
 		return
 	}
+	fifos := realDir(r.fifosDir())
 	for _, st := range cs {
 		if st.State != StateRunning || st.LogPath == "" || r.following(st.ID) {
 			continue
@@ -823,22 +824,33 @@ func (r *Runtime) ResumeLogs(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		sink, err := newLogSink(st.LogPath)
+		// The log is opened, and the stdio made, only once the task's
+		// FIFOs are known to be this hostlet's: another hostlet's
+		// container, its log included, is left alone.
+		var (
+			sink *logSink
+			sio  *stdio
+		)
+		task, err := c.Task(ctx, fifoAttach(fifos, func() (*stdio, error) {
+			var err error
+			if sink, err = newLogSink(st.LogPath); err != nil {
+				return nil, err
+			}
+			// The shim holds the stdin FIFO open, so the container's stdin
+			// outlived hostlet and attach sessions can write into it again.
+			sio = newStdio(st.ID, labels, sink)
+			return sio, nil
+		}))
 		if err != nil {
-			continue
-		}
-		// The shim holds the stdin FIFO open, so the container's stdin
-		// outlived hostlet and attach sessions can write into it again.
-		stdio := newStdio(st.ID, labels, sink)
-		task, err := c.Task(ctx, stdio.fifoAttach(r.fifosDir()))
-		if err != nil {
-			stdio.close()
-			sink.close()
+			if sio != nil {
+				sio.close()
+				sink.close()
+			}
 			if !errors.Is(err, errForeignFIFOs) {
 				log.WithError(err).WithField("container", st.ID).Warn("attaching to a running container's output")
 			}
 			continue
 		}
-		r.followLogs(st.ID, task.IO(), sink, stdio)
+		r.followLogs(st.ID, task.IO(), sink, sio)
 	}
 }

@@ -43,11 +43,12 @@ func (s *stdio) fifoCreator(dir string) cio.Creator {
 // errForeignFIFOs: the task's FIFOs are not under this hostlet's root dir.
 var errForeignFIFOs = errors.New("the task's FIFOs belong to another hostlet")
 
-// fifoAttach connects s to the FIFOs of a task that is already running,
-// made under dir. A task whose FIFOs are elsewhere is another hostlet's
-// sharing the containerd namespace (nodes on one host, as in the e2e
-// tests): reading its FIFOs would take that hostlet's output.
-func (s *stdio) fifoAttach(dir string) cio.Attach {
+// fifoAttach connects to the FIFOs of a task that is already running,
+// made under dir (realDir): open makes the stdio they are copied to, once
+// they are known to be ours. A task whose FIFOs are elsewhere is another
+// hostlet's sharing the containerd namespace (nodes on one host, as in the
+// e2e tests): reading its FIFOs would take that hostlet's output.
+func fifoAttach(dir string, open func() (*stdio, error)) cio.Attach {
 	return func(fifos *cio.FIFOSet) (cio.IO, error) {
 		if fifos == nil {
 			return nil, errors.New("cannot attach, missing fifos")
@@ -57,20 +58,27 @@ func (s *stdio) fifoAttach(dir string) cio.Attach {
 				return nil, errForeignFIFOs
 			}
 		}
+		s, err := open()
+		if err != nil {
+			return nil, err
+		}
 		return s.openFIFOs(fifos)
 	}
 }
 
-// below says whether the file p is below dir, also when one of them is
+// realDir is dir with its symlinks resolved (as given if that fails).
+func realDir(dir string) string {
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		return d
+	}
+	return dir
+}
+
+// below says whether the file p is below dir (realDir), also when p is
 // named through a symlink (a root dir given another way since the task
 // was made): a FIFO of ours is never taken for another hostlet's.
 func below(p, dir string) bool {
-	if d, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
-		p = filepath.Join(d, filepath.Base(p))
-	}
-	if d, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = d
-	}
+	p = filepath.Join(realDir(filepath.Dir(p)), filepath.Base(p))
 	return strings.HasPrefix(p, dir+string(filepath.Separator))
 }
 
