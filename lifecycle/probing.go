@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hostlet/hostlet/probes"
@@ -114,28 +115,20 @@ func (p *Pod) startProbes(c *v1.Container, rec *container, adopted bool) {
 // was, and ready if the pod was Ready. A restart of hostlet then neither
 // takes pods out of their Services nor runs startup probes again.
 func (p *Pod) keepStateFromAPI(c *v1.Container, rec *container) {
-	st := p.pod.Status
-	for _, list := range [][]v1.ContainerStatus{st.ContainerStatuses, st.InitContainerStatuses} {
-		for _, cs := range list {
-			// The same instance only: one started since is new.
-			if cs.Name != c.Name || cs.ContainerID != containerID(rec.cur.ID) || cs.State.Running == nil {
-				continue
-			}
-			if cs.Started != nil && *cs.Started {
-				rec.started = true
-			}
-			rec.ready = rec.started && cs.Ready && podReadyInAPI(&p.pod.Status)
-		}
+	st := &p.pod.Status
+	cs, ok := findStatus(st.ContainerStatuses, c.Name)
+	if !ok {
+		cs, ok = findStatus(st.InitContainerStatuses, c.Name)
 	}
-}
-
-func podReadyInAPI(st *v1.PodStatus) bool {
-	for _, c := range st.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
+	// The same instance only: one started since is new.
+	if !ok || cs.ContainerID != containerID(rec.cur.ID) || cs.State.Running == nil {
+		return
 	}
-	return false
+	rec.started = rec.started || (cs.Started != nil && *cs.Started)
+	podReady := slices.ContainsFunc(st.Conditions, func(c v1.PodCondition) bool {
+		return c.Type == v1.PodReady && c.Status == v1.ConditionTrue
+	})
+	rec.ready = rec.started && cs.Ready && podReady
 }
 
 func (p *Pod) stopProbes() {

@@ -77,11 +77,8 @@ func run(ctx context.Context, cfg WorkerConfig) {
 	// Ready without waiting a period. Liveness and startup probes wait for
 	// their first tick, as with the kubelet, whose workers tick from
 	// before the container runs.
-	now := cfg.Kind == Readiness
-	for {
-		if now {
-			now = false
-		} else {
+	for first := true; ; first = false {
+		if !first || cfg.Kind != Readiness {
 			select {
 			case <-ctx.Done():
 				return
