@@ -246,8 +246,7 @@ func startKubeletNode(ctx context.Context, cluster *harness.Cluster, imgs *bench
 // empty) as the default runtime, its state under dir.
 func kubeletCRI(cri harness.CRIConfig, dir, crun string) harness.CRIConfig {
 	if crun != "" {
-		cri.DefaultRuntime = "crun"
-		cri.Runtimes = append(cri.Runtimes, harness.CrunRuntime(crun, filepath.Join(dir, "crun-root")))
+		return cri.WithCrun(crun, filepath.Join(dir, "crun-root"))
 	}
 	return cri
 }

@@ -222,8 +222,9 @@ func (c *Cluster) startContainerd() (*process, error) {
 	if c.crun != "" {
 		// A pause image only for the config's sake: no sandbox is asked
 		// of the CRI plugin (hostlet makes its own).
-		cri = &CRIConfig{SandboxImage: "registry.k8s.io/pause:3.10", CNIBinDir: c.CNIBinDir(), CNIConfDir: c.CNIConfDir(),
-			DefaultRuntime: "crun", Runtimes: []CRIRuntime{CrunRuntime(c.crun, filepath.Join(c.containerdDir(), "crun-root"))}}
+		withCrun := CRIConfig{SandboxImage: "registry.k8s.io/pause:3.10", CNIBinDir: c.CNIBinDir(), CNIConfDir: c.CNIConfDir()}.
+			WithCrun(c.crun, filepath.Join(c.containerdDir(), "crun-root"))
+		cri = &withCrun
 	}
 	cfgPath, err := WriteContainerdConfig(c.containerdDir(), cri)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -56,8 +57,11 @@ func BuildCrun(ctx context.Context, logf func(string, ...any)) (string, error) {
 	return bin, crunHost(logf)
 }
 
-// CrunRuntime is crun as a runtime of containerd's CRI config: runc's shim
-// with BinaryName binary, its state under root (apart from runc's).
-func CrunRuntime(binary, root string) CRIRuntime {
-	return CRIRuntime{Name: "crun", Type: "io.containerd.runc.v2", BinaryName: binary, Root: root}
+// WithCrun is c with crun (binary, its state under root, apart from
+// runc's) as the default runtime: runc's shim with crun as BinaryName, as
+// a user configures a host whose pods run on crun.
+func (c CRIConfig) WithCrun(binary, root string) CRIConfig {
+	c.DefaultRuntime = "crun"
+	c.Runtimes = append(slices.Clone(c.Runtimes), CRIRuntime{Name: "crun", Type: "io.containerd.runc.v2", BinaryName: binary, Root: root})
+	return c
 }
