@@ -173,17 +173,24 @@ func TestDeadOwnerCleanup(t *testing.T) {
 			t.Fatalf("helper did not come up:\n%s", tail(logPath, 50))
 		}
 	}
-	helper.Process.Kill()
-	<-exited
-
 	// Pdeathsig: etcd, apiserver, controllers and containerd die with their
-	// owner; the shim and the container do not.
-	time.Sleep(time.Second)
+	// owner; the shim and the container do not. The registry's lock is held
+	// from the kill to the look: a cluster starting in another test binary
+	// (go test runs packages in parallel) reaps dead instances under it, and
+	// once did so within that second, taking the shim this test looks for.
 	var survivors []string
-	for _, p := range listProcs() {
-		if len(p.args) > 0 && !p.zombie && strings.Contains(strings.Join(p.args, " "), info.Dir+"/") {
-			survivors = append(survivors, filepath.Base(p.args[0]))
+	if err := withRegistryLock(func() error {
+		helper.Process.Kill()
+		<-exited
+		time.Sleep(time.Second)
+		for _, p := range listProcs() {
+			if len(p.args) > 0 && !p.zombie && strings.Contains(strings.Join(p.args, " "), info.Dir+"/") {
+				survivors = append(survivors, filepath.Base(p.args[0]))
+			}
 		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	for _, s := range survivors {
 		if !strings.Contains(s, "containerd-shim") {
