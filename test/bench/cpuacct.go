@@ -84,17 +84,50 @@ func removeCPUGroups() error {
 	return os.Remove(parent)
 }
 
-// cpuUse is the CPU a node's agent and runtime groups used over a span.
-type cpuUse struct{ agent, runtime time.Duration }
+// cpuUse is the CPU a node's agent and runtime groups used over a span,
+// and the whole machine's (busy time of all CPUs, from /proc/stat): the
+// rest is the control plane, the pods' own processes and the bench, which
+// the node shares the CPUs with during a burst.
+type cpuUse struct{ agent, runtime, machine time.Duration }
 
-// cpuMark is a reading of both groups, to subtract from a later one.
+// others is the machine's CPU over the span that neither group used.
+func (u cpuUse) others() time.Duration { return max(u.machine-u.agent-u.runtime, 0) }
+
+// cpuMark is a reading of both groups and the machine, to subtract from a
+// later one.
 type cpuMark cpuUse
 
-func (t target) cpuMark() cpuMark { return cpuMark{t.agentCG.usage(), t.runtimeCG.usage()} }
+func (t target) cpuMark() cpuMark {
+	return cpuMark{t.agentCG.usage(), t.runtimeCG.usage(), machineBusy()}
+}
 
 // since adds the CPU used since m to u.
 func (u *cpuUse) since(t target, m cpuMark) {
 	now := t.cpuMark()
 	u.agent += now.agent - m.agent
 	u.runtime += now.runtime - m.runtime
+	u.machine += now.machine - m.machine
+}
+
+// machineBusy is the CPU time all CPUs spent busy since boot: /proc/stat's
+// first line but idle and iowait (guest time is within user already).
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
+		if i == 3 || i == 4 {
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
 }

@@ -43,3 +43,17 @@ func TestTableRatioColumns(t *testing.T) {
 		t.Errorf("table:\n%s", tbl)
 	}
 }
+
+func TestPace(t *testing.T) {
+	var d dist
+	for i := range 100 {
+		d = append(d, time.Duration(1000+i*100)*time.Millisecond)
+	}
+	// p10 is the 10th pod (1.9 s), p90 the 90th (9.9 s): 80 pods apart.
+	if got := d.pace(); got != 100*time.Millisecond {
+		t.Errorf("pace = %v, want 100ms", got)
+	}
+	if got := (dist{time.Second}).pace(); got != 0 {
+		t.Errorf("pace of one pod = %v, want 0", got)
+	}
+}

@@ -31,6 +31,18 @@ func (d dist) pct(p int) time.Duration {
 	return d[max(0, min(i, len(d)-1))]
 }
 
+// pace is the time between two pods reaching the end in the middle of a
+// burst, from the 10th to the 90th percentile: the node's steady rate,
+// apart from the first pod's latency and the last ones' tail. Pods created
+// together (a burst) make it the node's throughput.
+func (d dist) pace() time.Duration {
+	n := (90*len(d)+99)/100 - (10*len(d)+99)/100
+	if n <= 0 {
+		return 0
+	}
+	return (d.pct(90) - d.pct(10)) / time.Duration(n)
+}
+
 // span is from the earliest start to the latest end: "all done".
 func span(start, end map[string]time.Time) time.Duration {
 	var first, last time.Time
