@@ -110,7 +110,8 @@ func (u *cpuUse) since(t target, m cpuMark) {
 }
 
 // machineBusy is the CPU time all CPUs spent busy since boot: /proc/stat's
-// first line but idle and iowait (guest time is within user already).
+// first line but idle, iowait and steal (time the hypervisor gave no one
+// here; guest time is within user already).
 func machineBusy() time.Duration {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -123,7 +124,7 @@ func machineBusy() time.Duration {
 	}
 	var ticks int64
 	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
-		if i == 3 || i == 4 {
+		if i == 3 || i == 4 || i == 7 {
 			continue
 		}
 		n, _ := strconv.ParseInt(v, 10, 64)
