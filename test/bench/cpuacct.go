@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // cpuacctRoot is the cgroup v1 cpuacct hierarchy (the bench runs on a
@@ -113,22 +115,14 @@ func (u *cpuUse) since(t target, m cpuMark) {
 // first line but idle, iowait and steal (time the hypervisor gave no one
 // here; guest time is within user already).
 func machineBusy() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
+	st, err := fs.Stat()
+	if err != nil {
 		return 0
 	}
-	var ticks int64
-	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
-		if i == 3 || i == 4 || i == 7 {
-			continue
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / clockTicks
+	t := st.CPUTotal
+	return time.Duration((t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ) * float64(time.Second))
 }

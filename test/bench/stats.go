@@ -27,16 +27,18 @@ func (d dist) pct(p int) time.Duration {
 	if len(d) == 0 {
 		return 0
 	}
-	i := (p*len(d)+99)/100 - 1
-	return d[max(0, min(i, len(d)-1))]
+	return d[max(0, min(d.rank(p), len(d)-1))]
 }
+
+// rank is the index of the nearest-rank percentile p in d.
+func (d dist) rank(p int) int { return (p*len(d)+99)/100 - 1 }
 
 // pace is the time between two pods reaching the end in the middle of a
 // burst, from the 10th to the 90th percentile: the node's steady rate,
 // apart from the first pod's latency and the last ones' tail. Pods created
 // together (a burst) make it the node's throughput.
 func (d dist) pace() time.Duration {
-	n := (90*len(d)+99)/100 - (10*len(d)+99)/100
+	n := d.rank(90) - d.rank(10)
 	if n <= 0 {
 		return 0
 	}
