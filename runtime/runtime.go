@@ -149,8 +149,10 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	r := &Runtime{
-		gate:        newGate(),
-		shims:       newShimGroups("hostlet-" + newID()[:12]),
+		gate: newGate(),
+		// As many shims open for new containers as CPUs: the gate's
+		// concurrent creations land in different shims.
+		shims:       newShimGroups("hostlet-"+newID()[:12], cpus()),
 		cgroups:     cg,
 		client:      client,
 		ns:          cfg.Namespace,

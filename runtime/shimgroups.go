@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -39,7 +40,9 @@ type shimGroups struct {
 	cond   *sync.Cond
 	prefix string // unique per run
 	seq    int
-	open   map[string]string     // handler -> the group its new containers are given
+	open   map[string][]string   // handler -> the groups its new containers are given, in turn
+	next   map[string]int        // handler -> which of its open groups is given next
+	spread int                   // how many groups of a handler are open at once
 	groups map[string]*shimGroup // this run's groups that are not closed
 	byTask map[string]*shimGroup // container ID -> group of its task
 	dying  map[string]bool       // container IDs whose task deletion is under way
@@ -57,27 +60,43 @@ type shimGroup struct {
 // left is how many of g's tasks are not being deleted.
 func (g *shimGroup) left() int { return g.tasks - g.deleting }
 
-func newShimGroups(prefix string) *shimGroups {
-	s := &shimGroups{prefix: prefix, open: map[string]string{}, groups: map[string]*shimGroup{}, byTask: map[string]*shimGroup{}, dying: map[string]bool{}}
+func newShimGroups(prefix string, spread int) *shimGroups {
+	s := &shimGroups{prefix: prefix, spread: max(spread, 1), open: map[string][]string{}, next: map[string]int{}, groups: map[string]*shimGroup{}, byTask: map[string]*shimGroup{}, dying: map[string]bool{}}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
 
 // pick returns the group a new container of handler is created in: the
-// handler's open one, until it has been given containersPerShim containers
-// or was closed.
+// next of the handler's open groups in turn, each open until it has been
+// given containersPerShim containers or was closed. Consecutive containers
+// go to different shims because a shim creates its tasks one at a time
+// (containerd-shim-runc-v2 holds its lock through runc create, and its
+// other calls wait on that lock): the gate's concurrent creations, taken
+// in arrival order, would otherwise queue in one shim.
 func (s *shimGroups) pick(handler string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g := s.groups[s.open[handler]]
+	open := s.open[handler]
+	if len(open) < s.spread {
+		open = append(open, "")
+	}
+	i := s.next[handler] % len(open)
+	s.next[handler] = i + 1
+	g := s.groups[open[i]]
 	if g == nil || g.given >= containersPerShim {
 		s.seq++
 		g = &shimGroup{name: fmt.Sprintf("%s-%d", s.prefix, s.seq), handler: handler}
 		s.groups[g.name] = g
-		s.open[handler] = g.name
+		open[i] = g.name
 	}
+	s.open[handler] = open
 	g.given++
 	return g.name
+}
+
+// isOpen reports whether new containers may still be given g; s.mu is held.
+func (s *shimGroups) isOpen(g *shimGroup) bool {
+	return g.given < containersPerShim && slices.Contains(s.open[g.handler], g.name)
 }
 
 // join is called before id's task is created in group, and created after.
@@ -186,7 +205,7 @@ func (s *shimGroups) removed(id, group string) {
 		return
 	}
 	g := s.groups[group]
-	if g != nil && g.tasks == 0 && g.creating == 0 && (g.name != s.open[g.handler] || g.given >= containersPerShim) {
+	if g != nil && g.tasks == 0 && g.creating == 0 && !s.isOpen(g) {
 		s.close(g)
 	}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 func TestShimGroupsFillThenOpenAnother(t *testing.T) {
-	s := newShimGroups("run")
+	s := newShimGroups("run", 1)
 	seen := map[string]int{}
 	for i := 0; i < 2*containersPerShim+1; i++ {
 		id := fmt.Sprint(i)
@@ -23,11 +23,51 @@ func TestShimGroupsFillThenOpenAnother(t *testing.T) {
 	}
 }
 
+// With several groups open, consecutive containers go to different shims
+// (a shim creates its tasks one at a time), each group still filled to
+// containersPerShim, and a closed one replaced in its turn.
+func TestShimGroupsSpread(t *testing.T) {
+	s := newShimGroups("run", 2)
+	var order []string
+	count := map[string]int{}
+	for i := 0; i < 2*containersPerShim; i++ {
+		g := s.pick("")
+		order = append(order, g)
+		count[g]++
+	}
+	for i := 1; i < len(order); i++ {
+		if order[i] == order[i-1] {
+			t.Fatalf("containers %d and %d both given %s; picks %v", i-1, i, order[i], order)
+		}
+	}
+	if len(count) != 2 || count["run-1"] != containersPerShim || count["run-2"] != containersPerShim {
+		t.Fatalf("groups = %v, want two of %d", count, containersPerShim)
+	}
+	if a, b := s.pick(""), s.pick(""); a == b || count[a] > 0 || count[b] > 0 {
+		t.Fatalf("after two full groups, picks %s and %s, want two new ones", a, b)
+	}
+	// A group closed while open (its only container removed unstarted) is
+	// replaced in its turn, and the other open one is still given.
+	s = newShimGroups("run", 2)
+	g1, g2 := s.pick(""), s.pick("")
+	s.removed("x", g1)
+	if s.isOpen(s.groups[g1]) != true {
+		t.Fatalf("%s closed by a removal while still open for new containers", g1)
+	}
+	s.close(s.groups[g1])
+	if g := s.pick(""); g == g1 || g == g2 {
+		t.Fatalf("pick gave %s, want a new group in %s's turn", g, g1)
+	}
+	if g := s.pick(""); g != g2 {
+		t.Fatalf("pick gave %s, want %s (open, its turn)", g, g2)
+	}
+}
+
 // A shim runs its containers with its handler's binary and options: the
 // containers of two handlers never share one, each handler filling groups
 // of its own.
 func TestShimGroupsPerHandler(t *testing.T) {
-	s := newShimGroups("run")
+	s := newShimGroups("run", 1)
 	byHandler := map[string]map[string]bool{}
 	for i := 0; i < 3; i++ {
 		for _, h := range []string{"", "crun", "runc"} {
@@ -60,7 +100,7 @@ func TestShimGroupsPerHandler(t *testing.T) {
 // A group whose last task is being deleted has a shim that is exiting:
 // nothing may join it again, not even a container given it before.
 func TestShimGroupsClosedByLastDeletion(t *testing.T) {
-	s := newShimGroups("run")
+	s := newShimGroups("run", 1)
 	a, b := s.pick(""), s.pick("")
 	if a != b {
 		t.Fatalf("two containers in a row got %s and %s", a, b)
@@ -79,7 +119,7 @@ func TestShimGroupsClosedByLastDeletion(t *testing.T) {
 
 // One task left after a deletion keeps the group open.
 func TestShimGroupsOpenWhileATaskRemains(t *testing.T) {
-	s := newShimGroups("run")
+	s := newShimGroups("run", 1)
 	g := s.pick("")
 	_, _ = s.pick(""), s.pick("")
 	for _, id := range []string{"a", "b"} {
@@ -103,7 +143,7 @@ func TestShimGroupsOpenWhileATaskRemains(t *testing.T) {
 // The deletion of a group's last task waits for a creation under way, so
 // the shim still has a task when it is asked to exit.
 func TestShimGroupsLastDeletionWaitsForCreation(t *testing.T) {
-	s := newShimGroups("run")
+	s := newShimGroups("run", 1)
 	g := s.pick("")
 	_ = s.pick("")
 	s.join("a", g)
@@ -130,7 +170,7 @@ func TestShimGroupsLastDeletionWaitsForCreation(t *testing.T) {
 // second closes the group (its shim exits once both are gone), so a new
 // container does not join it.
 func TestShimGroupsConcurrentLastDeletions(t *testing.T) {
-	s := newShimGroups("run")
+	s := newShimGroups("run", 1)
 	g := s.pick("")
 	_ = s.pick("")
 	for _, id := range []string{"a", "b"} {
@@ -148,7 +188,7 @@ func TestShimGroupsConcurrentLastDeletions(t *testing.T) {
 		t.Fatal("c joined a group both of whose tasks are being deleted")
 	}
 	// A deletion that failed leaves its task counted, not being deleted.
-	s2 := newShimGroups("run2")
+	s2 := newShimGroups("run2", 1)
 	g2 := s2.pick("")
 	for _, id := range []string{"a", "b"} {
 		s2.join(id, g2)
@@ -169,7 +209,7 @@ func TestShimGroupsConcurrentLastDeletions(t *testing.T) {
 // A group's first task is created alone; if it fails, the group closes and
 // whoever waited moves on.
 func TestShimGroupsFirstCreationAlone(t *testing.T) {
-	s := newShimGroups("run")
+	s := newShimGroups("run", 1)
 	g := s.pick("")
 	_ = s.pick("")
 	s.join("a", g)
@@ -189,7 +229,7 @@ func TestShimGroupsFirstCreationAlone(t *testing.T) {
 // Containers of an earlier hostlet run carry a group this run never gave:
 // its shim may be exiting, so they move to a group of this run.
 func TestShimGroupsRefuseEarlierRun(t *testing.T) {
-	s := newShimGroups("new")
+	s := newShimGroups("new", 1)
 	if s.join("x", "old-1") {
 		t.Fatal("joined a group of an earlier run")
 	}
@@ -214,7 +254,7 @@ func TestGateCancel(t *testing.T) {
 // A full group whose containers were all removed before any of them started
 // is dropped; a container of it that starts after all moves to another.
 func TestShimGroupsDroppedWhenNoneStarted(t *testing.T) {
-	s := newShimGroups("run")
+	s := newShimGroups("run", 1)
 	var g string
 	for i := 0; i < containersPerShim; i++ {
 		g = s.pick("")
@@ -236,7 +276,7 @@ func TestShimGroupsDroppedWhenNoneStarted(t *testing.T) {
 // The open group stays while it is still given containers, and a group
 // with a task is never dropped by a removal.
 func TestShimGroupsKeptWhileOpenOrRunning(t *testing.T) {
-	s := newShimGroups("run")
+	s := newShimGroups("run", 1)
 	g := s.pick("")
 	s.removed("a", g)
 	if s.groups[g] == nil {
