@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -89,18 +90,30 @@ func removeCPUGroups() error {
 // cpuUse is the CPU a node's agent and runtime groups used over a span,
 // and the whole machine's (busy time of all CPUs, from /proc/stat): the
 // rest is the control plane, the pods' own processes and the bench, which
-// the node shares the CPUs with during a burst.
-type cpuUse struct{ agent, runtime, machine time.Duration }
+// the node shares the CPUs with during a burst. wall is the span's length.
+type cpuUse struct{ agent, runtime, machine, wall time.Duration }
 
 // others is the machine's CPU over the span that neither group used.
 func (u cpuUse) others() time.Duration { return max(u.machine-u.agent-u.runtime, 0) }
+
+// busy is the share of the machine's CPUs busy over the span: below 1, a
+// burst waited on something other than CPU.
+func (u cpuUse) busy() float64 {
+	if u.wall <= 0 {
+		return 0
+	}
+	return u.machine.Seconds() / (u.wall.Seconds() * float64(goruntime.NumCPU()))
+}
+
+// epoch is the monotonic origin of cpuMark's wall readings.
+var epoch = time.Now()
 
 // cpuMark is a reading of both groups and the machine, to subtract from a
 // later one.
 type cpuMark cpuUse
 
 func (t target) cpuMark() cpuMark {
-	return cpuMark{t.agentCG.usage(), t.runtimeCG.usage(), machineBusy()}
+	return cpuMark{t.agentCG.usage(), t.runtimeCG.usage(), machineBusy(), time.Since(epoch)}
 }
 
 // since adds the CPU used since m to u.
@@ -109,6 +122,7 @@ func (u *cpuUse) since(t target, m cpuMark) {
 	u.agent += now.agent - m.agent
 	u.runtime += now.runtime - m.runtime
 	u.machine += now.machine - m.machine
+	u.wall += now.wall - m.wall
 }
 
 // machineBusy is the CPU time all CPUs spent busy since boot: /proc/stat's

@@ -40,6 +40,12 @@ func cpuSpanRow(metric string, d func(*nodeResult) time.Duration) row {
 	return row{metric, func(r *nodeResult) float64 { return d(r).Seconds() }, func(r *nodeResult) string { return fmt.Sprintf("%.2f s", d(r).Seconds()) }, "lighter"}
 }
 
+// busyRow is the share of the machine's CPUs busy over a span; neither
+// more nor less is better, it says whether the span was CPU-bound.
+func busyRow(metric string, u func(*nodeResult) cpuUse) row {
+	return row{metric, func(r *nodeResult) float64 { return u(r).busy() }, func(r *nodeResult) string { return fmt.Sprintf("%.0f%%", 100*u(r).busy()) }, ""}
+}
+
 func countRow(metric, better string, n func(*nodeResult) int) row {
 	return row{metric, func(r *nodeResult) float64 { return float64(n(r)) }, func(r *nodeResult) string { return fmt.Sprint(n(r)) }, better}
 }
@@ -89,6 +95,7 @@ func rows(c config) []row {
 		cpuSpanRow(fmt.Sprintf("burst of %d, start: CPU of the agent (and the CNI plugins it runs)", n), func(r *nodeResult) time.Duration { return r.startCPU.agent }),
 		cpuSpanRow(fmt.Sprintf("burst of %d, start: CPU of containerd, shims, runc (CRI: and CNI)", n), func(r *nodeResult) time.Duration { return r.startCPU.runtime }),
 		cpuSpanRow(fmt.Sprintf("burst of %d, start: CPU of the rest of the machine (control plane, pods, bench)", n), func(r *nodeResult) time.Duration { return r.startCPU.others() }),
+		busyRow(fmt.Sprintf("burst of %d, start: the machine's CPUs busy", n), func(r *nodeResult) cpuUse { return r.startCPU }),
 		cpuSpanRow(fmt.Sprintf("burst of %d, delete: CPU of the agent", n), func(r *nodeResult) time.Duration { return r.delCPU.agent }),
 		cpuSpanRow(fmt.Sprintf("burst of %d, delete: CPU of containerd, shims, runc", n), func(r *nodeResult) time.Duration { return r.delCPU.runtime }),
 		memRow(fmt.Sprintf("RSS with %d idle pods: node agent", n), func(r *nodeResult) int64 { return r.idle.agent }),
@@ -109,6 +116,7 @@ func rows(c config) []row {
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of the agent", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.agent }),
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of containerd, shims, runc", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.runtime }),
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of the rest of the machine", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.others() }),
+		busyRow(fmt.Sprintf("burst of %d probed, start: the machine's CPUs busy", m), func(r *nodeResult) cpuUse { return r.probedStartCPU }),
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, delete: CPU of the agent", m), func(r *nodeResult) time.Duration { return r.probedDelCPU.agent }),
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, delete: CPU of containerd, shims, runc", m), func(r *nodeResult) time.Duration { return r.probedDelCPU.runtime }),
 		cpuRow("steady: node agent CPU", func(r *nodeResult) time.Duration { return r.agent.cpu }),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +56,21 @@ func TestPace(t *testing.T) {
 	}
 	if got := (dist{time.Second}).pace(); got != 0 {
 		t.Errorf("pace of one pod = %v, want 0", got)
+	}
+}
+
+func TestBusy(t *testing.T) {
+	n := float64(goruntime.NumCPU())
+	u := cpuUse{machine: time.Duration(n * float64(3*time.Second)), wall: 4 * time.Second}
+	if got := u.busy(); got < 0.749 || got > 0.751 {
+		t.Fatalf("busy = %v, want 0.75", got)
+	}
+	var total cpuUse
+	total.machine, total.wall = 2*u.machine, 2*u.wall // two rounds
+	if got := total.busy(); got < 0.749 || got > 0.751 {
+		t.Fatalf("busy over two rounds = %v, want 0.75", got)
+	}
+	if (cpuUse{}).busy() != 0 {
+		t.Fatal("an empty span is busy")
 	}
 }
