@@ -46,12 +46,12 @@ func TestShimGroupsSpread(t *testing.T) {
 	if a, b := s.pick(""), s.pick(""); a == b || count[a] > 0 || count[b] > 0 {
 		t.Fatalf("after two full groups, picks %s and %s, want two new ones", a, b)
 	}
-	// A group closed while open (its only container removed unstarted) is
-	// replaced in its turn, and the other open one is still given.
+	// A removal does not close a group still open; a closed one (its shim
+	// exiting) is replaced in its turn, and the other open one still given.
 	s = newShimGroups("run", 2)
 	g1, g2 := s.pick(""), s.pick("")
 	s.removed("x", g1)
-	if s.isOpen(s.groups[g1]) != true {
+	if !s.isOpen(s.groups[g1]) {
 		t.Fatalf("%s closed by a removal while still open for new containers", g1)
 	}
 	s.close(s.groups[g1])
