@@ -40,8 +40,7 @@ type shimGroups struct {
 	cond   *sync.Cond
 	prefix string // unique per run
 	seq    int
-	open   map[string][]string   // handler -> the groups its new containers are given, in turn
-	next   map[string]int        // handler -> which of its open groups is given next
+	open   map[string][]string   // handler -> the groups its new containers are given, next first
 	spread int                   // how many groups of a handler are open at once
 	groups map[string]*shimGroup // this run's groups that are not closed
 	byTask map[string]*shimGroup // container ID -> group of its task
@@ -61,7 +60,7 @@ type shimGroup struct {
 func (g *shimGroup) left() int { return g.tasks - g.deleting }
 
 func newShimGroups(prefix string, spread int) *shimGroups {
-	s := &shimGroups{prefix: prefix, spread: max(spread, 1), open: map[string][]string{}, next: map[string]int{}, groups: map[string]*shimGroup{}, byTask: map[string]*shimGroup{}, dying: map[string]bool{}}
+	s := &shimGroups{prefix: prefix, spread: max(spread, 1), open: map[string][]string{}, groups: map[string]*shimGroup{}, byTask: map[string]*shimGroup{}, dying: map[string]bool{}}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -76,20 +75,19 @@ func newShimGroups(prefix string, spread int) *shimGroups {
 func (s *shimGroups) pick(handler string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	open := s.open[handler]
-	if len(open) < s.spread {
-		open = append(open, "")
+	// The first open group is given and goes to the back; until spread
+	// are open, a new one is.
+	open, name := s.open[handler], ""
+	if len(open) >= s.spread {
+		name, open = open[0], open[1:]
 	}
-	i := s.next[handler] % len(open)
-	s.next[handler] = i + 1
-	g := s.groups[open[i]]
+	g := s.groups[name]
 	if g == nil || g.given >= containersPerShim {
 		s.seq++
 		g = &shimGroup{name: fmt.Sprintf("%s-%d", s.prefix, s.seq), handler: handler}
 		s.groups[g.name] = g
-		open[i] = g.name
 	}
-	s.open[handler] = open
+	s.open[handler] = append(open, g.name)
 	g.given++
 	return g.name
 }
