@@ -1,77 +1,66 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	log "github.com/sirupsen/logrus"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
-)
 
-// clockTicks is USER_HZ, the unit of utime/stime in /proc/<pid>/stat; 100
-// on every Linux architecture Go supports.
-const clockTicks = 100
+	"github.com/prometheus/procfs"
+	log "github.com/sirupsen/logrus"
+)
 
 // cpuTime is a process's user+system CPU time so far.
 func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	// Fields after the command (which may hold spaces) start at state.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("pid %d: malformed stat", pid)
+	return time.Duration(st.CPUTime() * float64(time.Second)), nil
+}
+
+func procStat(pid int) (procfs.ProcStat, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return procfs.ProcStat{}, err
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("pid %d: short stat", pid)
+	return p.Stat()
+}
+
+// procStatus is a process's /proc/<pid>/status (VmRSS, RssAnon, RssFile).
+func procStatus(pid int) (procfs.ProcStatus, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return procfs.ProcStatus{}, err
 	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("pid %d: bad utime/stime", pid)
-	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return p.NewStatus()
 }
 
 // rssBytes is a process's resident set size (VmRSS).
-func rssBytes(pid int) (int64, error) { return procKB(pid, "status", "VmRSS:") }
+func rssBytes(pid int) (int64, error) {
+	st, err := procStatus(pid)
+	return int64(st.VmRSS), err
+}
 
 // pssBytes is a process's proportional set size (shared pages split among
 // their users), which unlike RSS adds up over many copies of one binary.
-func pssBytes(pid int) (int64, error) { return procKB(pid, "smaps_rollup", "Pss:") }
-
-// procKB reads the "<field> N kB" line of /proc/<pid>/<file>, in bytes.
-func procKB(pid int, file, field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
+func pssBytes(pid int) (int64, error) {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("pid %d: no %s in %s", pid, field, file)
+	r, err := p.ProcSMapsRollup()
+	return int64(r.Pss), err
 }
 
 // findProcs returns the processes whose command line satisfies match.
 func findProcs(match func(pid int, args []string) bool) []int {
 	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && match(pid, strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")) {
-			pids = append(pids, pid)
+	procs, _ := procfs.AllProcs()
+	for _, p := range procs {
+		args, err := p.CmdLine()
+		if err == nil && len(args) > 0 && match(p.PID, args) {
+			pids = append(pids, p.PID)
 		}
 	}
 	return pids
@@ -102,9 +91,9 @@ func measureIdle(t target) (idleRSS, error) {
 		return m, err
 	}
 	// RSS mixes the heap with the binary's pages read from disk.
-	anon, _ := procKB(t.agentPid, "status", "RssAnon:")
-	file, _ := procKB(t.agentPid, "status", "RssFile:")
-	log.Infof("[%s] idle agent RSS %s: anonymous %s, file-backed %s", t.label, mib(m.agent), mib(anon), mib(file))
+	if st, err := procStatus(t.agentPid); err == nil {
+		log.Infof("[%s] idle agent RSS %s: anonymous %s, file-backed %s", t.label, mib(m.agent), mib(int64(st.RssAnon)), mib(int64(st.RssFile)))
+	}
 	if m.runtime, err = rssBytes(t.runtimePid); err != nil {
 		return m, err
 	}
@@ -147,17 +136,16 @@ func findSleeper(arg string) (int, error) {
 }
 
 func parentCmd(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procStat(pid)
 	if err != nil {
 		return ""
 	}
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
+	p, err := procfs.NewProc(st.PPID)
+	if err != nil {
 		return ""
 	}
-	cmd, _ := os.ReadFile("/proc/" + f[1] + "/cmdline")
-	return string(cmd)
+	args, _ := p.CmdLine()
+	return strings.Join(args, " ")
 }
 
 // usage is what a set of processes consumed over a measurement window.
