@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -110,55 +111,71 @@ func TestNodeReadyAfterAPIServerFreeze(t *testing.T) {
 	defer h.Stop()
 	client := c.Client()
 	nodes := client.CoreV1().Nodes()
-	// Ready and without the controller's not-ready taint before the outage.
+	pid := c.Pid("kube-apiserver")
+	if pid == 0 {
+		t.Fatal("no kube-apiserver process")
+	}
+	// Whether the controller marks the outage is a race the node does not
+	// decide: the controller writes Unknown only while the Lease it last saw
+	// is older than the grace period, so if its write made during the freeze
+	// is lost (a request failed or timed out in the controller-manager) and
+	// the node's Lease renewal lands before its next pass, it sees a healthy
+	// node. That happened once in CI. An outage the controller did not mark
+	// is run again; the node's part is judged on one that was exercised.
+	defer syscall.Kill(pid, syscall.SIGCONT) // never leave it stopped
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		n := readyUntainted(ctx, t, nodes, name)
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("kube-apiserver (pid %d) frozen", pid)
+		time.Sleep(35 * time.Second)
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		t.Log("kube-apiserver resumed")
+
+		deadline := t0.Add(15 * time.Second)
+		seenUnknown, seenTaint := watchNodeRecovery(ctx, t, client, name, n.ResourceVersion, deadline)
+		if !seenUnknown && !seenTaint {
+			if attempt < attempts {
+				t.Logf("outage %d: the node lifecycle controller never marked the node Unknown; again", attempt)
+				continue
+			}
+			t.Errorf("the node lifecycle controller never marked the node Unknown in %d outages: the outage was not exercised", attempts)
+		}
+		// The state that counts is the one at the deadline: a taint the
+		// controller adds late must be gone again by then.
+		time.Sleep(time.Until(deadline))
+		n, err = nodes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := nodeCondition(n, v1.NodeReady); r == nil || r.Status != v1.ConditionTrue || hasTaint(n, v1.TaintNodeUnreachable) {
+			t.Fatalf("15 s after the resume: Ready %+v, taints %+v; hostlet log %s", r, n.Spec.Taints, h.LogPath())
+		}
+		return
+	}
+}
+
+// readyUntainted waits for the node to be Ready without the controller's
+// not-ready and unreachable taints, and returns it.
+func readyUntainted(ctx context.Context, t *testing.T, nodes corev1client.NodeInterface, name string) *v1.Node {
+	t.Helper()
 	var n *v1.Node
+	var err error
 	for start := time.Now(); ; time.Sleep(500 * time.Millisecond) {
 		if n, err = nodes.Get(ctx, name, metav1.GetOptions{}); err == nil {
 			if r := nodeCondition(n, v1.NodeReady); r != nil && r.Status == v1.ConditionTrue &&
 				!hasTaint(n, v1.TaintNodeNotReady) && !hasTaint(n, v1.TaintNodeUnreachable) {
-				break
+				return n
 			}
 		}
 		if time.Since(start) > time.Minute {
 			t.Fatalf("node never ready and untainted: %v %+v", err, n)
 		}
-	}
-
-	pid := c.Pid("kube-apiserver")
-	if pid == 0 {
-		t.Fatal("no kube-apiserver process")
-	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}
-	defer resume()
-	t.Logf("kube-apiserver (pid %d) frozen", pid)
-	time.Sleep(35 * time.Second)
-	resume()
-	t0 := time.Now()
-	t.Log("kube-apiserver resumed")
-
-	deadline := t0.Add(15 * time.Second)
-	seenUnknown, seenTaint := watchNodeRecovery(ctx, t, client, name, n.ResourceVersion, deadline)
-	if !seenUnknown && !seenTaint {
-		t.Errorf("the node lifecycle controller never marked the node Unknown: the outage was not exercised")
-	}
-	// The state that counts is the one at the deadline: a taint the
-	// controller adds late must be gone again by then.
-	time.Sleep(time.Until(deadline))
-	n, err = nodes.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := nodeCondition(n, v1.NodeReady); r == nil || r.Status != v1.ConditionTrue || hasTaint(n, v1.TaintNodeUnreachable) {
-		t.Fatalf("15 s after the resume: Ready %+v, taints %+v; hostlet log %s", r, n.Spec.Taints, h.LogPath())
 	}
 }
 
