@@ -49,16 +49,21 @@ func (r *Runtime) WatchExits(ctx context.Context, onExit func(ContainerStatus)) 
 func (r *Runtime) watchExits(ctx context.Context, onExit func(ContainerStatus)) {
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
-		// Up once containerd answered the list before the subscription:
-		// the subscription itself says nothing until it breaks.
+		// Subscribed first, listed after: an exit between the list and the
+		// subscription would be in neither (the list reads each task in
+		// turn, which takes long on a full node, and a restarted hostlet's
+		// adopted containers exit meanwhile). Events wait in the stream
+		// while the list runs; an exit in both is reported twice, which the
+		// consumer ignores. Up once containerd answered the list: the
+		// subscription itself says nothing until it breaks.
+		events, errs := r.client.EventService().Subscribe(ctx,
+			`namespace==`+r.ns+`,topic=="/tasks/exit"`,
+			`namespace==`+r.ns+`,topic=="/tasks/oom"`)
 		if err := r.reconcileExits(ctx, onExit); err != nil {
 			r.eventStream(err)
 		} else {
 			r.eventStream(nil)
 		}
-		events, errs := r.client.EventService().Subscribe(ctx,
-			`namespace==`+r.ns+`,topic=="/tasks/exit"`,
-			`namespace==`+r.ns+`,topic=="/tasks/oom"`)
 	loop:
 		for {
 			select {
