@@ -117,12 +117,15 @@ func (t target) cpuMark() cpuMark {
 }
 
 // since adds the CPU used since m to u.
-func (u *cpuUse) since(t target, m cpuMark) {
-	now := t.cpuMark()
-	u.agent += now.agent - m.agent
-	u.runtime += now.runtime - m.runtime
-	u.machine += now.machine - m.machine
-	u.wall += now.wall - m.wall
+func (u *cpuUse) since(t target, m cpuMark) { u.add(m, t.cpuMark()) }
+
+// add adds the CPU used from one mark to a later one to u: spans added in
+// turn (a scenario's rounds) make one span of their summed CPU and wall.
+func (u *cpuUse) add(from, to cpuMark) {
+	u.agent += to.agent - from.agent
+	u.runtime += to.runtime - from.runtime
+	u.machine += to.machine - from.machine
+	u.wall += to.wall - from.wall
 }
 
 // machineBusy is the CPU time all CPUs spent busy since boot: /proc/stat's

@@ -65,10 +65,13 @@ func TestBusy(t *testing.T) {
 	if got := u.busy(); got < 0.749 || got > 0.751 {
 		t.Fatalf("busy = %v, want 0.75", got)
 	}
+	// Two rounds, all busy for 1 s then half busy for 3 s: 2.5 of 4 s.
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	var total cpuUse
-	total.machine, total.wall = 2*u.machine, 2*u.wall // two rounds
-	if got := total.busy(); got < 0.749 || got > 0.751 {
-		t.Fatalf("busy over two rounds = %v, want 0.75", got)
+	total.add(cpuMark{wall: sec(10)}, cpuMark{machine: sec(n), wall: sec(11)})
+	total.add(cpuMark{machine: sec(n), wall: sec(20)}, cpuMark{machine: sec(n + 1.5*n), wall: sec(23)})
+	if got := total.busy(); got < 0.624 || got > 0.626 {
+		t.Fatalf("busy over two rounds = %v, want 0.625", got)
 	}
 	if (cpuUse{}).busy() != 0 {
 		t.Fatal("an empty span is busy")
