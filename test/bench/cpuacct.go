@@ -91,7 +91,13 @@ func removeCPUGroups() error {
 // and the whole machine's (busy time of all CPUs, from /proc/stat): the
 // rest is the control plane, the pods' own processes and the bench, which
 // the node shares the CPUs with during a burst. wall is the span's length.
-type cpuUse struct{ agent, runtime, machine, wall time.Duration }
+// forks is how many processes and threads the machine started over it
+// (/proc/stat's processes): a node that runs fewer programs per pod (shim
+// calls, runc, CNI plugins) starts fewer.
+type cpuUse struct {
+	agent, runtime, machine, wall time.Duration
+	forks                         uint64
+}
 
 // others is the machine's CPU over the span that neither group used.
 func (u cpuUse) others() time.Duration { return max(u.machine-u.agent-u.runtime, 0) }
@@ -113,7 +119,8 @@ var epoch = time.Now()
 type cpuMark cpuUse
 
 func (t target) cpuMark() cpuMark {
-	return cpuMark{t.agentCG.usage(), t.runtimeCG.usage(), machineBusy(), time.Since(epoch)}
+	busy, forks := machineStat()
+	return cpuMark{t.agentCG.usage(), t.runtimeCG.usage(), busy, time.Since(epoch), forks}
 }
 
 // since adds the CPU used since m to u.
@@ -126,20 +133,22 @@ func (u *cpuUse) add(from, to cpuMark) {
 	u.runtime += to.runtime - from.runtime
 	u.machine += to.machine - from.machine
 	u.wall += to.wall - from.wall
+	u.forks += to.forks - from.forks
 }
 
-// machineBusy is the CPU time all CPUs spent busy since boot: /proc/stat's
-// first line but idle, iowait and steal (time the hypervisor gave no one
-// here; guest time is within user already).
-func machineBusy() time.Duration {
+// machineStat is the CPU time all CPUs spent busy since boot (/proc/stat's
+// first line but idle, iowait and steal: time the hypervisor gave no one
+// here; guest time is within user already) and the processes and threads
+// started since boot.
+func machineStat() (time.Duration, uint64) {
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	st, err := fs.Stat()
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	t := st.CPUTotal
-	return time.Duration((t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ) * float64(time.Second))
+	return time.Duration((t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ) * float64(time.Second)), st.ProcessCreated
 }

@@ -46,6 +46,13 @@ func busyRow(metric string, u func(*nodeResult) cpuUse) row {
 	return row{metric, func(r *nodeResult) float64 { return u(r).busy() }, func(r *nodeResult) string { return fmt.Sprintf("%.0f%%", 100*u(r).busy()) }, ""}
 }
 
+// forksRow is how many processes and threads the whole machine started
+// over a span (the control plane's and the bench's are few; a pod's own
+// process is one and its threads).
+func forksRow(metric string, u func(*nodeResult) cpuUse) row {
+	return countRow(metric, "fewer", func(r *nodeResult) int { return int(u(r).forks) })
+}
+
 func countRow(metric, better string, n func(*nodeResult) int) row {
 	return row{metric, func(r *nodeResult) float64 { return float64(n(r)) }, func(r *nodeResult) string { return fmt.Sprint(n(r)) }, better}
 }
@@ -96,8 +103,10 @@ func rows(c config) []row {
 		cpuSpanRow(fmt.Sprintf("burst of %d, start: CPU of containerd, shims, runc (CRI: and CNI)", n), func(r *nodeResult) time.Duration { return r.startCPU.runtime }),
 		cpuSpanRow(fmt.Sprintf("burst of %d, start: CPU of the rest of the machine (control plane, pods, bench)", n), func(r *nodeResult) time.Duration { return r.startCPU.others() }),
 		busyRow(fmt.Sprintf("burst of %d, start: the machine's CPUs busy", n), func(r *nodeResult) cpuUse { return r.startCPU }),
+		forksRow(fmt.Sprintf("burst of %d, start: processes and threads started on the machine", n), func(r *nodeResult) cpuUse { return r.startCPU }),
 		cpuSpanRow(fmt.Sprintf("burst of %d, delete: CPU of the agent", n), func(r *nodeResult) time.Duration { return r.delCPU.agent }),
 		cpuSpanRow(fmt.Sprintf("burst of %d, delete: CPU of containerd, shims, runc", n), func(r *nodeResult) time.Duration { return r.delCPU.runtime }),
+		forksRow(fmt.Sprintf("burst of %d, delete: processes and threads started on the machine", n), func(r *nodeResult) cpuUse { return r.delCPU }),
 		memRow(fmt.Sprintf("RSS with %d idle pods: node agent", n), func(r *nodeResult) int64 { return r.idle.agent }),
 		memRow(fmt.Sprintf("RSS with %d idle pods: its containerd", n), func(r *nodeResult) int64 { return r.idle.runtime }),
 		row{fmt.Sprintf("RSS with %d idle pods: its shims (PSS, summed)", n), func(r *nodeResult) float64 { return float64(r.idle.shimsPSS) },
@@ -117,8 +126,10 @@ func rows(c config) []row {
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of containerd, shims, runc", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.runtime }),
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, start: CPU of the rest of the machine", m), func(r *nodeResult) time.Duration { return r.probedStartCPU.others() }),
 		busyRow(fmt.Sprintf("burst of %d probed, start: the machine's CPUs busy", m), func(r *nodeResult) cpuUse { return r.probedStartCPU }),
+		forksRow(fmt.Sprintf("burst of %d probed, start: processes and threads started on the machine", m), func(r *nodeResult) cpuUse { return r.probedStartCPU }),
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, delete: CPU of the agent", m), func(r *nodeResult) time.Duration { return r.probedDelCPU.agent }),
 		cpuSpanRow(fmt.Sprintf("burst of %d probed, delete: CPU of containerd, shims, runc", m), func(r *nodeResult) time.Duration { return r.probedDelCPU.runtime }),
+		forksRow(fmt.Sprintf("burst of %d probed, delete: processes and threads started on the machine", m), func(r *nodeResult) cpuUse { return r.probedDelCPU }),
 		cpuRow("steady: node agent CPU", func(r *nodeResult) time.Duration { return r.agent.cpu }),
 		memRow("steady: node agent RSS, max", func(r *nodeResult) int64 { return r.agent.maxRSS }),
 		cpuRow("steady: its containerd CPU", func(r *nodeResult) time.Duration { return r.runtime.cpu }),
