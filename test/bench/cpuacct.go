@@ -133,7 +133,9 @@ func (u *cpuUse) add(from, to cpuMark) {
 	u.runtime += to.runtime - from.runtime
 	u.machine += to.machine - from.machine
 	u.wall += to.wall - from.wall
-	u.forks += to.forks - from.forks
+	if to.forks >= from.forks { // a failed read is 0: no count, not a wrapped one
+		u.forks += to.forks - from.forks
+	}
 }
 
 // machineStat is the CPU time all CPUs spent busy since boot (/proc/stat's

@@ -77,3 +77,13 @@ func TestBusy(t *testing.T) {
 		t.Fatal("an empty span is busy")
 	}
 }
+
+func TestForksSummed(t *testing.T) {
+	var u cpuUse
+	u.add(cpuMark{forks: 1000}, cpuMark{forks: 1400})
+	u.add(cpuMark{forks: 2000}, cpuMark{forks: 2100})
+	u.add(cpuMark{forks: 3000}, cpuMark{}) // the later read failed
+	if u.forks != 500 {
+		t.Fatalf("forks = %d, want 500", u.forks)
+	}
+}
