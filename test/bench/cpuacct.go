@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -88,69 +87,74 @@ func removeCPUGroups() error {
 }
 
 // cpuUse is the CPU a node's agent and runtime groups used over a span,
-// and the whole machine's (busy time of all CPUs, from /proc/stat): the
-// rest is the control plane, the pods' own processes and the bench, which
-// the node shares the CPUs with during a burst. wall is the span's length.
-// forks is how many processes and threads the machine started over it
-// (/proc/stat's processes): a node that runs fewer programs per pod (shim
-// calls, runc, CNI plugins) starts fewer.
+// and the whole machine's: the rest is the control plane, the pods' own
+// processes and the bench, which the node shares the CPUs with during a
+// burst.
 type cpuUse struct {
-	agent, runtime, machine, wall time.Duration
-	forks                         uint64
+	agent, runtime time.Duration
+	machine        machineUse
+}
+
+// machineUse is the whole machine's part of a span, from /proc/stat: busy
+// is the time all CPUs spent busy (all but idle, iowait and steal, the
+// time the hypervisor gave no one here; guest time is within user
+// already), total all of their time, busy or not, and forks the processes
+// and threads started (a node that runs fewer programs per pod, shim
+// calls, runc, CNI plugins, starts fewer).
+type machineUse struct {
+	busy, total time.Duration
+	forks       uint64
 }
 
 // others is the machine's CPU over the span that neither group used.
-func (u cpuUse) others() time.Duration { return max(u.machine-u.agent-u.runtime, 0) }
+func (u cpuUse) others() time.Duration { return max(u.machine.busy-u.agent-u.runtime, 0) }
 
 // busy is the share of the machine's CPUs busy over the span: below 1, a
 // burst waited on something other than CPU.
 func (u cpuUse) busy() float64 {
-	if u.wall <= 0 {
+	if u.machine.total <= 0 {
 		return 0
 	}
-	return u.machine.Seconds() / (u.wall.Seconds() * float64(goruntime.NumCPU()))
+	return u.machine.busy.Seconds() / u.machine.total.Seconds()
 }
-
-// epoch is the monotonic origin of cpuMark's wall readings.
-var epoch = time.Now()
 
 // cpuMark is a reading of both groups and the machine, to subtract from a
 // later one.
 type cpuMark cpuUse
 
 func (t target) cpuMark() cpuMark {
-	busy, forks := machineStat()
-	return cpuMark{t.agentCG.usage(), t.runtimeCG.usage(), busy, time.Since(epoch), forks}
+	return cpuMark{t.agentCG.usage(), t.runtimeCG.usage(), readMachine()}
 }
 
 // since adds the CPU used since m to u.
 func (u *cpuUse) since(t target, m cpuMark) { u.add(m, t.cpuMark()) }
 
 // add adds the CPU used from one mark to a later one to u: spans added in
-// turn (a scenario's rounds) make one span of their summed CPU and wall.
+// turn (a scenario's rounds) make one span of their summed figures.
 func (u *cpuUse) add(from, to cpuMark) {
 	u.agent += to.agent - from.agent
 	u.runtime += to.runtime - from.runtime
-	u.machine += to.machine - from.machine
-	u.wall += to.wall - from.wall
-	if to.forks >= from.forks { // a failed read is 0: no count, not a wrapped one
-		u.forks += to.forks - from.forks
+	// A failed read of /proc/stat is all zero: the span then adds no
+	// machine figures rather than wrong ones.
+	if from.machine.total > 0 && to.machine.total > 0 {
+		u.machine.busy += to.machine.busy - from.machine.busy
+		u.machine.total += to.machine.total - from.machine.total
+		u.machine.forks += to.machine.forks - from.machine.forks
 	}
 }
 
-// machineStat is the CPU time all CPUs spent busy since boot (/proc/stat's
-// first line but idle, iowait and steal: time the hypervisor gave no one
-// here; guest time is within user already) and the processes and threads
-// started since boot.
-func machineStat() (time.Duration, uint64) {
+// readMachine reads the machine's figures since boot from /proc/stat.
+func readMachine() machineUse {
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
-		return 0, 0
+		return machineUse{}
 	}
 	st, err := fs.Stat()
 	if err != nil {
-		return 0, 0
+		return machineUse{}
 	}
 	t := st.CPUTotal
-	return time.Duration((t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ) * float64(time.Second)), st.ProcessCreated
+	busy := t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	return machineUse{busy: sec(busy), total: sec(busy + t.Idle + t.Iowait + t.Steal), forks: st.ProcessCreated}
 }

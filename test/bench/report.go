@@ -50,7 +50,7 @@ func busyRow(metric string, u func(*nodeResult) cpuUse) row {
 // over a span (the control plane's and the bench's are few; a pod's own
 // process is one and its threads).
 func forksRow(metric string, u func(*nodeResult) cpuUse) row {
-	return countRow(metric, "fewer", func(r *nodeResult) int { return int(u(r).forks) })
+	return countRow(metric, "fewer", func(r *nodeResult) int { return int(u(r).machine.forks) })
 }
 
 func countRow(metric, better string, n func(*nodeResult) int) row {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -60,16 +59,18 @@ func TestPace(t *testing.T) {
 }
 
 func TestBusy(t *testing.T) {
-	n := float64(goruntime.NumCPU())
-	u := cpuUse{machine: time.Duration(n * float64(3*time.Second)), wall: 4 * time.Second}
+	u := cpuUse{machine: machineUse{busy: 3 * time.Second, total: 4 * time.Second}}
 	if got := u.busy(); got < 0.749 || got > 0.751 {
 		t.Fatalf("busy = %v, want 0.75", got)
 	}
 	// Two rounds, all busy for 1 s then half busy for 3 s: 2.5 of 4 s.
 	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	mark := func(busy, total float64) cpuMark {
+		return cpuMark{machine: machineUse{busy: sec(busy), total: sec(total)}}
+	}
 	var total cpuUse
-	total.add(cpuMark{wall: sec(10)}, cpuMark{machine: sec(n), wall: sec(11)})
-	total.add(cpuMark{machine: sec(n), wall: sec(20)}, cpuMark{machine: sec(n + 1.5*n), wall: sec(23)})
+	total.add(mark(5, 10), mark(6, 11))
+	total.add(mark(6, 20), mark(7.5, 23))
 	if got := total.busy(); got < 0.624 || got > 0.626 {
 		t.Fatalf("busy over two rounds = %v, want 0.625", got)
 	}
@@ -79,11 +80,12 @@ func TestBusy(t *testing.T) {
 }
 
 func TestForksSummed(t *testing.T) {
+	mark := func(forks uint64) cpuMark { return cpuMark{machine: machineUse{total: time.Hour, forks: forks}} }
 	var u cpuUse
-	u.add(cpuMark{forks: 1000}, cpuMark{forks: 1400})
-	u.add(cpuMark{forks: 2000}, cpuMark{forks: 2100})
-	u.add(cpuMark{forks: 3000}, cpuMark{}) // the later read failed
-	if u.forks != 500 {
-		t.Fatalf("forks = %d, want 500", u.forks)
+	u.add(mark(1000), mark(1400))
+	u.add(mark(2000), mark(2100))
+	u.add(mark(3000), cpuMark{}) // the later read failed
+	if u.machine.forks != 500 {
+		t.Fatalf("forks = %d, want 500", u.machine.forks)
 	}
 }
