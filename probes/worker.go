@@ -28,7 +28,10 @@ type WorkerConfig struct {
 	// Started reports whether the container passed its startup probe (or
 	// has none); liveness and readiness wait for it, startup stops at it.
 	Started func() bool
-	// Set receives the probe's verdict each time a threshold is crossed.
+	// Set receives the probe's verdict when it changes: the first time a
+	// threshold is crossed and each time the other one is. The kubelet's
+	// results manager pushes only changes too; a verdict repeated every
+	// period would wake the pod's worker for nothing.
 	Set func(kind Kind, ok bool)
 	// Event receives every failed or warning run (Unhealthy events).
 	Event func(kind Kind, r Result, output string)
@@ -65,7 +68,7 @@ func run(ctx context.Context, cfg WorkerConfig) {
 		failure = 3
 	}
 	delay := time.Duration(s.InitialDelaySeconds) * time.Second
-	var last *bool
+	var last, verdict *bool
 	streak := 0
 	tick := cfg.Clock.NewTicker(period)
 	defer tick.Stop()
@@ -112,7 +115,10 @@ func run(ctx context.Context, cfg WorkerConfig) {
 			last, streak = &ok, 1
 		}
 		if (ok && streak >= success) || (!ok && streak >= failure) {
-			cfg.Set(cfg.Kind, ok)
+			if verdict == nil || *verdict != ok {
+				verdict = &ok
+				cfg.Set(cfg.Kind, ok)
+			}
 			if cfg.Kind == Startup || (cfg.Kind == Liveness && !ok) {
 				return
 			}

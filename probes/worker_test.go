@@ -124,6 +124,30 @@ func TestWorkerReadinessAtStart(t *testing.T) {
 	}
 }
 
+// A verdict is given once, not again at every run that confirms it; a
+// change is given at once.
+func TestWorkerVerdictOnChange(t *testing.T) {
+	w := startWorker(t, Readiness, &v1.Probe{PeriodSeconds: 1, FailureThreshold: 1}, always, nil, Success, Success, Success, Failure, Failure, Success)
+	w.run(t)
+	if !w.verdict(t) {
+		t.Fatal("not ready")
+	}
+	w.tick(t, time.Second)
+	w.tick(t, time.Second)
+	w.tick(t, time.Second)
+	if w.verdict(t) {
+		t.Fatal("ready after a failure")
+	}
+	w.tick(t, time.Second)
+	w.tick(t, time.Second)
+	if !w.verdict(t) {
+		t.Fatal("not ready again")
+	}
+	if len(w.verdicts) != 0 {
+		t.Fatalf("%d more verdicts", len(w.verdicts))
+	}
+}
+
 // Readiness turns true after successThreshold successes in a row, and a
 // failure in between starts the count over.
 func TestWorkerSuccessThreshold(t *testing.T) {
