@@ -128,7 +128,7 @@ func main() {
 	flag.IntVar(&c.probed, "probed", 100, "pods with a 1 s readiness probe for the steady-cost window")
 	flag.DurationVar(&c.window, "window", time.Minute, "steady-cost window")
 	flag.StringVar(&c.out, "out", "", "markdown results file (default <cache>/bench/latest.md)")
-	flag.StringVar(&c.profile, "profile", "", "directory for CPU, block and mutex profiles of hostlet over the first burst's and the probed burst's start and delete (hostlet built with a profiling hook)")
+	flag.StringVar(&c.profile, "profile", "", "directory for CPU, block and mutex profiles of hostlet over the first burst's and the probed burst's start and delete, and the steady window (hostlet built with a profiling hook)")
 	flag.StringVar(&c.nodes, "nodes", "hostlet,kubelet", "nodes to run: hostlet, kubelet or both")
 	flag.BoolVar(&c.keep, "keep", false, "keep the cluster dir (logs) after the run")
 	flag.StringVar(&c.hostletNet, "hostlet-network", "default", "the hostlet node's pod network: default (its own bridge network over the node's pod CIDR, as a node without a CNI DaemonSet runs) or conflist (the harness's bridge conflist in --cni-conf-dir, exec'd as any cluster's CNI config)")

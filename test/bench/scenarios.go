@@ -403,6 +403,9 @@ func (b *bench) steady(ctx context.Context, t target, r *nodeResult) error {
 	if err != nil {
 		return err
 	}
+	if err := t.prof.begin(); err != nil {
+		return err
+	}
 	from := time.Now()
 	tick := time.NewTicker(time.Second)
 	for time.Since(from) < b.cfg.window {
@@ -420,6 +423,9 @@ func (b *bench) steady(ctx context.Context, t target, r *nodeResult) error {
 		}
 	}
 	tick.Stop()
+	if err := t.prof.end("steady"); err != nil {
+		return err
+	}
 	if r.agent, err = agent.result(); err != nil {
 		return err
 	}
