@@ -1,13 +1,16 @@
 package probes
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -29,32 +32,172 @@ func (pr *Prober) httpGet(ctx context.Context, g *v1.HTTPGetAction, t Target, ti
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := &http.Client{Transport: pr.transport, CheckRedirect: sameHostRedirects}
-	res, err := client.Do(req.WithContext(ctx))
+	code, body, err := get(ctx, req.WithContext(ctx))
 	if err != nil {
 		return Failure, err.Error()
 	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(res.Body, maxBody))
 	switch {
-	case res.StatusCode >= 200 && res.StatusCode < 300:
+	case code >= 200 && code < 300:
 		return Success, string(body)
-	case res.StatusCode >= 300 && res.StatusCode < 400:
+	case code >= 300 && code < 400:
 		return Warning, "Probe terminated redirects, Response body: " + string(body)
 	}
-	return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode)
+	return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", code)
 }
 
-// sameHostRedirects follows redirects on the probed host only, as the
-// kubelet does; a redirect elsewhere ends the probe with a warning.
-func sameHostRedirects(req *http.Request, via []*http.Request) error {
-	if req.URL.Hostname() != via[0].URL.Hostname() {
-		return http.ErrUseLastResponse
+// get does what the kubelet's probe client does (net/http's Client over a
+// Transport without keep-alives, following redirects on the probed host
+// only, up to 10), on the probe's own goroutine: one connection per request,
+// written and read here. A Transport runs two goroutines per connection and
+// hands each request and response between them, which was a third of
+// hostlet's CPU on a node of probed pods. It returns the status code and
+// up to maxBody of the last response's body; its errors read as the
+// Client's ("Get \"url\": ...").
+func get(ctx context.Context, req *http.Request) (int, []byte, error) {
+	first := req
+	for redirects := 0; ; redirects++ {
+		res, body, err := exchange(ctx, req)
+		if err != nil {
+			return 0, nil, &url.Error{Op: "Get", URL: stripPassword(req.URL), Err: err}
+		}
+		loc := res.Header.Get("Location")
+		switch res.StatusCode {
+		case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		default:
+			return res.StatusCode, body, nil
+		}
+		if loc == "" {
+			return res.StatusCode, body, nil
+		}
+		next, err := req.URL.Parse(loc)
+		if err != nil {
+			return 0, nil, &url.Error{Op: "Get", URL: stripPassword(req.URL), Err: fmt.Errorf("failed to parse Location header %q: %v", loc, err)}
+		}
+		nreq := &http.Request{Method: http.MethodGet, URL: next, Header: first.Header.Clone(), Host: next.Host, Close: true}
+		// As the Client: a Host header set by the probe is kept through a
+		// relative redirect only.
+		if first.Host != "" && first.Host != first.URL.Host {
+			if u, _ := url.Parse(loc); u != nil && !u.IsAbs() {
+				nreq.Host = first.Host
+			}
+		}
+		if ref := referer(req.URL, next); ref != "" {
+			nreq.Header.Set("Referer", ref)
+		}
+		nreq = nreq.WithContext(ctx)
+		// The kubelet's redirect checker: another host ends the probe with
+		// the redirect as its response, the 11th request is not sent.
+		if next.Hostname() != first.URL.Hostname() {
+			return res.StatusCode, body, nil
+		}
+		if redirects+1 >= 10 {
+			// The Client names the Location header, as it was sent.
+			return 0, nil, &url.Error{Op: "Get", URL: loc, Err: errors.New("stopped after 10 redirects")}
+		}
+		req = nreq
 	}
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
+}
+
+// exchange sends req on a connection of its own and reads the response
+// and up to maxBody of its body; the connection is closed after.
+func exchange(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
+	if s := req.URL.Scheme; s != "http" && s != "https" {
+		return nil, nil, fmt.Errorf("unsupported protocol scheme %q", s)
 	}
-	return nil
+	addr := req.URL.Host
+	if req.URL.Port() == "" {
+		port := "80"
+		if req.URL.Scheme == "https" {
+			port = "443"
+		}
+		addr = net.JoinHostPort(req.URL.Hostname(), port)
+	}
+	conn, err := probeDialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = conn.Close() }()
+	// The deadline bounds the exchange; a cancelled probe (the pod stopped)
+	// ends it at once.
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if req.URL.Scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, ServerName: req.URL.Hostname()})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, nil, ctxErr(ctx, err)
+		}
+		conn = tc
+	}
+	// Connection: close, as a Transport without keep-alives sends.
+	req.Close = true
+	w := bufio.NewWriterSize(conn, 1024)
+	if err := req.Write(w); err != nil {
+		return nil, nil, ctxErr(ctx, err)
+	}
+	if err := w.Flush(); err != nil {
+		return nil, nil, ctxErr(ctx, err)
+	}
+	r := bufio.NewReaderSize(conn, 2048)
+	for {
+		res, err := http.ReadResponse(r, req)
+		if err != nil {
+			return nil, nil, ctxErr(ctx, err)
+		}
+		// Informational responses come before the real one; a Transport
+		// skips them too.
+		if res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != http.StatusSwitchingProtocols {
+			continue
+		}
+		body, _ := io.ReadAll(io.LimitReader(res.Body, maxBody))
+		return res, body, nil
+	}
+}
+
+// ctxErr is the context's error when it ended the exchange, as a Client
+// reports it. The connection's deadline is the context's, but its timer
+// can fire before the context's: a timeout is the context's deadline.
+func ctxErr(ctx context.Context, err error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// probeDialer dials probe connections: lingering closes (dialer), and no
+// TCP keep-alive, which a connection that lives at most the probe's
+// timeout never uses.
+var probeDialer = func() *net.Dialer {
+	d := dialer()
+	d.KeepAlive = -1
+	return d
+}()
+
+// referer is the Referer a Client sends on a redirect: the previous URL
+// without its user, none from https to http.
+func referer(last, next *url.URL) string {
+	if last.Scheme == "https" && next.Scheme == "http" {
+		return ""
+	}
+	if last.User != nil {
+		u := *last
+		u.User = nil
+		return u.String()
+	}
+	return last.String()
+}
+
+// stripPassword is the URL as a Client's errors show it.
+func stripPassword(u *url.URL) string {
+	if _, ok := u.User.Password(); ok {
+		return strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1)
+	}
+	return u.String()
 }
 
 func newRequest(ctx context.Context, g *v1.HTTPGetAction, t Target) (*http.Request, error) {

@@ -2,7 +2,11 @@ package probes
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -138,5 +142,131 @@ func TestHTTPUnknownPort(t *testing.T) {
 	g.Port = intstr.FromString("nope")
 	if r, out := httpProbe(t, target, g, time.Second); r != Failure || out != "couldn't find port: nope in c" {
 		t.Errorf("got %v %q", r, out)
+	}
+}
+
+// get answers as the kubelet's probe client (net/http's Client over a
+// Transport without keep-alives, with the kubelet's redirect checker):
+// the same status, body and error text, over HTTP and HTTPS, through
+// redirects, chunked bodies and informational responses. The server sees
+// the same request.
+func TestGetAsClient(t *testing.T) {
+	kubeletChecker := func(req *http.Request, via []*http.Request) error {
+		if req.URL.Hostname() != via[0].URL.Hostname() {
+			return http.ErrUseLastResponse
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	client := &http.Client{CheckRedirect: kubeletChecker, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true, DisableCompression: true,
+	}}
+	viaClient := func(ctx context.Context, req *http.Request) (int, string, error) {
+		res, err := client.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(res.Body, maxBody))
+		return res.StatusCode, string(b), nil
+	}
+	seen := make(chan string, 100)
+	h := func(w http.ResponseWriter, r *http.Request) {
+		seen <- fmt.Sprintf("%s %s host=%s ua=%q accept=%q ref=%q conn=%q x=%v enc=%q", r.Method, r.URL, r.Host, r.UserAgent(), r.Header.Get("Accept"), r.Referer(), r.Header.Get("Connection"), r.Header.Values("X-A"), r.Header.Get("Accept-Encoding"))
+		switch r.URL.Path {
+		case "/ok":
+			fmt.Fprint(w, "fine")
+		case "/rel":
+			http.Redirect(w, r, "/ok?from=rel", http.StatusMovedPermanently)
+		case "/abs":
+			w.Header().Set("Location", "http://"+r.Host+"/ok")
+			w.WriteHeader(http.StatusTemporaryRedirect)
+		case "/away":
+			w.Header().Set("Location", "http://192.0.2.1/x")
+			w.WriteHeader(http.StatusFound)
+			fmt.Fprint(w, "moved")
+		case "/noloc":
+			w.WriteHeader(http.StatusFound)
+			fmt.Fprint(w, "nowhere")
+		case "/loop":
+			http.Redirect(w, r, "/loop", http.StatusFound)
+		case "/chunked":
+			for range 3 {
+				fmt.Fprint(w, strings.Repeat("c", 6000))
+				w.(http.Flusher).Flush()
+			}
+		case "/early":
+			w.WriteHeader(http.StatusEarlyHints)
+			fmt.Fprint(w, "after hints")
+		case "/bad":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, "down")
+		}
+	}
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	for _, tls := range []bool{false, true} {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(h))
+		// "/abs" sends the HTTPS server's client to it over HTTP, which
+		// both fail alike; its log line is noise.
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+		if tls {
+			srv.StartTLS()
+		} else {
+			srv.Start()
+		}
+		for _, tc := range []struct {
+			path    string
+			headers http.Header
+		}{
+			{"/ok", nil}, {"/rel", nil}, {"/abs", nil}, {"/away", nil}, {"/noloc", nil}, {"/loop", nil},
+			{"/chunked", nil}, {"/early", nil}, {"/bad", nil},
+			{"/rel", http.Header{"X-A": {"1", "2"}, "Host": {"example.test"}, "Accept": {"text/plain"}}},
+			{"/abs", http.Header{"Host": {"example.test"}}},
+		} {
+			for _, base := range []string{srv.URL, "http://" + closedAddr} {
+				var got, want [3]string
+				var sawGot, sawWant []string
+				for i, f := range []func(context.Context, *http.Request) (int, string, error){
+					viaClient,
+					func(ctx context.Context, req *http.Request) (int, string, error) {
+						code, b, err := get(ctx, req)
+						return code, string(b), err
+					},
+				} {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+tc.path, nil)
+					for k, vs := range tc.headers {
+						for _, v := range vs {
+							req.Header.Add(k, v)
+						}
+					}
+					req.Header.Set("User-Agent", UserAgent)
+					req.Host = req.Header.Get("Host")
+					code, body, err := f(ctx, req)
+					cancel()
+					r := [3]string{fmt.Sprint(code), body, fmt.Sprint(err)}
+					var s []string
+					for len(seen) > 0 {
+						s = append(s, <-seen)
+					}
+					if i == 0 {
+						want, sawWant = r, s
+					} else {
+						got, sawGot = r, s
+					}
+				}
+				if got != want {
+					t.Errorf("%s%s %v: got %q, the Client %q", base, tc.path, tc.headers, got, want)
+				}
+				if strings.Join(sawGot, "\n") != strings.Join(sawWant, "\n") {
+					t.Errorf("%s%s %v: the server saw\n%s\nfrom the Client\n%s", base, tc.path, tc.headers, strings.Join(sawGot, "\n"), strings.Join(sawWant, "\n"))
+				}
+			}
+		}
+		srv.Close()
 	}
 }
