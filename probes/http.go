@@ -73,6 +73,15 @@ func get(ctx context.Context, req *http.Request) (int, []byte, error) {
 		if err != nil {
 			return 0, nil, &url.Error{Op: "Get", URL: stripPassword(req.URL), Err: fmt.Errorf("failed to parse Location header %q: %v", loc, err)}
 		}
+		// The kubelet's redirect checker: another host ends the probe with
+		// the redirect as its response, and the 11th request is not sent.
+		if next.Hostname() != first.URL.Hostname() {
+			return res.StatusCode, body, nil
+		}
+		if redirects+1 >= 10 {
+			// The Client names the Location header, as it was sent.
+			return 0, nil, &url.Error{Op: "Get", URL: loc, Err: errors.New("stopped after 10 redirects")}
+		}
 		nreq := &http.Request{Method: http.MethodGet, URL: next, Header: first.Header.Clone(), Host: next.Host, Close: true}
 		// As the Client: a Host header set by the probe is kept through a
 		// relative redirect only.
@@ -84,17 +93,7 @@ func get(ctx context.Context, req *http.Request) (int, []byte, error) {
 		if ref := referer(req.URL, next); ref != "" {
 			nreq.Header.Set("Referer", ref)
 		}
-		nreq = nreq.WithContext(ctx)
-		// The kubelet's redirect checker: another host ends the probe with
-		// the redirect as its response, the 11th request is not sent.
-		if next.Hostname() != first.URL.Hostname() {
-			return res.StatusCode, body, nil
-		}
-		if redirects+1 >= 10 {
-			// The Client names the Location header, as it was sent.
-			return 0, nil, &url.Error{Op: "Get", URL: loc, Err: errors.New("stopped after 10 redirects")}
-		}
-		req = nreq
+		req = nreq.WithContext(ctx)
 	}
 }
 
