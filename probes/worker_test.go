@@ -129,19 +129,18 @@ func TestWorkerReadinessAtStart(t *testing.T) {
 func TestWorkerVerdictOnChange(t *testing.T) {
 	w := startWorker(t, Readiness, &v1.Probe{PeriodSeconds: 1, FailureThreshold: 1}, always, nil, Success, Success, Success, Failure, Failure, Success)
 	w.run(t)
-	if !w.verdict(t) {
-		t.Fatal("not ready")
-	}
-	w.tick(t, time.Second)
-	w.tick(t, time.Second)
-	w.tick(t, time.Second)
-	if w.verdict(t) {
-		t.Fatal("ready after a failure")
-	}
-	w.tick(t, time.Second)
-	w.tick(t, time.Second)
-	if !w.verdict(t) {
-		t.Fatal("not ready again")
+	// Each verdict after so many more runs: the successes at runs 2 and 3
+	// and the failure at run 5 give none.
+	for _, want := range []struct {
+		runs  int
+		ready bool
+	}{{0, true}, {3, false}, {2, true}} {
+		for range want.runs {
+			w.tick(t, time.Second)
+		}
+		if got := w.verdict(t); got != want.ready {
+			t.Fatalf("ready %v, want %v", got, want.ready)
+		}
 	}
 	if len(w.verdicts) != 0 {
 		t.Fatalf("%d more verdicts", len(w.verdicts))
