@@ -82,8 +82,13 @@ type Cgroups struct {
 	// pods is kubepods below the root, or the root itself without
 	// --cgroups-per-qos (then no pod cgroups are made).
 	pods CgroupName
-	// mu orders QoS updates against pod cgroup creation.
-	mu sync.Mutex
+	// qosMu serializes the writers of kubepods and the QoS cgroups (Setup,
+	// UpdateQOS), as the kubelet's QoS container manager's lock. Pod
+	// cgroups are made without it, side by side, as the kubelet's pod
+	// container manager makes them: a pod's worker updates the QoS cgroups
+	// before it makes its pod's cgroup. Under one lock with the QoS
+	// updates, a burst's sandboxes waited about a second each for it.
+	qosMu sync.Mutex
 	// mounts lists the hierarchies' mount points (cgroupMounts; tests
 	// stand temp dirs in).
 	mounts func() ([]string, error)
@@ -309,8 +314,8 @@ func (c *Cgroups) Setup(allocatableMilliCPU, allocatableMemory int64) error {
 	if !c.perQOS {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.qosMu.Lock()
+	defer c.qosMu.Unlock()
 	pods := &PodResources{}
 	if allocatableMilliCPU > 0 {
 		pods.CPUShares = ptr.To(MilliCPUToShares(allocatableMilliCPU))
@@ -343,8 +348,8 @@ func (c *Cgroups) UpdateQOS(burstableMilliCPU int64) error {
 	if !c.perQOS {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.qosMu.Lock()
+	defer c.qosMu.Unlock()
 	if err := c.update(c.qosName(QOSBurstable), &PodResources{CPUShares: ptr.To(MilliCPUToShares(burstableMilliCPU))}); err != nil {
 		return err
 	}
@@ -360,8 +365,6 @@ func (c *Cgroups) EnsurePod(uid, qos string, res PodResources) (string, error) {
 		return parent, err
 	}
 	n, _ := c.podName(uid, qos)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.exists(n) {
 		return parent, nil
 	}
