@@ -51,6 +51,20 @@ func (p *Registry) ActivePods() []*v1.Pod {
 	return p.admittedPods()
 }
 
+// ActivePodsAndUIDs returns ActivePods and the UIDs of every pod with a
+// worker, finished or not, from one look at the registry. The QoS cgroups
+// are recounted at every pod's start; asked one UID at a time, a burst's
+// workers queued on the registry's lock.
+func (p *Registry) ActivePodsAndUIDs() ([]*v1.Pod, map[types.UID]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	uids := make(map[types.UID]bool, len(p.pods))
+	for uid := range p.pods {
+		uids[uid] = true
+	}
+	return p.admittedPods(), uids
+}
+
 // Pod returns the newest object of a pod the node runs, or nil.
 func (p *Registry) Pod(uid types.UID) *v1.Pod {
 	e := p.entry(uid)

@@ -160,7 +160,7 @@ func run(ctx context.Context, o *options) error {
 	// their newest objects in the provider's registry: made first.
 	podEvents := provider.NewRecorder(events)
 	reg := provider.NewRegistry()
-	activeAllocated := func() ([]*v1.Pod, bool) { return allocatedPods(active, reg.ActivePods, reg.Pod) }
+	activeAllocated := func() ([]*v1.Pod, bool) { return allocatedPods(active, reg.ActivePodsAndUIDs) }
 	creds, credMetrics, err := credentialProviders(o, c.api)
 	if err != nil {
 		return fmt.Errorf("failed to register CRI auth plugins: %w", err)

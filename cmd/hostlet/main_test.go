@@ -26,24 +26,17 @@ func TestAllocatedPods(t *testing.T) {
 	api := func() ([]*v1.Pod, bool) { return []*v1.Pod{asked, waiting, done}, true }
 	// done's worker finished it: not among the active ones, not counted
 	// from the API either.
-	workers := func() []*v1.Pod { return []*v1.Pod{allocated} }
-	worker := func(uid types.UID) *v1.Pod {
-		switch uid {
-		case "resized":
-			return allocated
-		case "done":
-			return done
-		}
-		return nil
+	workers := func() ([]*v1.Pod, map[types.UID]bool) {
+		return []*v1.Pod{allocated}, map[types.UID]bool{"resized": true, "done": true}
 	}
-	pods, ok := allocatedPods(api, workers, worker)
+	pods, ok := allocatedPods(api, workers)
 	if !ok {
 		t.Fatal("not ok")
 	}
 	if got := podspec.BurstableMilliCPU(pods); got != 800 {
 		t.Errorf("burstable milli-CPU = %d, want 800 (500m allocated + 300m of the new pod)", got)
 	}
-	if _, ok := allocatedPods(func() ([]*v1.Pod, bool) { return nil, false }, workers, worker); ok {
+	if _, ok := allocatedPods(func() ([]*v1.Pod, bool) { return nil, false }, workers); ok {
 		t.Error("ok before the API's pods are known")
 	}
 }

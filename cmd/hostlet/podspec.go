@@ -93,14 +93,14 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 // once admitted, not when asked for), and those of the API it has no
 // worker for yet (just after a restart) at their spec. ok is false until
 // the API's pods are known.
-func allocatedPods(api func() ([]*v1.Pod, bool), workers func() []*v1.Pod, worker func(types.UID) *v1.Pod) ([]*v1.Pod, bool) {
+func allocatedPods(api func() ([]*v1.Pod, bool), workers func() ([]*v1.Pod, map[types.UID]bool)) ([]*v1.Pod, bool) {
 	pods, ok := api()
 	if !ok {
 		return nil, false
 	}
-	out := workers()
+	out, known := workers()
 	for _, p := range pods {
-		if worker(p.UID) == nil {
+		if !known[p.UID] {
 			out = append(out, p)
 		}
 	}
