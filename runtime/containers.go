@@ -766,15 +766,22 @@ func (r *Runtime) followLogs(id string, io cio.IO, sink *logSink, stdio *stdio) 
 	r.sinks[id] = sink
 	r.sinksMu.Unlock()
 	stdio.register()
-	go func() {
-		defer crash.Recover(log.WithField("container", id), nil)
-		io.Wait()
+	release := func() {
 		stdio.close()
 		sink.close()
 		_ = io.Close()
 		r.sinksMu.Lock()
 		delete(r.sinks, id)
 		r.sinksMu.Unlock()
+	}
+	if f, ok := io.(*fifoIO); ok {
+		f.whenEnded(release)
+		return
+	}
+	go func() {
+		defer crash.Recover(log.WithField("container", id), nil)
+		io.Wait()
+		release()
 	}()
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -54,9 +55,24 @@ func TestFIFOCopy(t *testing.T) {
 	if _, err := io.ReadFull(stdin, in); err != nil || string(in) != "typed\n" {
 		t.Fatalf("stdin FIFO read %q, %v", in, err)
 	}
+	// What follows the copies runs once, when the last of them ends
+	// (before Wait returns), or at once when given after that.
+	var ran atomic.Int32
+	f := cio.(*fifoIO)
+	f.whenEnded(func() { ran.Add(1) })
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("ran %d times before the shim closed its ends", n)
+	}
 	stdout.Close()
 	stderr.Close()
 	cio.Wait()
+	if n := ran.Load(); n != 1 {
+		t.Errorf("ran %d times once the copies ended, want 1", n)
+	}
+	f.whenEnded(func() { ran.Add(1) })
+	if n := ran.Load(); n != 2 {
+		t.Errorf("given after the copies ended: ran %d times in all, want 2", n)
+	}
 	st.close()
 	sink.close()
 	if err := cio.Close(); err != nil {
