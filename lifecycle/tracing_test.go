@@ -17,6 +17,9 @@ func TestSyncSpans(t *testing.T) {
 	s := newScenario(t, testPod("a"), func(s *scenario) { s.tracer = tp.Tracer("test") })
 	s.wantCalls("start a#0")
 	s.delete(30)
+	// The termination's span ends after it handed the pod to Terminated:
+	// once the worker is done.
+	<-s.w.Done()
 	names := map[string]int{}
 	for _, span := range rec.Ended() {
 		names[span.Name()]++
