@@ -92,8 +92,9 @@ type Pod struct {
 	cfg   Config
 	clock clock.WithTickerAndDelayedExecution
 	// wake is poked when the mailbox has something; done is closed when
-	// the worker finished a deleted pod, stopped when a Stop is done.
-	wake, done, stopped chan struct{}
+	// the worker finished a deleted pod; ended and released when a Stop
+	// reached them (Stopping).
+	wake, done, ended, released chan struct{}
 	// resumed is set for a pod already being deleted when its worker was
 	// created (hostlet restarted mid-termination): it only finishes that
 	// termination, with the grace period left.
@@ -158,10 +159,10 @@ type workerState struct {
 	sandboxDelay time.Duration
 	// failure is set once the node stopped the pod (deadline, shutdown): it
 	// ends Failed with this reason, message and extra conditions.
-	failure  *StopRequest
-	stopDone bool
-	// released: Released was called; nothing of the pod runs again.
-	released bool
+	failure            *StopRequest
+	endDone, stopDone bool
+	// releaseDone: Released was called; nothing of the pod runs again.
+	releaseDone bool
 	// podCgroupShrink: a resize's pod-level decrease is still to be made
 	// (its containers are resized already; resize.go).
 	podCgroupShrink bool
@@ -176,6 +177,19 @@ type StopRequest struct {
 	Conditions      []v1.PodCondition
 }
 
+// Stopping tells how far a Stop has come: each of the kubelet's callers
+// waits for its own point.
+type Stopping struct {
+	// Ended is closed once the pod's containers and sandbox are stopped and
+	// its final status is published: what the kubelet's node shutdown and
+	// preemption wait for (killPodNow, the end of syncTerminatingPod).
+	Ended <-chan struct{}
+	// Released is closed once what the pod held on the host (volumes, pod
+	// cgroup) is released too: what the kubelet's eviction manager waits
+	// for before it looks at the node again.
+	Released <-chan struct{}
+}
+
 func NewPod(pod *v1.Pod, cfg Config) *Pod {
 	deleting := pod.DeletionTimestamp != nil
 	clk := cfg.Clock
@@ -187,8 +201,9 @@ func NewPod(pod *v1.Pod, cfg Config) *Pod {
 		clock:   clk,
 		resumed: deleting,
 		wake:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		stopped: make(chan struct{}),
+		done:     make(chan struct{}),
+		ended:    make(chan struct{}),
+		released: make(chan struct{}),
 		shared: sharedState{
 			latest:      pod,
 			terminating: deleting,
@@ -222,18 +237,16 @@ func (p *Pod) Exited(info ContainerInfo) {
 	p.poke()
 }
 
-// Stop ends the pod Failed without deleting it; the returned channel is
-// closed once its containers are stopped, the status is published and what
-// it held on the host is released (as the kubelet's eviction manager waits
-// for an evicted pod's resources to be reclaimed).
-func (p *Pod) Stop(req StopRequest) <-chan struct{} {
+// Stop ends the pod Failed without deleting it; Stopping tells when it has
+// ended and when what it held on the host is released.
+func (p *Pod) Stop(req StopRequest) Stopping {
 	p.shared.mu.Lock()
 	if p.shared.stopReq == nil {
 		p.shared.stopReq = &req
 	}
 	p.shared.mu.Unlock()
 	p.poke()
-	return p.stopped
+	return Stopping{Ended: p.ended, Released: p.released}
 }
 
 // Status returns the pod with its latest computed status, or nil before the
@@ -298,20 +311,26 @@ func (p *Pod) Run(ctx context.Context) {
 }
 
 // report publishes what the sync changed: the resize's progress, the
-// status, and once the pod ended its release (Released) and the end of a
-// Stop.
+// status, and once the pod ended the end of a Stop and its release
+// (Released). A Stop's end is told before the release, which can take
+// seconds (volumes, the pod's cgroup) that a node shutting down has not
+// got: the kubelet's node shutdown waits only for the pod to end.
 func (p *Pod) report() {
 	p.resizeProgress()
 	p.publish()
-	if p.finished && !p.released {
-		p.released = true
+	if p.failure != nil && p.finished && !p.endDone {
+		p.endDone = true
+		close(p.ended)
+	}
+	if p.finished && !p.releaseDone {
+		p.releaseDone = true
 		if p.cfg.Released != nil {
 			p.cfg.Released(p.Status())
 		}
 	}
 	if p.failure != nil && !p.stopDone {
 		p.stopDone = true
-		close(p.stopped)
+		close(p.released)
 	}
 }
 

@@ -37,6 +37,8 @@ type scenario struct {
 	timer  <-chan time.Time
 	done   chan *v1.Pod
 	tracer trace.Tracer
+	// releasing, when set, holds the worker in Released until closed.
+	releasing chan struct{}
 }
 
 // TestMain keeps the workers' logs out of the test output unless -v.
@@ -74,6 +76,9 @@ func newScenario(t *testing.T, pod *v1.Pod, setup ...func(*scenario)) *scenario 
 			rt.mu.Lock()
 			rt.calls = append(rt.calls, "released "+string(p.Status.Phase))
 			rt.mu.Unlock()
+			if s.releasing != nil {
+				<-s.releasing
+			}
 		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())

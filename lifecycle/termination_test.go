@@ -109,7 +109,8 @@ func TestStopRequest(t *testing.T) {
 	stopped := s.w.Stop(StopRequest{Grace: 7 * time.Second, Reason: "Terminated", Message: "node shutting down",
 		Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue}}})
 	s.settle()
-	<-stopped
+	<-stopped.Ended
+	<-stopped.Released
 	s.wantCalls("stop a 7s")
 	s.wantPhase(v1.PodFailed)
 	if st := s.status(); st.Reason != "Terminated" || podCondition(st, v1.DisruptionTarget).Status != v1.ConditionTrue {
@@ -118,6 +119,44 @@ func TestStopRequest(t *testing.T) {
 	// Nothing restarts a stopped pod.
 	s.step(time.Hour)
 	s.wantCalls()
+}
+
+// A stopped pod has ended, its final status published, before what it
+// held on the host is released: the node's shutdown waits for the end
+// only, the release taking seconds it has not got (seen on a slow host:
+// the release of each pod took 10 s and a pod killed at the end of the
+// shutdown period stayed Running in the API).
+func TestStopEndsBeforeRelease(t *testing.T) {
+	s := newScenario(t, restartPolicy(testPod("a"), v1.RestartPolicyAlways), func(s *scenario) {
+		s.releasing = make(chan struct{})
+	})
+	s.calls("start")
+	stopped := s.w.Stop(StopRequest{Grace: time.Second, Reason: "Terminated", Message: "node shutting down"})
+	s.resume <- struct{}{}
+	select {
+	case <-stopped.Ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stop did not end while the release was held")
+	}
+	if st := s.w.Status(); st == nil || st.Status.Phase != v1.PodFailed || st.Status.Reason != "Terminated" {
+		t.Errorf("status published when the stop ended: %+v", st)
+	}
+	select {
+	case <-stopped.Released:
+		t.Fatal("released while the release was still held")
+	default:
+	}
+	close(s.releasing)
+	select {
+	case <-stopped.Released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not released once the release went on")
+	}
+	s.waitIdle()
+	s.settle()
+	if got := s.calls("stop", "teardown", "released"); !slices.Equal(got, []string{"stop a 2s", "teardown", "released Failed"}) {
+		t.Errorf("calls %q", got)
+	}
 }
 
 // A pod that ends on its own is released once, with its terminal status,
@@ -141,7 +180,7 @@ func TestReleasedOnceTerminal(t *testing.T) {
 	s.calls("start")
 	stopped := s.w.Stop(StopRequest{Grace: time.Second, Reason: "Evicted", Message: "m"})
 	s.settle()
-	<-stopped
+	<-stopped.Released
 	if got := s.calls("released"); !slices.Equal(got, []string{"released Failed"}) {
 		t.Fatalf("calls %q, want the stopped pod released", got)
 	}

@@ -54,13 +54,16 @@ func (p *Provider) preemptFor(pod *v1.Pod, rejected *lifecycle.Failure) bool {
 		if g := v.Spec.TerminationGracePeriodSeconds; g != nil {
 			grace = time.Duration(*g) * time.Second
 		}
-		stopped = append(stopped, p.StopPod(v.UID, lifecycle.StopRequest{
+		stopping := p.StopPod(v.UID, lifecycle.StopRequest{
 			Grace: grace, Reason: node.PreemptReason, Message: node.PreemptMessage,
 			Conditions: []v1.PodCondition{{
 				Type: v1.DisruptionTarget, Status: v1.ConditionTrue, ObservedGeneration: v.Generation,
 				Reason: v1.PodReasonTerminationByKubelet, Message: node.PreemptConditionMessage,
 			}},
-		}))
+		})
+		// Released, not just ended: what the victims held (devices,
+		// cgroups) is free for the critical pod.
+		stopped = append(stopped, stopping.Released)
 	}
 	// As the kubelet's killPodNow, admission waits for them to stop.
 	for _, s := range stopped {

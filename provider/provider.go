@@ -332,14 +332,15 @@ func (p *Provider) Done(uid types.UID) <-chan struct{} {
 	return done
 }
 
-// StopPod ends a pod Failed without deleting it (node shutdown); the channel
-// is closed once its containers stopped and the status was published.
-func (p *Provider) StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{} {
+// StopPod ends a pod Failed without deleting it (node shutdown, eviction,
+// preemption); Stopping tells when it ended and when it was released, at
+// once for a pod the node does not run.
+func (p *Provider) StopPod(uid types.UID, req lifecycle.StopRequest) lifecycle.Stopping {
 	e := p.entry(uid)
 	if e == nil {
 		done := make(chan struct{})
 		close(done)
-		return done
+		return lifecycle.Stopping{Ended: done, Released: done}
 	}
 	return e.worker.Stop(req)
 }

@@ -74,7 +74,7 @@ func (m *Manager) localStorageEviction(ctx context.Context, pods []*v1.Pod) <-ch
 		}
 		m.event(p, nil, Reason, msg)
 		log.WithFields(log.Fields{"pod": cache.MetaObjectToName(p).String(), "uid": p.UID, "message": msg}).Info("evicting pod")
-		stopped = append(stopped, m.pods.StopPod(p.UID, lifecycle.StopRequest{Grace: immediateGrace, Reason: Reason, Message: msg}))
+		stopped = append(stopped, m.pods.StopPod(p.UID, lifecycle.StopRequest{Grace: immediateGrace, Reason: Reason, Message: msg}).Released)
 	}
 	if len(stopped) == 0 {
 		return nil

@@ -64,7 +64,7 @@ type Signals interface {
 // lifecycle worker (provider.Provider).
 type Pods interface {
 	ActivePods() []*v1.Pod
-	StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{}
+	StopPod(uid types.UID, req lifecycle.StopRequest) lifecycle.Stopping
 }
 
 // Stats samples the containers' cgroups (runtime.Runtime) and measures
@@ -384,7 +384,7 @@ func (m *Manager) evict(pod *v1.Pod, t threshold, res v1.ResourceName, stats map
 			Type: v1.DisruptionTarget, Status: v1.ConditionTrue, ObservedGeneration: pod.Generation,
 			Reason: v1.PodReasonTerminationByKubelet, Message: msg,
 		}},
-	})
+	}).Released
 }
 
 func (m *Manager) event(obj apiruntime.Object, annotations map[string]string, reason, msg string) {

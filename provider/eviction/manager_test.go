@@ -45,11 +45,11 @@ type fakePods struct {
 
 func (f *fakePods) ActivePods() []*v1.Pod { return append([]*v1.Pod{}, f.pods...) }
 
-func (f *fakePods) StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{} {
+func (f *fakePods) StopPod(uid types.UID, req lifecycle.StopRequest) lifecycle.Stopping {
 	f.stops = append(f.stops, stopCall{uid, req})
 	ch := make(chan struct{})
 	close(ch)
-	return ch
+	return lifecycle.Stopping{Ended: ch, Released: ch}
 }
 
 type fakeStats map[string]runtime.ContainerStats

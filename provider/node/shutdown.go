@@ -58,7 +58,7 @@ type ShutdownConfig struct {
 // PodStopper is what the shutdown manager needs from the provider.
 type PodStopper interface {
 	ActivePods() []*v1.Pod
-	StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{}
+	StopPod(uid types.UID, req lifecycle.StopRequest) lifecycle.Stopping
 }
 
 // StatusWaiter tells when a pod's newest status is in the API
@@ -408,7 +408,7 @@ func (m *ShutdownManager) stopGroup(g shutdownGroup, pods []*v1.Pod) {
 		}
 		name := cache.MetaObjectToName(p).String()
 		log.WithFields(log.Fields{"pod": name, "gracePeriod": grace}).Info("shutdown manager killing pod")
-		done := m.pods.StopPod(p.UID, lifecycle.StopRequest{
+		stopping := m.pods.StopPod(p.UID, lifecycle.StopRequest{
 			Grace: grace, Reason: nodeShutdownReason, Message: nodeShutdownMessage,
 			Conditions: []v1.PodCondition{{
 				Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
@@ -419,8 +419,12 @@ func (m *ShutdownManager) stopGroup(g shutdownGroup, pods []*v1.Pod) {
 		wg.Add(1)
 		go func(uid types.UID) {
 			defer wg.Done()
+			// The pod's end (containers and sandbox stopped, final status
+			// published), as the kubelet's killPodNow waits for; not its
+			// release (volumes, cgroup), which a slow host cannot fit in
+			// the period and which the next boot finishes.
 			select {
-			case <-done:
+			case <-stopping.Ended:
 			case <-ctx.Done():
 				return
 			}

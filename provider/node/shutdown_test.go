@@ -26,11 +26,12 @@ type fakeStopper struct {
 
 func (f *fakeStopper) ActivePods() []*v1.Pod { return f.pods }
 
-func (f *fakeStopper) StopPod(uid types.UID, req lifecycle.StopRequest) <-chan struct{} {
+func (f *fakeStopper) StopPod(uid types.UID, req lifecycle.StopRequest) lifecycle.Stopping {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reqs[uid] = req
-	return f.done[uid]
+	// Released never: the shutdown does not wait for it.
+	return lifecycle.Stopping{Ended: f.done[uid], Released: make(chan struct{})}
 }
 
 func (f *fakeStopper) asked(uid types.UID) (lifecycle.StopRequest, bool) {
