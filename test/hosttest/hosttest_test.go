@@ -673,6 +673,10 @@ func (h *host) leave(ctx context.Context) {
 	// came back empty (twice), here it does not.
 	prev := h.vm.Run(ctx, `journalctl -b -1 --no-pager -o short-precise | grep -E 'hostlet\[[0-9]+\]: .*(shutdown|inhibit)|hostlet.service' | tail -25`)
 	t.Logf("hostlet's shutdown in the journal of the boot before:\n%s", prev)
+	// Each pod's stop, step by step, from the shutdown event on: what a
+	// slow shutdown waited on.
+	stops := h.vm.Run(ctx, `journalctl -b -1 -u hostlet --no-pager -o short-precise | sed -n '/detected new shutdown event/,$p' | grep -v 'level=debug' | head -80`)
+	t.Logf("hostlet's journal of the boot before, from the shutdown event on:\n%s", stops)
 	out := h.vm.Run(ctx, "hostlet leave 2>&1")
 	t.Logf("hostlet leave:\n%s", out)
 	if _, err := h.cluster.Client().CoreV1().Nodes().Get(ctx, h.node, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
