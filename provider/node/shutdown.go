@@ -358,16 +358,18 @@ func (m *ShutdownManager) watch(ctx context.Context, signals <-chan *dbus.Signal
 }
 
 // killReserve is the part of a group's period kept after its pods' last
-// SIGKILL, for the kill to finish and each pod's final status to reach the
-// API before the next group starts or the lock is released: once it is,
-// systemd stops hostlet, and a kill still under way then leaves the pod
-// Running in the API and its container for systemd to wait on. The kubelet
-// gives a pod the whole period and races its own timer; a quarter of the
-// period, at most 5 s, is what a pod asking for more than the rest gives up.
-// (On the host test's emulated VM, the SIGKILL, the exit and the status
-// write took 2 s unloaded and more than 3 s with the machine busy.)
+// SIGKILL, for the kill to finish, the sandbox to be torn down and each
+// pod's final status to reach the API before the next group starts or the
+// lock is released: once it is, systemd stops hostlet, and a kill still
+// under way then leaves the pod Running in the API and its container for
+// systemd to wait on. The kubelet gives a pod the whole period and races
+// its own timer; a quarter of the period, at most 10 s, is what a pod
+// asking for more than the rest gives up. (On the host test's emulated
+// one-CPU VM, with four pods stopping, the SIGKILL took 3.8 s to end the
+// container and the CNI DEL of bridge and portmap, iptables included, 2 to
+// 10 s more: 5 s was not enough three runs in three.)
 func killReserve(period time.Duration) time.Duration {
-	return min(period/4, 5*time.Second)
+	return min(period/4, 10*time.Second)
 }
 
 // stopPods stops the active pods group by group, each pod within its

@@ -160,7 +160,7 @@ func TestShutdownGroupTimesOut(t *testing.T) {
 
 func TestKillReserve(t *testing.T) {
 	for period, want := range map[time.Duration]time.Duration{
-		0: 0, 2 * time.Second: 500 * time.Millisecond, 12 * time.Second: 3 * time.Second, 20 * time.Second: 5 * time.Second, time.Minute: 5 * time.Second,
+		0: 0, 2 * time.Second: 500 * time.Millisecond, 12 * time.Second: 3 * time.Second, 20 * time.Second: 5 * time.Second, 40 * time.Second: 10 * time.Second, time.Minute: 10 * time.Second,
 	} {
 		if got := killReserve(period); got != want {
 			t.Errorf("killReserve(%v) = %v, want %v", period, got, want)

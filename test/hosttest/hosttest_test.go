@@ -20,7 +20,10 @@ import (
 )
 
 // shutdownGrace is the joined node's --shutdown-grace-period.
-const shutdownGrace = 20 * time.Second
+// 40 s: the TERM-ignoring pod gets 30 s, and the 10 s kept to kill it,
+// tear its network down and write its status are what the emulated VM
+// needs (more than 5 s, with 20 s).
+const shutdownGrace = 40 * time.Second
 
 // timings collects the figures the run reports at its end, and the
 // product bugs the run found.
