@@ -159,8 +159,9 @@ type workerState struct {
 	sandboxDelay time.Duration
 	// failure is set once the node stopped the pod (deadline, shutdown): it
 	// ends Failed with this reason, message and extra conditions.
-	failure            *StopRequest
-	endDone, stopDone bool
+	failure *StopRequest
+	// endedClosed, releasedClosed: a Stop's channels are closed.
+	endedClosed, releasedClosed bool
 	// releaseDone: Released was called; nothing of the pod runs again.
 	releaseDone bool
 	// podCgroupShrink: a resize's pod-level decrease is still to be made
@@ -181,8 +182,8 @@ type StopRequest struct {
 // waits for its own point.
 type Stopping struct {
 	// Ended is closed once the pod's containers and sandbox are stopped and
-	// its final status is published: what the kubelet's node shutdown and
-	// preemption wait for (killPodNow, the end of syncTerminatingPod).
+	// its final status is published: what the kubelet's node shutdown
+	// waits for (killPodNow, the end of syncTerminatingPod).
 	Ended <-chan struct{}
 	// Released is closed once what the pod held on the host (volumes, pod
 	// cgroup) is released too: what the kubelet's eviction manager waits
@@ -197,10 +198,10 @@ func NewPod(pod *v1.Pod, cfg Config) *Pod {
 		clk = clock.RealClock{}
 	}
 	return &Pod{
-		cfg:     cfg,
-		clock:   clk,
-		resumed: deleting,
-		wake:    make(chan struct{}, 1),
+		cfg:      cfg,
+		clock:    clk,
+		resumed:  deleting,
+		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		ended:    make(chan struct{}),
 		released: make(chan struct{}),
@@ -318,8 +319,8 @@ func (p *Pod) Run(ctx context.Context) {
 func (p *Pod) report() {
 	p.resizeProgress()
 	p.publish()
-	if p.failure != nil && p.finished && !p.endDone {
-		p.endDone = true
+	if p.failure != nil && p.finished && !p.endedClosed {
+		p.endedClosed = true
 		close(p.ended)
 	}
 	if p.finished && !p.releaseDone {
@@ -328,8 +329,8 @@ func (p *Pod) report() {
 			p.cfg.Released(p.Status())
 		}
 	}
-	if p.failure != nil && !p.stopDone {
-		p.stopDone = true
+	if p.failure != nil && !p.releasedClosed {
+		p.releasedClosed = true
 		close(p.released)
 	}
 }

@@ -61,8 +61,8 @@ func (p *Provider) preemptFor(pod *v1.Pod, rejected *lifecycle.Failure) bool {
 				Reason: v1.PodReasonTerminationByKubelet, Message: node.PreemptConditionMessage,
 			}},
 		})
-		// Released, not just ended: what the victims held (devices,
-		// cgroups) is free for the critical pod.
+		// Released, as before, not just ended as the kubelet's killPodNow:
+		// the victims' claims are unprepared and cgroups removed first.
 		stopped = append(stopped, stopping.Released)
 	}
 	// As the kubelet's killPodNow, admission waits for them to stop.
