@@ -108,15 +108,21 @@ func (s *stdio) openFIFOs(fifos *cio.FIFOSet) (cio.IO, error) {
 			_ = d.Stdin.Close()
 		}()
 	}
-	for _, c := range []struct {
+	type output struct {
 		w io.Writer
 		r io.ReadCloser
-	}{{s.stdout, d.Stdout}, {s.stderr, d.Stderr}} {
-		if c.r == nil {
-			continue
+	}
+	var outputs []output
+	for _, c := range []output{{s.stdout, d.Stdout}, {s.stderr, d.Stderr}} {
+		if c.r != nil {
+			outputs = append(outputs, c)
 		}
-		f.wg.Add(1)
-		f.left++
+	}
+	// Both counted before either starts: a copy that ends at once (the
+	// shim's end closed already) is not taken for the last.
+	f.left, f.over = len(outputs), len(outputs) == 0
+	f.wg.Add(len(outputs))
+	for _, c := range outputs {
 		go func() {
 			// Recovers from a panic in the copy or in what the last copy
 			// runs when it ends.
@@ -126,7 +132,6 @@ func (s *stdio) openFIFOs(fifos *cio.FIFOSet) (cio.IO, error) {
 			_ = c.r.Close()
 		}()
 	}
-	f.over = f.left == 0
 	return f, nil
 }
 
