@@ -111,8 +111,11 @@ var errRotatedExists = errors.New("rotated log of this second exists")
 
 // rotateLog rotates the live log at path as the kubelet does: leftovers of
 // an interrupted compression removed, the oldest rotated files removed so
-// that maxFiles remain after this rotation, the rotated ones compressed,
-// then the live file renamed by reopen (which starts a new one).
+// that maxFiles remain after this rotation, the live file renamed by
+// reopen (which starts a new one), then the rotated ones before it
+// compressed. The kubelet compresses before the rename; after it, a
+// container that exits meanwhile (reopen fails) keeps its newest rotated
+// file as is, not only compressed ones.
 func rotateLog(path string, maxFiles int, now time.Time, reopen func(rotated string) error) error {
 	rotated := path + "." + now.Format(rotatedTimeFormat)
 	if _, err := os.Lstat(rotated); err == nil {
@@ -130,6 +133,9 @@ func rotateLog(path string, maxFiles int, now time.Time, reopen func(rotated str
 		}
 		logs = logs[1:]
 	}
+	if err := reopen(rotated); err != nil {
+		return err
+	}
 	for _, l := range logs {
 		if !strings.HasSuffix(l, compressSuffix) {
 			if err := compressLog(l); err != nil {
@@ -137,7 +143,7 @@ func rotateLog(path string, maxFiles int, now time.Time, reopen func(rotated str
 			}
 		}
 	}
-	return reopen(rotated)
+	return nil
 }
 
 // rotatedLogs lists the rotated files of a live log, oldest first (the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -133,6 +134,27 @@ func TestRotateLogLeftoversAndSameSecond(t *testing.T) {
 	}
 	if err := rotateLog(path, 5, now, reopen); err != errRotatedExists || reopens != 1 {
 		t.Fatalf("second rotation in the same second: %v, %d reopens", err, reopens)
+	}
+}
+
+// A rotation whose reopen fails (the container exited meanwhile, its log
+// closed) leaves the files as they were: the newest rotated one is not
+// compressed without a newer one taking its place.
+func TestRotateLogReopenFails(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "3.log")
+	for name, body := range map[string]string{"3.log": "live\n", "3.log.20261123-100000": "newest\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := errors.New("log closed")
+	err := rotateLog(path, 3, time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC), func(string) error { return closed })
+	if !errors.Is(err, closed) {
+		t.Fatalf("rotation: %v, want the reopen's error", err)
+	}
+	if got, want := logNames(t, dir), []string{"3.log", "3.log.20261123-100000"}; !slices.Equal(got, want) {
+		t.Fatalf("files %q, want %q", got, want)
 	}
 }
 
