@@ -160,8 +160,8 @@ func TestStopEndsBeforeRelease(t *testing.T) {
 }
 
 // A pod that ends on its own is released once, with its terminal status,
-// after its containers and sandbox stopped; a stopped one before Stop's
-// channel closes (the eviction manager waits for its resources); a
+// after its containers and sandbox stopped; a stopped one before its
+// Stopping.Released closes (the eviction manager waits for its resources); a
 // deleted one never (its cleanup removes everything).
 func TestReleasedOnceTerminal(t *testing.T) {
 	s := newScenario(t, testPod("a"))
