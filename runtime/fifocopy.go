@@ -21,15 +21,15 @@ import (
 // pods. This one waits in the poller without a buffer and borrows one per
 // read.
 type fifoIO struct {
-	d  *cio.DirectIO
-	wg sync.WaitGroup
+	d *cio.DirectIO
 
-	// The last output copy to end runs ended (whenEnded): no goroutine
-	// per container waits for them (one in five of a probed pod's).
+	// The last output copy to end runs ended (whenEnded), then closes
+	// done (Wait): no goroutine per container waits for them (one in five
+	// of a probed pod's).
 	mu    sync.Mutex
 	left  int
-	over  bool
 	ended func()
+	done  chan struct{}
 }
 
 // outputBufs lend the output copies their read buffers, for one read
@@ -120,8 +120,10 @@ func (s *stdio) openFIFOs(fifos *cio.FIFOSet) (cio.IO, error) {
 	}
 	// Both counted before either starts: a copy that ends at once (the
 	// shim's end closed already) is not taken for the last.
-	f.left, f.over = len(outputs), len(outputs) == 0
-	f.wg.Add(len(outputs))
+	f.left, f.done = len(outputs), make(chan struct{})
+	if f.left == 0 {
+		close(f.done)
+	}
 	for _, c := range outputs {
 		go func() {
 			// Recovers from a panic in the copy or in what the last copy
@@ -138,15 +140,14 @@ func (s *stdio) openFIFOs(fifos *cio.FIFOSet) (cio.IO, error) {
 // copyEnded counts an output copy's end; the last one runs what
 // whenEnded was given.
 func (f *fifoIO) copyEnded() {
-	defer f.wg.Done()
 	f.mu.Lock()
 	f.left--
-	var run func()
-	if f.left == 0 {
-		f.over = true
-		run = f.ended
-	}
+	last, run := f.left == 0, f.ended
 	f.mu.Unlock()
+	if !last {
+		return
+	}
+	defer close(f.done)
 	if run != nil {
 		run()
 	}
@@ -156,7 +157,7 @@ func (f *fifoIO) copyEnded() {
 // copy, or now if they have.
 func (f *fifoIO) whenEnded(fn func()) {
 	f.mu.Lock()
-	if !f.over {
+	if f.left > 0 {
 		f.ended = fn
 		f.mu.Unlock()
 		return
@@ -217,7 +218,7 @@ func copyOutput(w io.Writer, r io.Reader) {
 func (f *fifoIO) Config() cio.Config { return f.d.Config() }
 
 // Wait returns once both output copies have ended.
-func (f *fifoIO) Wait() { f.wg.Wait() }
+func (f *fifoIO) Wait() { <-f.done }
 
 // Cancel stops opening the FIFOs and closes hostlet's ends, as
 // containerd's copy does: a task deleted (or failed to start) ends its
