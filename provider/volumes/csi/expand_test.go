@@ -163,23 +163,31 @@ func expansionSetup(t *testing.T, ex expander, client *fake.Clientset, watched b
 	return m, events, pv
 }
 
-// resize is the external-resizer's part: the PV at the new size, the
-// claim's allocated size and NodeResizePending.
+// resize is the external-resizer's part, in its order: the claim's
+// allocated size (ControllerResizeInProgress), the PV at the new size,
+// then NodeResizePending. The PV is never grown while the claim still
+// looks like a legacy resizer's (no allocated size): a node that sees that
+// expands to the PV's size at once, and a NodeResizePending written after
+// it would find nothing left to do (the test stuck so under load).
 func resize(t *testing.T, client *fake.Clientset, size string) {
 	t.Helper()
 	q := resource.MustParse(size)
+	setClaim := func(st v1.ClaimResourceStatus) {
+		pvc, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(t.Context(), "data", metav1.GetOptions{})
+		pvc.Spec.Resources.Requests[v1.ResourceStorage] = q
+		pvc.Status.AllocatedResources = v1.ResourceList{v1.ResourceStorage: q}
+		pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: st}
+		if _, err := client.CoreV1().PersistentVolumeClaims("ns").Update(t.Context(), pvc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setClaim(v1.PersistentVolumeClaimControllerResizeInProgress)
 	pv, _ := client.CoreV1().PersistentVolumes().Get(t.Context(), "pv1", metav1.GetOptions{})
 	pv.Spec.Capacity[v1.ResourceStorage] = q
 	if _, err := client.CoreV1().PersistentVolumes().Update(t.Context(), pv, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pvc, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(t.Context(), "data", metav1.GetOptions{})
-	pvc.Spec.Resources.Requests[v1.ResourceStorage] = q
-	pvc.Status.AllocatedResources = v1.ResourceList{v1.ResourceStorage: q}
-	pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: v1.PersistentVolumeClaimNodeResizePending}
-	if _, err := client.CoreV1().PersistentVolumeClaims("ns").Update(t.Context(), pvc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setClaim(v1.PersistentVolumeClaimNodeResizePending)
 }
 
 // awaitClaim waits for the claim's watch to say what ok wants.
@@ -227,6 +235,49 @@ func TestOnlineExpansionFollowsTheClaim(t *testing.T) {
 	}
 	if len(ex.sizes) != 0 {
 		t.Errorf("NodeExpandVolume called again")
+	}
+}
+
+// A claim read from the watch can be older than the PV read after it:
+// the resizer's allocated size not in it yet, the PV already grown. The
+// node does not take that for a legacy resizer's claim (expanding to the
+// PV at once and finishing the claim, which the resizer's
+// NodeResizePending would then leave stuck): it reads the claim again and
+// waits for NodeResizePending.
+func TestExpansionRereadsALaggingClaim(t *testing.T) {
+	client := fake.NewClientset()
+	ex := expander{sizes: make(chan int64, 2)}
+	m, _, _ := expansionSetup(t, ex, client, true)
+	key := claimKey{"ns", "data"}
+	stale, err := client.CoreV1().PersistentVolumeClaims("ns").Get(t.Context(), "data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := resource.MustParse("2Gi")
+	pvc := stale.DeepCopy()
+	pvc.Spec.Resources.Requests[v1.ResourceStorage] = q
+	pvc.Status.AllocatedResources = v1.ResourceList{v1.ResourceStorage: q}
+	pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: v1.PersistentVolumeClaimControllerResizeInProgress}
+	if _, err := client.CoreV1().PersistentVolumeClaims("ns").Update(t.Context(), pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pv, _ := client.CoreV1().PersistentVolumes().Get(t.Context(), "pv1", metav1.GetOptions{})
+	pv.Spec.Capacity[v1.ResourceStorage] = q
+	if _, err := client.CoreV1().PersistentVolumes().Update(t.Context(), pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.exp.mu.Lock()
+	u := m.exp.uses[key]["uid1"]
+	m.exp.mu.Unlock()
+	if err := m.expandUse(t.Context(), key, u, stale); err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.sizes) != 0 {
+		t.Fatalf("NodeExpandVolume to %d on the stale claim", <-ex.sizes)
+	}
+	c, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(t.Context(), "data", metav1.GetOptions{})
+	if got := c.Status.AllocatedResourceStatuses[v1.ResourceStorage]; got != v1.PersistentVolumeClaimControllerResizeInProgress {
+		t.Errorf("claim's resize status %q, want it left to the resizer", got)
 	}
 }
 

@@ -297,6 +297,21 @@ func (m *Manager) expandUse(ctx context.Context, key claimKey, u claimUse, pvc *
 	if pv.Spec.CSI == nil {
 		return nil
 	}
+	// A watched claim can be older than the PV just read. A resizer sets
+	// the claim's allocated size before it grows the PV, so a claim
+	// without one beside a grown PV may only be behind: planned on it, the
+	// legacy expansion would finish the claim at once, and the resizer's
+	// NodeResizePending, written after, would find the node with nothing
+	// left to do (the claim stuck pending). The claim as it is now, read
+	// after the PV, decides.
+	if p := planExpansion(cur, pvc, pv); p.legacy && p.call {
+		if pvc, err = m.cfg.Client.CoreV1().PersistentVolumeClaims(key.namespace).Get(ctx, key.name, metav1.GetOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("mountVolume.NodeExpandVolume get PVC failed : %w", err)
+		}
+	}
 	err = m.expand(ctx, u, pvc, pv, &cur)
 	e.mu.Lock()
 	if s := e.sizes[name]; s != nil {
