@@ -233,21 +233,8 @@ func TestCSIBlockOnlineExpansion(t *testing.T) {
 	}
 	// The resizer's steps: the claim's resize in progress, the volume
 	// grown (ControllerExpandVolume) and the PV's capacity set, the
-	// claim handed to the node. A status update is retried over the PV
-	// controller's own updates of the claim.
-	markClaim := func(st v1.ClaimResourceStatus) {
-		pollUntil(t, time.Minute, "the claim marked "+string(st), func() bool {
-			pvc, err := c.PersistentVolumeClaims(ns).Get(ctxT(t), "blk", metav1.GetOptions{})
-			if err != nil || pvc.Status.Phase != v1.ClaimBound {
-				return false
-			}
-			pvc.Status.AllocatedResources = v1.ResourceList{v1.ResourceStorage: *bigger}
-			pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: st}
-			_, err = c.PersistentVolumeClaims(ns).UpdateStatus(ctxT(t), pvc, metav1.UpdateOptions{})
-			return err == nil
-		})
-	}
-	markClaim(v1.PersistentVolumeClaimControllerResizeInProgress)
+	// claim handed to the node.
+	markClaim(t, ns, "blk", *bigger, v1.PersistentVolumeClaimControllerResizeInProgress)
 	if err := os.Truncate(file, bigger.Value()); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +246,7 @@ func TestCSIBlockOnlineExpansion(t *testing.T) {
 	if _, err := c.PersistentVolumes().Update(ctxT(t), pv, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	markClaim(v1.PersistentVolumeClaimNodeResizePending)
+	markClaim(t, ns, "blk", *bigger, v1.PersistentVolumeClaimNodeResizePending)
 	pollUntil(t, 3*time.Minute, "the claim's status at the new size", func() bool {
 		got, err := c.PersistentVolumeClaims(ns).Get(ctxT(t), "blk", metav1.GetOptions{})
 		capacity := got.Status.Capacity[v1.ResourceStorage]

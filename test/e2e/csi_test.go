@@ -488,6 +488,12 @@ func TestCSIOnlineExpansion(t *testing.T) {
 	if _, err := c.PersistentVolumeClaims(ns).Update(ctxT(t), pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The external-resizer's order: the claim's allocated size, the PV,
+	// then NodeResizePending. A PV grown before the allocated size is
+	// what a resizer older than RecoverVolumeExpansionFailure does, and
+	// the node expands for it at once (a second NodeExpandVolume when
+	// NodeResizePending follows).
+	markClaim(t, ns, "data", two, v1.PersistentVolumeClaimControllerResizeInProgress)
 	pv, err := c.PersistentVolumes().Get(ctxT(t), pvName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -496,15 +502,7 @@ func TestCSIOnlineExpansion(t *testing.T) {
 	if _, err := c.PersistentVolumes().Update(ctxT(t), pv, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pvc, err = c.PersistentVolumeClaims(ns).Get(ctxT(t), "data", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pvc.Status.AllocatedResources = v1.ResourceList{v1.ResourceStorage: two}
-	pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: v1.PersistentVolumeClaimNodeResizePending}
-	if _, err := c.PersistentVolumeClaims(ns).UpdateStatus(ctxT(t), pvc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	markClaim(t, ns, "data", two, v1.PersistentVolumeClaimNodeResizePending)
 	// The node's part follows the claim's change.
 	pollUntil(t, 3*time.Minute, "the claim's status at the new size", func() bool {
 		got, err := c.PersistentVolumeClaims(ns).Get(ctxT(t), "data", metav1.GetOptions{})
@@ -522,6 +520,24 @@ func TestCSIOnlineExpansion(t *testing.T) {
 		})
 	})
 	removePod(t, ns, pod.Name)
+}
+
+// markClaim is the resizer's write of the claim's status: its allocated
+// size and resize status, retried over the PV controller's own updates of
+// the claim.
+func markClaim(t *testing.T, ns, claim string, size resource.Quantity, st v1.ClaimResourceStatus) {
+	t.Helper()
+	c := cluster.Client().CoreV1()
+	pollUntil(t, time.Minute, "the claim marked "+string(st), func() bool {
+		pvc, err := c.PersistentVolumeClaims(ns).Get(ctxT(t), claim, metav1.GetOptions{})
+		if err != nil || pvc.Status.Phase != v1.ClaimBound {
+			return false
+		}
+		pvc.Status.AllocatedResources = v1.ResourceList{v1.ResourceStorage: size}
+		pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: st}
+		_, err = c.PersistentVolumeClaims(ns).UpdateStatus(ctxT(t), pvc, metav1.UpdateOptions{})
+		return err == nil
+	})
 }
 
 // claimWatchRBAC lets nodes list and watch claims, as the chart's
