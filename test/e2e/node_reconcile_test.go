@@ -149,15 +149,14 @@ func TestNodeReadyAfterAPIServerFreeze(t *testing.T) {
 		}
 		t.Log("kube-apiserver resumed")
 		if held != 0 {
-			unknownBy := time.Now().Add(30 * time.Second)
-			for time.Now().Before(unknownBy) {
-				if m, err := nodes.Get(ctx, name, metav1.GetOptions{}); err == nil {
-					if r := nodeCondition(m, v1.NodeReady); r != nil && r.Status == v1.ConditionUnknown {
-						break
-					}
+			pollUntil(t, 30*time.Second, "the node marked Unknown", func() bool {
+				m, err := nodes.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false
 				}
-				time.Sleep(200 * time.Millisecond)
-			}
+				r := nodeCondition(m, v1.NodeReady)
+				return r != nil && r.Status == v1.ConditionUnknown
+			})
 			if err := syscall.Kill(held, syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}

@@ -244,11 +244,8 @@ func (m *Manager) syncClaim(ctx context.Context, key claimKey) error {
 	}
 	if pvc == nil {
 		var err error
-		if pvc, err = m.cfg.Client.CoreV1().PersistentVolumeClaims(key.namespace).Get(ctx, key.name, metav1.GetOptions{}); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("mountVolume.NodeExpandVolume get PVC failed : %w", err)
+		if pvc, err = m.getClaim(ctx, key); pvc == nil {
+			return err
 		}
 	}
 	slices.SortFunc(uses, func(a, b claimUse) int { return cmp.Compare(a.pod.UID, b.pod.UID) })
@@ -265,6 +262,17 @@ func (m *Manager) syncClaim(ctx context.Context, key claimKey) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// getClaim reads the claim from the API; nil with no error when it is gone.
+func (m *Manager) getClaim(ctx context.Context, key claimKey) (*v1.PersistentVolumeClaim, error) {
+	pvc, err := m.cfg.Client.CoreV1().PersistentVolumeClaims(key.namespace).Get(ctx, key.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("mountVolume.NodeExpandVolume get PVC failed : %w", err)
+	}
+	return pvc, nil
 }
 
 // expandUse expands one mounted volume of the claim, under the volume's
@@ -305,11 +313,8 @@ func (m *Manager) expandUse(ctx context.Context, key claimKey, u claimUse, pvc *
 	// left to do (the claim stuck pending). The claim as it is now, read
 	// after the PV, decides.
 	if p := planExpansion(cur, pvc, pv); p.legacy && p.call {
-		if pvc, err = m.cfg.Client.CoreV1().PersistentVolumeClaims(key.namespace).Get(ctx, key.name, metav1.GetOptions{}); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("mountVolume.NodeExpandVolume get PVC failed : %w", err)
+		if pvc, err = m.getClaim(ctx, key); pvc == nil {
+			return err
 		}
 	}
 	err = m.expand(ctx, u, pvc, pv, &cur)
