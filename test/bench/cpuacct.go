@@ -24,25 +24,59 @@ const cpuGroupParent = "hostlet-bench-cpu"
 // are not counted: runc moves them into the pods' cgroups.
 type cpuGroup struct{ dir string }
 
-// newCPUGroup creates cpuacct group name and moves pid into it.
-func newCPUGroup(name string, pid int) (*cpuGroup, error) {
+// newCPUGroup creates cpuacct group name and moves pids into it.
+func newCPUGroup(name string, pids ...int) (*cpuGroup, error) {
 	g := &cpuGroup{dir: filepath.Join(cpuacctRoot, cpuGroupParent, name)}
 	if err := os.MkdirAll(g.dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(g.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-		return nil, fmt.Errorf("moving %d into %s: %w", pid, g.dir, err)
+	for _, pid := range pids {
+		if err := os.WriteFile(filepath.Join(g.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			return nil, fmt.Errorf("moving %d into %s: %w", pid, g.dir, err)
+		}
 	}
 	return g, nil
 }
 
+// podsCPUGroup is the cpuacct group of a node's cgroup root (cgroupfs
+// form), which its pods' cgroups are made below: cpuacct charges a task's
+// every ancestor, so the root keeps the CPU of pods deleted since. Made
+// here if the node has not yet, so that the first reading is not 0 of a
+// group that then counts from before it.
+func podsCPUGroup(root string) (*cpuGroup, error) {
+	g := &cpuGroup{dir: filepath.Join(cpuacctRoot, root)}
+	return g, os.MkdirAll(g.dir, 0o755)
+}
+
+// controlPlane are the cluster's processes the bench counts as the control
+// plane's CPU.
+var controlPlane = []string{"kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager"}
+
+// newControlPlaneGroup moves the cluster's control plane into a cpuacct
+// group of its own: during a burst the API server and etcd take a good
+// part of the machine, on either kind of node.
+func newControlPlaneGroup(pid func(string) int) (*cpuGroup, error) {
+	var pids []int
+	for _, name := range controlPlane {
+		if p := pid(name); p > 0 {
+			pids = append(pids, p)
+		}
+	}
+	return newCPUGroup("control-plane", pids...)
+}
+
 // countCPU moves the target's agent and runtime into cpuacct groups of
-// their own.
-func (t *target) countCPU() (err error) {
+// their own, and counts the control plane's group and its pods' (below
+// podsRoot, the node's cgroup root).
+func (t *target) countCPU(podsRoot string, control *cpuGroup) (err error) {
 	if t.agentCG, err = newCPUGroup(t.label+"-agent", t.agentPid); err != nil {
 		return err
 	}
-	t.runtimeCG, err = newCPUGroup(t.label+"-runtime", t.runtimePid)
+	if t.runtimeCG, err = newCPUGroup(t.label+"-runtime", t.runtimePid); err != nil {
+		return err
+	}
+	t.controlCG = control
+	t.podsCG, err = podsCPUGroup(podsRoot)
 	return err
 }
 
@@ -87,12 +121,14 @@ func removeCPUGroups() error {
 }
 
 // cpuUse is the CPU a node's agent and runtime groups used over a span,
-// and the whole machine's: the rest is the control plane, the pods' own
-// processes and the bench, which the node shares the CPUs with during a
-// burst.
+// the control plane's and the node's pods' (their processes, and the
+// runc init that starts each), and the whole machine's: what is left is
+// the kernel's own threads and the bench, which the node shares the CPUs
+// with during a burst.
 type cpuUse struct {
-	agent, runtime time.Duration
-	machine        machineUse
+	agent, runtime     time.Duration
+	controlPlane, pods time.Duration
+	machine            machineUse
 }
 
 // machineUse is the whole machine's part of a span, from /proc/stat: busy
@@ -106,8 +142,10 @@ type machineUse struct {
 	forks       uint64
 }
 
-// others is the machine's CPU over the span that neither group used.
-func (u cpuUse) others() time.Duration { return max(u.machine.busy-u.agent-u.runtime, 0) }
+// others is the machine's CPU over the span that no group used.
+func (u cpuUse) others() time.Duration {
+	return max(u.machine.busy-u.agent-u.runtime-u.controlPlane-u.pods, 0)
+}
 
 // busy is the share of the machine's CPUs busy over the span: below 1, a
 // burst waited on something other than CPU.
@@ -123,7 +161,7 @@ func (u cpuUse) busy() float64 {
 type cpuMark cpuUse
 
 func (t target) cpuMark() cpuMark {
-	return cpuMark{t.agentCG.usage(), t.runtimeCG.usage(), readMachine()}
+	return cpuMark{t.agentCG.usage(), t.runtimeCG.usage(), t.controlCG.usage(), t.podsCG.usage(), readMachine()}
 }
 
 // since adds the CPU used since m to u.
@@ -134,6 +172,8 @@ func (u *cpuUse) since(t target, m cpuMark) { u.add(m, t.cpuMark()) }
 func (u *cpuUse) add(from, to cpuMark) {
 	u.agent += to.agent - from.agent
 	u.runtime += to.runtime - from.runtime
+	u.controlPlane += to.controlPlane - from.controlPlane
+	u.pods += to.pods - from.pods
 	// A failed read of /proc/stat is all zero: the span then adds no
 	// machine figures rather than wrong ones.
 	if from.machine.total > 0 && to.machine.total > 0 {

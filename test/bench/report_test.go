@@ -89,3 +89,19 @@ func TestForksSummed(t *testing.T) {
 		t.Fatalf("forks = %d, want 500", u.machine.forks)
 	}
 }
+
+func TestOthersLeaveOutEveryGroup(t *testing.T) {
+	mark := func(agent, runtime, control, pods, busy time.Duration) cpuMark {
+		return cpuMark{agent, runtime, control, pods, machineUse{busy: busy, total: time.Minute}}
+	}
+	var u cpuUse
+	u.add(mark(1*time.Second, 2*time.Second, 3*time.Second, 4*time.Second, 10*time.Second),
+		mark(2*time.Second, 4*time.Second, 6*time.Second, 8*time.Second, 21*time.Second))
+	if u.controlPlane != 3*time.Second || u.pods != 4*time.Second {
+		t.Fatalf("control plane %v, pods %v; want 3s, 4s", u.controlPlane, u.pods)
+	}
+	// 11 s busy: 1 agent, 2 runtime, 3 control plane, 4 pods, 1 the rest.
+	if got := u.others(); got != time.Second {
+		t.Fatalf("others = %v, want 1s", got)
+	}
+}

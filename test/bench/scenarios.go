@@ -26,8 +26,9 @@ type target struct {
 	runtimePid int    // the containerd it drives
 	socket     string // that containerd's socket, which its shims name
 	prof       *profiler
-	// The agent's and its containerd's cpuacct groups (nil: not counted).
-	agentCG, runtimeCG *cpuGroup
+	// The agent's and its containerd's cpuacct groups, the control plane's
+	// (shared by the targets) and the node's pods' (nil: not counted).
+	agentCG, runtimeCG, controlCG, podsCG *cpuGroup
 	// joiner joins a second node of this kind (the join scenario).
 	joiner joiner
 	// cri is the kubelet's containerd (nil on hostlet's node).

@@ -144,6 +144,10 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 	if err := harness.MakeCgroupRoot(cgroupRoot); err != nil {
 		return nil, err
 	}
+	control, err := newControlPlaneGroup(cluster.Pid)
+	if err != nil {
+		return nil, err
+	}
 	for _, a := range imgs.test {
 		if err := cluster.ImportImage(ctx, a); err != nil {
 			return nil, err
@@ -181,7 +185,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		if c.profile != "" {
 			t.prof = &profiler{dir: c.profile, pid: h.Pid()}
 		}
-		if err := t.countCPU(); err != nil {
+		if err := t.countCPU(h.CgroupRoot(), control); err != nil {
 			return nil, err
 		}
 		t.joiner = &hostletJoiner{c: cluster, bin: hostletBin}
@@ -197,7 +201,7 @@ func setup(ctx context.Context, c config, cl *cleanups) (*benchEnv, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := t.countCPU(); err != nil {
+		if err := t.countCPU(cgroupRoot, control); err != nil {
 			return nil, err
 		}
 		t.joiner = &kubeletJoiner{c: cluster, imgs: imgs, cniConfDir: kn.confDir, nodeIP: nodeIP, crun: env.kubeletCrun}
