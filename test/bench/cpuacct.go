@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hostlet/hostlet/test/harness"
 	"github.com/prometheus/procfs"
 )
 
@@ -48,16 +49,12 @@ func podsCPUGroup(root string) (*cpuGroup, error) {
 	return g, os.MkdirAll(g.dir, 0o755)
 }
 
-// controlPlane are the cluster's processes the bench counts as the control
-// plane's CPU.
-var controlPlane = []string{"kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager"}
-
 // newControlPlaneGroup moves the cluster's control plane into a cpuacct
 // group of its own: during a burst the API server and etcd take a good
 // part of the machine, on either kind of node.
 func newControlPlaneGroup(pid func(string) int) (*cpuGroup, error) {
 	var pids []int
-	for _, name := range controlPlane {
+	for _, name := range harness.ControlPlane {
 		if p := pid(name); p > 0 {
 			pids = append(pids, p)
 		}

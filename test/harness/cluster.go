@@ -373,6 +373,10 @@ func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.restConfi
 // Client is an admin clientset.
 func (c *Cluster) Client() kubernetes.Interface { return c.client }
 
+// ControlPlane are the control plane's components (their Pid names), in
+// the order Stop stops them.
+var ControlPlane = []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"}
+
 // Pid is the process id of a control-plane component ("kube-apiserver",
 // "etcd", ...), 0 if none runs: tests freeze it with SIGSTOP to simulate an
 // outage.
@@ -416,12 +420,11 @@ func (c *Cluster) stop() {
 		c.ctrd.Close()
 	}
 	procs["containerd"].stop(10 * time.Second)
-	controlPlane := []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"}
 	if c.inst != nil {
 		// Shims, containers, mounts, bridge. The control plane also names
 		// the dir on its command line: spare it, it is stopped gracefully next.
 		spare := map[int]bool{}
-		for _, name := range controlPlane {
+		for _, name := range ControlPlane {
 			if p := procs[name]; p != nil {
 				spare[p.pid()] = true
 			}
@@ -429,7 +432,7 @@ func (c *Cluster) stop() {
 		cleanupLeftovers(c.cleanupSpec(false, spare), c.logf)
 	}
 	tContainerd := time.Now()
-	for _, name := range controlPlane {
+	for _, name := range ControlPlane {
 		if name == "kube-apiserver" {
 			// Its graceful shutdown takes a second (draining, endpoint
 			// lease cleanup) and buys nothing: etcd, stopped gracefully
