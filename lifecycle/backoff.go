@@ -3,8 +3,9 @@ package lifecycle
 import "time"
 
 // The three back-off policies of a pod worker: the crash-loop back-off of a
-// container that exited (Backoff), the retry of a container that could not
-// be created (pullRetry for images, configRetry for the rest), and the retry
+// container that exited or whose process could not start (Backoff), the
+// retry of a container that could not be created (pullRetry for images,
+// syncRetry for the rest), and the retry
 // of a pod sandbox that could not be set up (sandboxRetry, also the restart
 // of a worker after a panic).
 
@@ -32,7 +33,7 @@ type backoffState struct {
 // at started) may start again and the delay that implies, and advances the
 // state for the restart after.
 func (b Backoff) next(st *backoffState, started, finished time.Time) (time.Time, time.Duration) {
-	if !started.IsZero() && finished.Sub(started) >= b.ResetAfter {
+	if ran(started, finished) >= b.ResetAfter {
 		st.delay = 0
 	}
 	applied := st.delay
@@ -60,7 +61,7 @@ func (b Backoff) advance(st *backoffState) {
 // still grows). Only otherwise does the killed instance wait, as a crashed
 // one would.
 func (b Backoff) afterProbeKill(st *backoffState, prev *ContainerInfo, cur ContainerInfo, now time.Time) (time.Time, time.Duration) {
-	if !cur.StartedAt.IsZero() && cur.FinishedAt.Sub(cur.StartedAt) >= b.ResetAfter {
+	if ran(cur.StartedAt, cur.FinishedAt) >= b.ResetAfter {
 		st.delay = 0
 	}
 	if prev == nil || !prev.Exited {
@@ -71,6 +72,17 @@ func (b Backoff) afterProbeKill(st *backoffState, prev *ContainerInfo, cur Conta
 		return cur.FinishedAt, 0
 	}
 	return b.next(st, cur.StartedAt, cur.FinishedAt)
+}
+
+// ran is how long an instance ran: nothing for one whose process never
+// started, whose startedAt is unset or, for a StartError, the Unix epoch as
+// the kubelet reports it (taken for a run of 56 years, such a container's
+// back-off started over at every failure: hundreds of restarts a minute).
+func ran(started, finished time.Time) time.Duration {
+	if started.Unix() <= 0 || finished.Before(started) {
+		return 0
+	}
+	return finished.Sub(started)
 }
 
 // retry is a plain exponential retry of a step that failed: initial, then
@@ -107,17 +119,26 @@ const NetworkNotReady = "NetworkNotReady"
 // from the crash-loop cap (300 s by default, as the kubelet's).
 func (b Backoff) pullRetry() retry { return retry{initial: 10 * time.Second, max: b.Max} }
 
-// configRetry retries a container whose configuration could not be made
-// (CreateContainerConfigError: a missing ConfigMap or Secret, RunContainerError):
-// such errors clear up by themselves, so the first retry is soon, 2 s,
-// doubling to the crash-loop cap. The kubelet retries the pod sync after
-// 10 s instead.
-func (b Backoff) configRetry() retry { return retry{initial: 2 * time.Second, max: b.Max} }
+// syncRetry retries a container that could not be created
+// (CreateContainerConfigError: a missing ConfigMap or Secret;
+// CreateContainerError): nothing of it was made that could crash-loop, and
+// the kubelet's pod worker retries such a failed sync after backOffPeriod,
+// 10 s, each time (jittered up to 15 s): soon enough to pick up the object
+// created late, never sooner.
+var syncRetry = retry{initial: 10 * time.Second, max: 10 * time.Second}
 
-// startRetry is the retry after a failed start with the waiting reason.
+// startRetry is the retry after a failed start that made no container, by
+// its waiting reason. RunContainerError is not one of them: it goes
+// through the crash-loop back-off (crashLoops).
 func (b Backoff) startRetry(reason string) retry {
 	if reason == "ErrImagePull" {
 		return b.pullRetry()
 	}
-	return b.configRetry()
+	return syncRetry
 }
+
+// crashLoops reports the start failures that back off as a crash does:
+// the container's process could not be run (RunContainerError, with the
+// kubelet a container that exited, StartError, whose next start
+// doBackOff holds back).
+func crashLoops(reason string) bool { return reason == "RunContainerError" }

@@ -87,7 +87,8 @@ func TestBackoffSchedule(t *testing.T) {
 }
 
 // The retry policies of failed steps: image pulls 10 s doubling to the
-// crash-loop cap, other start failures 2 s, sandbox setups 1 s to 30 s.
+// crash-loop cap, containers that could not be made 10 s each time (the
+// kubelet's pod sync retry), sandbox setups 1 s to 30 s.
 func TestRetryPolicies(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -95,7 +96,8 @@ func TestRetryPolicies(t *testing.T) {
 		want []time.Duration
 	}{
 		{"image pull", DefaultBackoff.startRetry("ErrImagePull"), []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second, 300 * time.Second}},
-		{"config error", DefaultBackoff.startRetry("CreateContainerConfigError"), []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}},
+		{"config error", DefaultBackoff.startRetry("CreateContainerConfigError"), []time.Duration{10 * time.Second, 10 * time.Second, 10 * time.Second}},
+		{"create error", DefaultBackoff.startRetry("CreateContainerError"), []time.Duration{10 * time.Second, 10 * time.Second}},
 		{"image pull, shorter cap", Backoff{Initial: 10 * time.Second, Max: 30 * time.Second}.pullRetry(), []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second}},
 		{"sandbox", sandboxRetry, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}},
 	} {
@@ -108,5 +110,26 @@ func TestRetryPolicies(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: delays %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// An instance whose process never ran (a StartError's startedAt is the Unix
+// epoch, or none) ran for no time: its failure never starts the back-off
+// over, however long ago 1970 was.
+func TestBackoffNeverResetByAStartError(t *testing.T) {
+	b := DefaultBackoff
+	var st backoffState
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var got []time.Duration
+	for _, started := range []time.Time{time.Unix(0, 0), {}, time.Unix(0, 0), time.Unix(0, 0)} {
+		_, d := b.next(&st, started, now)
+		got = append(got, d)
+		now = now.Add(d)
+	}
+	if want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second}; !slices.Equal(got, want) {
+		t.Fatalf("delays %v, want %v", got, want)
+	}
+	if d := ran(now, now.Add(-time.Second)); d != 0 {
+		t.Errorf("a finish before the start ran %v", d)
 	}
 }

@@ -67,6 +67,10 @@ type container struct {
 	retryAt    time.Time
 	retryDelay time.Duration
 	failures   int
+	// crashLoop: the retry at retryAt follows a start whose process could
+	// not run and made no instance (RunContainerError), on the crash-loop
+	// back-off, shown as CrashLoopBackOff while it waits.
+	crashLoop bool
 	// Probe state of the running instance.
 	ready, started bool
 	killFor        probes.Kind

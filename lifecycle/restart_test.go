@@ -211,19 +211,22 @@ func TestImageVolumePullBackOff(t *testing.T) {
 	}
 }
 
-// Other start failures (a missing ConfigMap) retry after 2 s, doubling.
+// A container that could not be made (a missing ConfigMap) is retried
+// every 10 s, as the kubelet's pod worker retries a failed sync: never
+// sooner, and not backing off, so the object created late is picked up.
 func TestConfigErrorRetry(t *testing.T) {
 	s := newScenario(t, testPod("a"), func(s *scenario) {
 		s.rt.failStart["a"] = &Failure{Reason: "CreateContainerConfigError", Message: `configmap "x" not found`}
 	})
 	s.wantCalls("start a#0")
 	s.wantWaiting("a", "CreateContainerConfigError")
-	s.step(2 * time.Second)
-	s.wantCalls("start a#0")
-	s.step(3 * time.Second)
-	s.wantCalls()
-	s.step(time.Second)
-	s.wantCalls("start a#0")
+	for range 3 {
+		s.step(10*time.Second - time.Millisecond)
+		s.wantCalls()
+		s.step(time.Millisecond)
+		s.wantCalls("start a#0")
+		s.wantWaiting("a", "CreateContainerConfigError")
+	}
 }
 
 // A sandbox that cannot be set up is retried after 1 s, doubling, with a

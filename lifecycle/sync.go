@@ -89,6 +89,15 @@ func (p *Pod) ensureSandbox(ctx context.Context, now time.Time) (retry time.Time
 		p.initialized, p.sandboxOK = false, false
 		p.rerunInit()
 	}
+	if p.anyRunning() {
+		// Containers still running in a sandbox that is gone or not whole
+		// (so found after a restart of hostlet) are stopped before a new
+		// one is made, as the kubelet's SyncPod kills a pod whose sandbox
+		// changed; they start again in the new one.
+		p.logger().Warn("pod sandbox not ready; stopping its containers")
+		p.stopAll(ctx, p.specGrace())
+		p.stopping = false
+	}
 	if p.mainDone() || p.initFailed() {
 		// Nothing of the pod is to run again (its containers exited
 		// before a restart of hostlet): it gets no new sandbox and no
@@ -197,6 +206,16 @@ func (p *Pod) syncMain(ctx context.Context, wake *wakeup) {
 	}
 }
 
+// anyRunning reports a container of the pod running.
+func (p *Pod) anyRunning() bool {
+	for _, rec := range p.containers {
+		if rec.cur.Running {
+			return true
+		}
+	}
+	return false
+}
+
 // mainDone reports that every main container exited for good.
 func (p *Pod) mainDone() bool {
 	spec := &p.pod.Spec
@@ -244,7 +263,7 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		}
 	}
 	if now.Before(rec.retryAt) {
-		if rec.cur.Exited {
+		if rec.cur.Exited || rec.crashLoop {
 			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
 				rec.retryDelay, c.Name, p.pod.Name, p.pod.Namespace, p.pod.UID)
 			if rec.waiting == nil || rec.waiting.Reason != "CrashLoopBackOff" {
@@ -277,11 +296,18 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 	}
 	if failure != nil && failure.Info == nil {
 		// Nothing was created: the container waits with the reason and the
-		// start is retried (image pulls with their own back-off).
+		// start is retried, image pulls with their own back-off, a process
+		// that could not run with the crash loop's.
 		p.event(c.Name, v1.EventTypeWarning, "Failed", "Error: "+failure.eventText())
 		rec.waiting = &v1.ContainerStateWaiting{Reason: failure.Reason, Message: failure.Message}
 		rec.pullImage = failure.Image
 		rec.failures++
+		rec.crashLoop = crashLoops(failure.Reason)
+		if rec.crashLoop {
+			rec.retryAt, rec.retryDelay = p.cfg.Backoff.next(&rec.bo, time.Time{}, now)
+			p.logger().WithFields(log.Fields{"container": c.Name, "reason": failure.Reason, "message": failure.Message, "backoff": rec.retryDelay}).Info("container failed to run; it will be retried")
+			return rec.retryAt
+		}
 		rec.retryDelay = p.cfg.Backoff.startRetry(failure.Reason).next(rec.retryDelay)
 		rec.retryAt = now.Add(rec.retryDelay)
 		return rec.retryAt
@@ -300,18 +326,19 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		}
 		rec.prev = &prev
 	}
-	rec.cur, rec.waiting, rec.retryAt, rec.failures, rec.probeKilled, rec.rerun = info, nil, time.Time{}, 0, false, false
+	rec.cur, rec.waiting, rec.retryAt, rec.failures, rec.probeKilled, rec.rerun, rec.crashLoop = info, nil, time.Time{}, 0, false, false, false
 	rec.actual, rec.actualFor = c.Resources.DeepCopy(), info.ID
 	if failure != nil {
+		// It exited without running (StartError): the next sync, at once,
+		// gives it the crash-loop back-off of any exit, as no exit event
+		// may follow for a process that never started.
 		p.logger().WithFields(log.Fields{"container": c.Name, "attempt": attempt, "reason": failure.Reason, "message": failure.Message}).Info("container failed to start")
-	} else {
-		p.logger().WithFields(log.Fields{"container": c.Name, "attempt": attempt}).Info("container started")
+		return now
 	}
-	if failure == nil {
-		rec.retryDelay = 0
-		if p.postStart(ctx, c, rec) && rec.cur.Running {
-			p.startProbes(c, rec, false)
-		}
+	p.logger().WithFields(log.Fields{"container": c.Name, "attempt": attempt}).Info("container started")
+	rec.retryDelay = 0
+	if p.postStart(ctx, c, rec) && rec.cur.Running {
+		p.startProbes(c, rec, false)
 	}
 	return time.Time{}
 }

@@ -35,6 +35,9 @@ type fakeRuntime struct {
 	// sandbox setups, fail with that error until cleared.
 	failStart   map[string]error
 	failSandbox error
+	// startErrors makes each start of a container create an instance
+	// whose process does not run (StartError, with this message).
+	startErrors map[string]string
 	// resources are the containers' resources as resized; failResize
 	// and failPodCgroup make container and pod-level resizes fail.
 	resources     map[string]v1.ResourceRequirements
@@ -43,7 +46,7 @@ type fakeRuntime struct {
 }
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{containers: map[string]ContainerInfo{}, clock: clock.RealClock{}, failStart: map[string]error{}}
+	return &fakeRuntime{containers: map[string]ContainerInfo{}, clock: clock.RealClock{}, failStart: map[string]error{}, startErrors: map[string]string{}}
 }
 
 func (f *fakeRuntime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
@@ -90,6 +93,12 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Con
 		return ContainerInfo{}, err
 	}
 	f.n++
+	if msg, ok := f.startErrors[c.Name]; ok {
+		info := ContainerInfo{ID: fmt.Sprintf("id%d", f.n), Name: c.Name, Attempt: attempt, Exited: true, ExitCode: 128,
+			Reason: "StartError", Message: msg, StartedAt: time.Unix(0, 0), FinishedAt: f.clock.Now()}
+		f.containers[info.ID] = info
+		return info, &Failure{Reason: "StartError", Message: msg, Info: &info}
+	}
 	info := ContainerInfo{ID: fmt.Sprintf("id%d", f.n), Name: c.Name, Attempt: attempt, Running: true, StartedAt: f.clock.Now()}
 	f.containers[info.ID] = info
 	f.started = append(f.started, c.Name)

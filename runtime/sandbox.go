@@ -81,8 +81,18 @@ type Sandbox struct {
 	// with, for the sandbox's whole life (a restarted hostlet reads it
 	// here); none on sandboxes of older hostlets: the default one.
 	Handler string `json:"handler,omitempty"`
-	Dir     string `json:"-"`
+	// Incomplete marks the record saved before the CNI ADD (so a crash
+	// after it still lets the teardown run DEL): the sandbox is whole only
+	// once the last save clears it.
+	Incomplete bool   `json:"incomplete,omitempty"`
+	Dir        string `json:"-"`
 }
+
+// ErrSandboxNotReady is the error of a pod's sandbox that exists but is not
+// whole (a crash in its making, a namespace or file lost since): as the
+// kubelet does with a sandbox that is not ready, it is torn down and made
+// again, its containers with it.
+var ErrSandboxNotReady = errors.New("pod sandbox is not ready")
 
 func (s *Sandbox) HostsPath() string      { return filepath.Join(s.Dir, "etc-hosts") }
 func (s *Sandbox) ResolvConfPath() string { return filepath.Join(s.Dir, "resolv.conf") }
@@ -92,7 +102,10 @@ func (s *Sandbox) stateFile() string      { return filepath.Join(s.Dir, "sandbox
 
 func (r *Runtime) podDir(uid string) string { return filepath.Join(r.rootDir, "pods", uid) }
 
-// Sandbox returns the pod's sandbox if it exists and its namespace is intact.
+// Sandbox returns the pod's sandbox if it exists and is whole: made to the
+// end, its namespaces pinned, its IPs (unless on the host network), its
+// shared files and /dev/shm there. One that exists but is not whole is
+// ErrSandboxNotReady; none at all, fs.ErrNotExist.
 func (r *Runtime) Sandbox(uid string) (*Sandbox, error) {
 	dir := r.podDir(uid)
 	b, err := os.ReadFile(filepath.Join(dir, "sandbox.json"))
@@ -101,22 +114,45 @@ func (r *Runtime) Sandbox(uid string) (*Sandbox, error) {
 	}
 	s := &Sandbox{Dir: dir}
 	if err := json.Unmarshal(b, s); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sandbox state of pod %s: %v: %w", uid, err, ErrSandboxNotReady)
+	}
+	if why := s.notWhole(); why != "" {
+		return nil, fmt.Errorf("sandbox of pod %s: %s: %w", uid, why, ErrSandboxNotReady)
+	}
+	return s, nil
+}
+
+// notWhole says what the sandbox lacks, empty if nothing. Each check is a
+// stat or two: it runs at every sync of the pod.
+func (s *Sandbox) notWhole() string {
+	if s.Incomplete {
+		return "its making was interrupted"
 	}
 	if !s.HostNetwork {
 		if closed, err := netns.LoadNetNS(s.NetNSPath).Closed(); err != nil || closed {
-			return nil, fmt.Errorf("network namespace of pod %s is gone: %w", uid, fs.ErrNotExist)
+			return "its network namespace is gone"
+		}
+		if len(s.IPs) == 0 {
+			return "it has no IP"
 		}
 	}
 	for _, p := range []string{s.IPCNSPath, s.UTSNSPath, s.UserNSPath} {
 		if p != "" && !nsPinned(p) {
-			return nil, fmt.Errorf("namespace %s of pod %s is gone: %w", p, uid, fs.ErrNotExist)
+			return "namespace " + p + " is gone"
 		}
 	}
-	if s.PausePID != 0 && !pauseAlive(s.PausePID, dir) {
-		return nil, fmt.Errorf("PID namespace of pod %s is gone: %w", uid, fs.ErrNotExist)
+	if s.PausePID != 0 && !pauseAlive(s.PausePID, s.Dir) {
+		return "its PID namespace is gone"
 	}
-	return s, nil
+	for _, p := range []string{s.HostsPath(), s.ResolvConfPath(), s.HostnamePath()} {
+		if _, err := os.Stat(p); err != nil {
+			return filepath.Base(p) + " is missing"
+		}
+	}
+	if !s.HostIPC && !isMountPoint(s.ShmPath()) {
+		return "its /dev/shm is not mounted"
+	}
+	return ""
 }
 
 // EnsureSandbox returns the pod's sandbox, creating the network namespace,
@@ -125,7 +161,7 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 	if s, err := r.Sandbox(cfg.UID); err == nil {
 		return s, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		log.WithError(err).WithField("pod", cfg.Namespace+"/"+cfg.Name).Warn("discarding unreadable sandbox state")
+		log.WithError(err).WithField("pod", cfg.Namespace+"/"+cfg.Name).Info("pod sandbox not ready; making it again")
 	}
 	// An unknown handler fails the sandbox as containerd's CRI fails
 	// RunPodSandbox, before anything of the pod is made.
@@ -165,7 +201,8 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 			s.NetNSPath = ns.GetPath()
 		}
 		// Persist before CNI ADD so a crash in between still lets cleanup run
-		// DEL, with this config.
+		// DEL, with this config; marked incomplete until the end.
+		s.Incomplete = true
 		if err := s.save(); err != nil {
 			return nil, err
 		}
@@ -186,6 +223,7 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 		_ = r.RemoveSandbox(ctx, cfg.UID)
 		return nil, err
 	}
+	s.Incomplete = false
 	if err := s.save(); err != nil {
 		return nil, err
 	}

@@ -36,6 +36,14 @@ var _ lifecycle.Runtime = (*Runtime)(nil)
 
 func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, error) {
 	sb, err := r.rt.Sandbox(string(pod.UID))
+	if errors.Is(err, runtime.ErrSandboxNotReady) {
+		// One there but not whole (hostlet killed in its making, a
+		// namespace lost): made again below, as the kubelet's
+		// computePodActions does with a sandbox that is not ready, with its
+		// event. The worker has stopped what still ran in it.
+		lifecycle.PodLogger(pod).WithError(err).Warn("pod sandbox not ready; it will be made again")
+		r.event(pod, "", v1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+	}
 	if err != nil {
 		// The handler first: a pod whose RuntimeClass cannot run here gets
 		// nothing made, and never the default runtime instead.
@@ -190,6 +198,12 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		var se *runtime.StartError
 		if !errors.As(err, &se) {
+			// No instance to show: the worker retries on the crash-loop
+			// back-off, and each retry makes a container of its own, so
+			// this one goes (or every retry would leave one behind).
+			if rerr := r.rt.RemoveContainer(context.WithoutCancel(ctx), id); rerr != nil {
+				lifecycle.PodLogger(pod).WithError(rerr).WithField("container", c.Name).Warn("removing a container that did not start")
+			}
 			return lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "RunContainerError", Message: err.Error()}
 		}
 		// The process never ran: the kubelet reports StartError, exit 128.
