@@ -118,7 +118,8 @@ func (r *Runtime) TeardownSandbox(ctx context.Context, pod *v1.Pod) error {
 
 func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt int) (lifecycle.ContainerInfo, error) {
 	// The images of its image volumes first, as the kubelet pulls them
-	// before it starts the pod's containers.
+	// before it starts the pod's containers. A failure's "Error: ..." event
+	// is the worker's, once per try (lifecycle's ensureRunning).
 	volImages, err := r.pullImageVolumes(ctx, pod, c)
 	if err != nil {
 		return lifecycle.ContainerInfo{}, err
@@ -133,19 +134,16 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	env, err := r.containerEnv(ctx, pod, c, sb.IPs, r.objects(pod.Namespace))
 	if err != nil {
-		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
 		return lifecycle.ContainerInfo{}, err
 	}
 	// Where CRI mounts image volumes: at container creation, after the
 	// container's image and configuration.
 	imageVols, err := r.mountImageVolumes(ctx, pod, volImages, sb.IDMap)
 	if err != nil {
-		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
 		return lifecycle.ContainerInfo{}, err
 	}
 	mounts, err := r.containerMounts(ctx, pod, c, env, imageVols)
 	if err != nil {
-		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+failureMessage(err))
 		if f := (*lifecycle.Failure)(nil); errors.As(err, &f) {
 			return lifecycle.ContainerInfo{}, f
 		}
@@ -153,14 +151,12 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	devEnv, devMounts, devs, err := r.containerDevices(ctx, pod, c)
 	if err != nil {
-		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return lifecycle.ContainerInfo{}, configError(err)
 	}
 	env = append(devEnv, env...)
 	mounts = append(devMounts, mounts...)
 	sec, err := r.containerSecurity(pod, c, img.Config.User)
 	if err != nil {
-		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return lifecycle.ContainerInfo{}, configError(err)
 	}
 	expand := func(s []string) []string {
@@ -190,12 +186,10 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		Devices: devs,
 	})
 	if err != nil {
-		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return lifecycle.ContainerInfo{}, &lifecycle.Failure{Reason: "CreateContainerError", Message: err.Error()}
 	}
 	r.event(pod, c.Name, v1.EventTypeNormal, "Created", "Container created")
 	if err := r.rt.StartContainer(ctx, id); err != nil {
-		r.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		var se *runtime.StartError
 		if !errors.As(err, &se) {
 			// No instance to show: the worker retries on the crash-loop
@@ -215,14 +209,6 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	r.event(pod, c.Name, v1.EventTypeNormal, "Started", "Container started")
 	return r.Container(ctx, id)
-}
-
-func failureMessage(err error) string {
-	var f *lifecycle.Failure
-	if errors.As(err, &f) {
-		return f.Message
-	}
-	return err.Error()
 }
 
 // ensureImage applies the container's pull policy, with the kubelet's
