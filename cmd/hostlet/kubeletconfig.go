@@ -76,6 +76,8 @@ var kubeletFields = []kubeletField{
 	flagged("port", "port"),
 	flagged("tlsCertFile", "tls-cert-file"),
 	flagged("tlsPrivateKeyFile", "tls-private-key-file"),
+	flagged("tlsCipherSuites", "tls-cipher-suites"),
+	flagged("tlsMinVersion", "tls-min-version"),
 	flagged("rotateCertificates", "rotate-certificates"),
 	flagged("serverTLSBootstrap", "rotate-server-certificates"),
 	flagged("authentication.x509.clientCAFile", "client-ca-file"),
@@ -142,8 +144,6 @@ var kubeletFields = []kubeletField{
 	// scheduler sees).
 	refuse("enableServer", "always serves the kubelet API"),
 	refuse("readOnlyPort", "serves no read-only port"),
-	refuse("tlsCipherSuites", "serves TLS 1.2 or later with Go's default cipher suites"),
-	refuse("tlsMinVersion", "serves TLS 1.2 or later"),
 	refuse("authentication.anonymous.enabled", "refuses anonymous requests"),
 	refuse("authentication.webhook.enabled", "always authenticates bearer tokens with TokenReview"),
 	refuse("authorization.mode", "always authorizes with SubjectAccessReview (Webhook)"),

@@ -115,6 +115,8 @@ address: 10.0.0.5
 port: 11250
 tlsCertFile: pki/serving.crt
 tlsPrivateKeyFile: /etc/pki/serving.key
+tlsMinVersion: VersionTLS12
+tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]
 authentication:
   x509:
     clientCAFile: /etc/pki/ca.crt
@@ -223,6 +225,8 @@ podLogsDir: /srv/pods
 	check("v", o.verbosity, 4)
 	check("container-runtime-endpoint", o.runtimeEndpoint, "unix:///run/k3s/containerd.sock")
 	check("pod-logs-dir", o.podLogsDir, "/srv/pods")
+	check("tls-min-version", o.tlsMinVersion, "VersionTLS12")
+	check("tls-cipher-suites", o.tlsCipherSuites, []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"})
 	// Not in the file: the kubelet's defaults.
 	check("streaming-connection-idle-timeout", o.streamIdleTimeout, 4*time.Hour)
 	check("container-log-max-workers", o.logMaxWorkers, 1)

@@ -94,6 +94,8 @@ type serverParts struct {
 	csi     *csi.Manager
 	metrics []prometheus.Collector
 	checks  *health.Checks
+	// tls is the TLS versions and suites served (settings).
+	tls server.TLS
 	// mirror serves the node's content, and the blobs its pulls are
 	// fetching, to the other nodes on /v2/ (--registry-mirror); nil
 	// without it.
@@ -108,7 +110,7 @@ func serve(ctx context.Context, o *options, name string, cert server.Certificate
 	}
 	return server.Serve(ctx, server.Config{
 		Addr: net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),
-		Cert: cert, ClientCAFile: o.clientCA,
+		Cert: cert, TLS: p.tls, ClientCAFile: o.clientCA,
 		AuthCache:         server.AuthCache{TokenTTL: o.authnCacheTTL, AllowedTTL: o.authzAllowedTTL, DeniedTTL: o.authzDeniedTTL},
 		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: p.client, Pods: p.prov, APIPods: p.inf.pods.Lister(), Runtime: p.rt, Events: p.events,

@@ -10,6 +10,7 @@ import (
 	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/provider/health"
 	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/server"
 	"github.com/hostlet/hostlet/provider/staticpod"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
@@ -25,6 +26,8 @@ type settings struct {
 	// watchdog is the unit's watchdog interval, 0 without one.
 	watchdog time.Duration
 	static   staticpod.Config
+	// tls is what the kubelet API's TLS accepts.
+	tls server.TLS
 }
 
 func (o *options) settings() (s settings, err error) {
@@ -50,6 +53,13 @@ func (o *options) settings() (s settings, err error) {
 	}
 	if s.static, err = o.staticPodConfig(s.name); err != nil {
 		return s, err
+	}
+	var warnings []string
+	if s.tls, warnings, err = server.ParseTLS(o.tlsMinVersion, o.tlsCipherSuites); err != nil {
+		return s, err
+	}
+	for _, w := range warnings {
+		log.Warn(w)
 	}
 	return s, nil
 }

@@ -38,7 +38,9 @@ import (
 type Config struct {
 	Addr string
 	// Cert is the serving certificate, asked on each handshake (tls.go).
-	Cert               Certificate
+	Cert Certificate
+	// TLS is the kubelet's tlsMinVersion and tlsCipherSuites.
+	TLS                TLS
 	ClientCAFile       string
 	AuthCache          AuthCache
 	StreamIdleTimeout  time.Duration
@@ -177,7 +179,8 @@ func Serve(ctx context.Context, cfg Config) error {
 		GetCertificate: getCertificate(cfg.Cert),
 		ClientCAs:      pool,
 		ClientAuth:     tls.VerifyClientCertIfGiven,
-		MinVersion:     tls.VersionTLS12,
+		MinVersion:     cfg.TLS.minVersion(),
+		CipherSuites:   cfg.TLS.CipherSuites,
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

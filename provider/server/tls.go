@@ -9,6 +9,7 @@ import (
 
 	log "github.com/sirupsen/logrus"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 // Certificate is the serving certificate of the moment: a certificate
@@ -70,3 +71,46 @@ func (f *FileCertificate) Enqueue() {
 
 // Current is the last pair that loaded.
 func (f *FileCertificate) Current() *tls.Certificate { return f.current.Load() }
+
+// TLS is what the kubelet API's TLS accepts, as the kubelet's tlsMinVersion
+// and tlsCipherSuites (their IDs; ParseTLS reads the names).
+type TLS struct {
+	// MinVersion is the lowest version served; zero: TLS 1.2.
+	MinVersion uint16
+	// CipherSuites are those served up to TLS 1.2 (TLS 1.3's are not
+	// configurable in Go); none: Go's defaults.
+	CipherSuites []uint16
+}
+
+func (t TLS) minVersion() uint16 {
+	if t.MinVersion == 0 {
+		return tls.VersionTLS12
+	}
+	return t.MinVersion
+}
+
+// ParseTLS reads the kubelet's --tls-min-version and --tls-cipher-suites
+// (names as component-base's flags take them), with the kubelet's warnings:
+// insecure suites named, and suites given with a TLS 1.3 minimum, which
+// leaves them unused.
+func ParseTLS(minVersion string, suites []string) (t TLS, warnings []string, err error) {
+	if t.CipherSuites, err = cliflag.TLSCipherSuites(suites); err != nil {
+		return t, nil, fmt.Errorf("--tls-cipher-suites: %w", err)
+	}
+	if t.MinVersion, err = cliflag.TLSVersion(minVersion); err != nil {
+		return t, nil, fmt.Errorf("--tls-min-version: %w", err)
+	}
+	insecure := cliflag.InsecureTLSCiphers()
+	for _, name := range suites {
+		if _, ok := insecure[name]; ok {
+			warnings = append(warnings, "the kubelet API serves an insecure cipher suite: "+name)
+		}
+	}
+	if t.MinVersion == tls.VersionTLS13 && len(t.CipherSuites) > 0 {
+		warnings = append(warnings, "TLS 1.3 cipher suites are not configurable: --tls-cipher-suites is ignored")
+	}
+	if t.MinVersion != 0 && t.MinVersion < tls.VersionTLS12 {
+		warnings = append(warnings, "the kubelet API serves TLS older than 1.2 (--tls-min-version "+minVersion+")")
+	}
+	return t, warnings, nil
+}

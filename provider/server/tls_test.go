@@ -95,3 +95,74 @@ func TestNoCertificateYet(t *testing.T) {
 		t.Fatalf("got %v, want %v", err, errNoCertificate)
 	}
 }
+
+// The kubelet's tlsMinVersion and tlsCipherSuites, read by name with the
+// kubelet's warnings, and served: a client below the minimum or without
+// one of the suites fails its handshake.
+func TestTLSSettings(t *testing.T) {
+	if _, _, err := ParseTLS("VersionTLS9", nil); err == nil {
+		t.Error("an unknown version was taken")
+	}
+	if _, _, err := ParseTLS("", []string{"TLS_NO_SUCH_SUITE"}); err == nil {
+		t.Error("an unknown suite was taken")
+	}
+	if got, _, _ := ParseTLS("", nil); got.minVersion() != tls.VersionTLS12 || got.CipherSuites != nil {
+		t.Errorf("defaults %+v", got)
+	}
+	_, warnings, err := ParseTLS("VersionTLS13", []string{"TLS_RSA_WITH_RC4_128_SHA"})
+	if err != nil || len(warnings) != 2 {
+		t.Errorf("TLS 1.3 with an insecure suite: %q %v, want two warnings", warnings, err)
+	}
+
+	// Served as Serve's tls.Config takes them.
+	serve := func(t *testing.T, s TLS) string {
+		cert, key, err := certutil.GenerateSelfSignedCertKey("node", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: s.minVersion(), CipherSuites: s.CipherSuites})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_ = c.(*tls.Conn).Handshake()
+				c.Close()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	dial := func(addr string, cfg *tls.Config) error {
+		cfg.InsecureSkipVerify = true
+		c, err := tls.Dial("tcp", addr, cfg)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	only13, _, _ := ParseTLS("VersionTLS13", nil)
+	addr := serve(t, only13)
+	if err := dial(addr, &tls.Config{MaxVersion: tls.VersionTLS12}); err == nil {
+		t.Error("a TLS 1.2 client was served under tlsMinVersion VersionTLS13")
+	}
+	if err := dial(addr, &tls.Config{}); err != nil {
+		t.Errorf("a TLS 1.3 client: %v", err)
+	}
+	one, _, _ := ParseTLS("", []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"})
+	addr = serve(t, one)
+	if err := dial(addr, &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384}}); err == nil {
+		t.Error("a suite outside tlsCipherSuites was served")
+	}
+	if err := dial(addr, &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}}); err != nil {
+		t.Errorf("the suite of tlsCipherSuites: %v", err)
+	}
+}
