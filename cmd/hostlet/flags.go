@@ -62,6 +62,7 @@ type options struct {
 	tlsCert, tlsKey           string
 	tlsCipherSuites           []string
 	tlsMinVersion             string
+	seccompDefault            bool
 	rotateServerCerts         bool
 	rotateCerts               bool
 	clientCA                  string
@@ -144,6 +145,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.tlsKey, "tls-private-key-file", "", "key of the serving certificate")
 	fs.StringSliceVar(&o.tlsCipherSuites, "tls-cipher-suites", nil, "cipher suites of the kubelet API up to TLS 1.2 (default: Go's); preferred values: "+strings.Join(cliflag.PreferredTLSCipherNames(), ", "))
 	fs.StringVar(&o.tlsMinVersion, "tls-min-version", "", "lowest TLS version of the kubelet API (default VersionTLS12): "+strings.Join(cliflag.TLSPossibleVersions(), ", "))
+	fs.BoolVar(&o.seccompDefault, "seccomp-default", false, "run containers that name no seccomp profile with the runtime's default one (RuntimeDefault), as the kubelet's seccompDefault")
 	fs.BoolVar(&o.rotateServerCerts, "rotate-server-certificates", false, "request the serving certificate from the cluster (kubernetes.io/kubelet-serving CSRs for the Node's addresses, approved by an approver such as the chart's) and renew it before it expires; --tls-cert-file is served until the first is issued")
 	fs.BoolVar(&o.rotateCerts, "rotate-certificates", false, "renew the client certificate of the --kubeconfig (one <prefix>-current.pem file for certificate and key, as `hostlet join` writes it) through kubernetes.io/kube-apiserver-client-kubelet CSRs before it expires")
 	fs.StringVar(&o.clientCA, "client-ca-file", "", "CA that signs client certificates of kubelet API callers")

@@ -116,6 +116,7 @@ port: 11250
 tlsCertFile: pki/serving.crt
 tlsPrivateKeyFile: /etc/pki/serving.key
 tlsMinVersion: VersionTLS12
+seccompDefault: true
 tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]
 authentication:
   x509:
@@ -226,6 +227,7 @@ podLogsDir: /srv/pods
 	check("container-runtime-endpoint", o.runtimeEndpoint, "unix:///run/k3s/containerd.sock")
 	check("pod-logs-dir", o.podLogsDir, "/srv/pods")
 	check("tls-min-version", o.tlsMinVersion, "VersionTLS12")
+	check("seccomp-default", o.seccompDefault, true)
 	check("tls-cipher-suites", o.tlsCipherSuites, []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"})
 	// Not in the file: the kubelet's defaults.
 	check("streaming-connection-idle-timeout", o.streamIdleTimeout, 4*time.Hour)

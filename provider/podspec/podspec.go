@@ -34,6 +34,9 @@ type Config struct {
 	ClusterDNS    []string
 	ClusterDomain string
 	ResolvConf    string // the host's, for dnsPolicy Default
+	// SeccompDefault gives containers that name no seccomp profile the
+	// runtime's default (the kubelet's seccompDefault).
+	SeccompDefault bool
 
 	// Objects fetches what pods reference (NewObjectCache: one watch per
 	// object; NewObjects: a GET per read).

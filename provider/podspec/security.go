@@ -77,6 +77,12 @@ func (r *Runtime) containerSecurity(pod *v1.Pod, c *v1.Container, imageUser stri
 	if csc.SeccompProfile != nil {
 		profile = csc.SeccompProfile
 	}
+	if profile == nil && r.cfg.SeccompDefault {
+		// The kubelet's seccompDefault: a container that names no profile
+		// runs with the runtime's default one (a privileged container
+		// with none, as containerd's CRI runs it).
+		profile = &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}
+	}
 	if profile != nil {
 		switch profile.Type {
 		case v1.SeccompProfileTypeRuntimeDefault:

@@ -131,3 +131,22 @@ func TestContainerSecurityProfiles(t *testing.T) {
 		t.Errorf("Localhost without a name: %v", err)
 	}
 }
+
+// seccompDefault: a container naming no profile runs RuntimeDefault, one
+// naming Unconfined stays so; without it, no profile is Unconfined.
+func TestSeccompDefault(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}
+	c := &pod.Spec.Containers[0]
+	r := &Runtime{cfg: Config{RootDir: "/var/lib/hostlet"}}
+	if sec, err := r.containerSecurity(pod, c, ""); err != nil || sec.Seccomp != "" {
+		t.Errorf("no seccompDefault: %q %v, want none", sec.Seccomp, err)
+	}
+	r.cfg.SeccompDefault = true
+	if sec, err := r.containerSecurity(pod, c, ""); err != nil || sec.Seccomp != "RuntimeDefault" {
+		t.Errorf("seccompDefault: %q %v, want RuntimeDefault", sec.Seccomp, err)
+	}
+	c.SecurityContext = &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeUnconfined}}
+	if sec, err := r.containerSecurity(pod, c, ""); err != nil || sec.Seccomp != "" && sec.Seccomp != "Unconfined" {
+		t.Errorf("seccompDefault with Unconfined asked: %q %v", sec.Seccomp, err)
+	}
+}
