@@ -14,6 +14,7 @@ import (
 	"github.com/hostlet/hostlet/provider/staticpod"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
+	"k8s.io/component-helpers/node/util/sysctl"
 )
 
 // settings are what the flags say, checked before anything starts.
@@ -53,6 +54,11 @@ func (o *options) settings() (s settings, err error) {
 	}
 	if s.static, err = o.staticPodConfig(s.name); err != nil {
 		return s, err
+	}
+	if o.protectKernelDefaults {
+		if err := node.CheckKernelDefaults(sysctl.New()); err != nil {
+			return s, fmt.Errorf("protectKernelDefaults: %w", err)
+		}
 	}
 	var warnings []string
 	if s.tls, warnings, err = server.ParseTLS(o.tlsMinVersion, o.tlsCipherSuites); err != nil {
