@@ -118,6 +118,7 @@ tlsPrivateKeyFile: /etc/pki/serving.key
 tlsMinVersion: VersionTLS12
 seccompDefault: true
 protectKernelDefaults: true
+podPidsLimit: 4096
 tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]
 authentication:
   x509:
@@ -230,6 +231,7 @@ podLogsDir: /srv/pods
 	check("tls-min-version", o.tlsMinVersion, "VersionTLS12")
 	check("seccomp-default", o.seccompDefault, true)
 	check("protect-kernel-defaults", o.protectKernelDefaults, true)
+	check("pod-max-pids", o.podPidsLimit, int64(4096))
 	check("tls-cipher-suites", o.tlsCipherSuites, []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"})
 	// Not in the file: the kubelet's defaults.
 	check("streaming-connection-idle-timeout", o.streamIdleTimeout, 4*time.Hour)

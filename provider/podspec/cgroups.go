@@ -79,7 +79,13 @@ func PodCgroupResources(pod *v1.Pod) runtime.PodResources {
 // new one), and returns the parent of its containers.
 func (r *Runtime) ensurePodCgroup(pod *v1.Pod) (string, error) {
 	r.updateQOSCgroups()
-	return r.rt.EnsurePodCgroup(string(pod.UID), string(node.QOSClass(pod)), PodCgroupResources(pod))
+	res := PodCgroupResources(pod)
+	if limit := r.cfg.PodPidsLimit; limit > 0 {
+		// The pod's processes together, as the kubelet's pod container
+		// manager sets pids.max: a fork bomb stays in its pod.
+		res.PidsLimit = &limit
+	}
+	return r.rt.EnsurePodCgroup(string(pod.UID), string(node.QOSClass(pod)), res)
 }
 
 // ResizePodCgroup is the pod-level half of an in-place resize, as the

@@ -37,6 +37,9 @@ type Config struct {
 	// SeccompDefault gives containers that name no seccomp profile the
 	// runtime's default (the kubelet's seccompDefault).
 	SeccompDefault bool
+	// PodPidsLimit is the most processes a pod's cgroup holds (the
+	// kubelet's podPidsLimit); zero or less: no limit of its own.
+	PodPidsLimit int64
 
 	// Objects fetches what pods reference (NewObjectCache: one watch per
 	// object; NewObjects: a GET per read).

@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostlet/hostlet/test/harness"
+	v1 "k8s.io/api/core/v1"
+)
+
+// A CIS-hardened node's KubeletConfiguration runs unchanged (hostlet
+// refused every one of these fields): the kubelet API serves TLS 1.3 only,
+// a container that names no seccomp profile runs with the runtime's
+// default one, and each pod's cgroup holds at most podPidsLimit processes.
+func TestHardenedKubeletConfig(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-hardened"
+	h := extraNode(t, harness.HostletOptions{NodeName: name, KubeletConfig: kcHeader + `tlsMinVersion: VersionTLS13
+tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]
+seccompDefault: true
+podPidsLimit: 64
+`})
+	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(h.Port()))
+	dial := func(max uint16) error {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true, MaxVersion: max})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := dial(tls.VersionTLS12); err == nil {
+		t.Error("the kubelet API served TLS 1.2 under tlsMinVersion VersionTLS13")
+	}
+	if err := dial(tls.VersionTLS13); err != nil {
+		t.Errorf("TLS 1.3: %v", err)
+	}
+
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "plain", "sleep", "3600")
+	pod.Spec.NodeName = name
+	cluster.CreatePod(t, pod)
+	p := waitPhase(t, ns, pod.Name, v1.PodRunning)
+	// Seccomp mode 2: a filter, the runtime's default profile.
+	if out := execIn(t, ns, pod.Name, "c", "grep", "^Seccomp:", "/proc/self/status"); strings.Fields(out)[1] != "2" {
+		t.Errorf("a container naming no profile under seccompDefault: %q, want mode 2", out)
+	}
+	podCgroup := filepath.Join(h.CgroupRoot(), "kubepods", "besteffort", "pod"+string(p.UID))
+	if got := readCgroupFile(t, cgroupDir("pids", podCgroup), "pids.max"); got != "64" {
+		t.Errorf("the pod cgroup's pids.max = %q, want podPidsLimit's 64", got)
+	}
+}
+
+// protectKernelDefaults checks the kernel's tunables as the kubelet does:
+// on a host tuned as the kubelet wants the node starts; otherwise it
+// stops, naming each tunable with the kubelet's message, and registers
+// nothing. It never changes them.
+func TestProtectKernelDefaults(t *testing.T) {
+	skipIfNoCluster(t)
+	want := map[string]int{"vm/overcommit_memory": 1, "vm/panic_on_oom": 0, "kernel/panic": 10, "kernel/panic_on_oops": 1,
+		"kernel/keys/root_maxkeys": 1000000, "kernel/keys/root_maxbytes": 25000000}
+	read := func() map[string]int {
+		got := map[string]int{}
+		for k := range want {
+			b, err := os.ReadFile(filepath.Join("/proc/sys", k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[k], _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		return got
+	}
+	before := read()
+	var off []string
+	for k, v := range want {
+		if before[k] != v {
+			off = append(off, fmt.Sprintf("invalid kernel flag: %s, expected value: %d, actual value: %d", k, v, before[k]))
+		}
+	}
+	h := extraNode(t, harness.HostletOptions{NodeName: "hostlet-protect-kernel", NoWaitReady: len(off) > 0,
+		KubeletConfig: kcHeader + "protectKernelDefaults: true\n"})
+	if len(off) == 0 {
+		t.Log("this host is tuned as the kubelet wants: the node started")
+		return
+	}
+	select {
+	case <-h.Done():
+	case <-ctxT(t).Done():
+		t.Fatal("hostlet did not stop on a host whose tunables differ")
+	}
+	b, err := os.ReadFile(h.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range off {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("the log does not say %q", w)
+		}
+	}
+	for k, v := range read() {
+		if v != before[k] {
+			t.Errorf("%s changed from %d to %d", k, before[k], v)
+		}
+	}
+}
