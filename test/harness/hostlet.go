@@ -115,6 +115,8 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		"--container-logs-dir", h.ContainerLogsDir(),
 		"--container-runtime-endpoint", "unix://" + c.ContainerdSocket(),
 		"--containerd-namespace", ContainerdNamespace,
+		// The CRI view under the node's own dir: tests never touch /run.
+		"--cri-socket", h.CRISocket(),
 		"--cni-conf-dir", c.CNIConfDir(),
 		"--cni-bin-dir", c.CNIBinDir(),
 		"--cni-cache-dir", c.CNICacheDir(),
@@ -300,6 +302,10 @@ func (h *Hostlet) PodLogsDir() string { return filepath.Join(h.RootDir()+".var-l
 func (h *Hostlet) ContainerLogsDir() string {
 	return filepath.Join(h.RootDir()+".var-log", "containers")
 }
+
+// CRISocket is the node's --cri-socket, in a directory of its own beside
+// its root dir (hostlet makes it root-only).
+func (h *Hostlet) CRISocket() string { return filepath.Join(h.RootDir()+".run", "cri.sock") }
 
 // Args is the full command line hostlet was started with (without argv[0]).
 func (h *Hostlet) Args() []string { return append([]string(nil), h.args...) }

@@ -1,0 +1,318 @@
+package cri
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/hostlet/hostlet/runtime"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/dump"
+	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"hash/fnv"
+)
+
+// The kubelet's annotations on a CRI container (labels.go).
+const (
+	annotationHash                     = "io.kubernetes.container.hash"
+	annotationRestartCount             = "io.kubernetes.container.restartCount"
+	annotationTerminationMessagePath   = "io.kubernetes.container.terminationMessagePath"
+	annotationTerminationMessagePolicy = "io.kubernetes.container.terminationMessagePolicy"
+	annotationPreStopHandler           = "io.kubernetes.container.preStopHandler"
+	annotationPorts                    = "io.kubernetes.container.ports"
+	annotationTerminationGracePeriod   = "io.kubernetes.pod.terminationGracePeriod"
+)
+
+// CRI's reasons for an exited container without one of its own
+// (containerd's completeExitReason, errorExitReason).
+const (
+	reasonCompleted = "Completed"
+	reasonError     = "Error"
+)
+
+func (s *server) ListContainers(ctx context.Context, r *criapi.ListContainersRequest) (*criapi.ListContainersResponse, error) {
+	pods, containers, err := s.snapshotWithContainers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	imgs, err := s.cfg.Images.CRIImages(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("images: %w", err)
+	}
+	ids := imageIDs(imgs)
+	out := make([]*criapi.Container, 0, len(containers))
+	for _, c := range containers {
+		out = append(out, criContainer(pods[c.PodUID], c, ids))
+	}
+	slices.SortStableFunc(out, func(a, b *criapi.Container) int { return cmp.Compare(b.CreatedAt, a.CreatedAt) })
+	return &criapi.ListContainersResponse{Containers: filterContainers(out, r.GetFilter())}, nil
+}
+
+func (s *server) ContainerStatus(ctx context.Context, r *criapi.ContainerStatusRequest) (*criapi.ContainerStatusResponse, error) {
+	pods, containers, err := s.snapshotWithContainers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(containers))
+	for _, c := range containers {
+		ids = append(ids, c.ID)
+	}
+	id, err := resolveID(ids, r.GetContainerId())
+	if err != nil {
+		return nil, fmt.Errorf("an error occurred when try to find container %q: %w", r.GetContainerId(), err)
+	}
+	// Read again: the list may be a moment old, and a status is asked of
+	// one container to see it now.
+	c, err := s.cfg.Runtime.ContainerStatus(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("container %q: %w", id, err)
+	}
+	mounts, err := s.cfg.Runtime.ContainerMounts(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("mounts of container %q: %w", id, err)
+	}
+	return &criapi.ContainerStatusResponse{Status: containerStatus(pods[c.PodUID], c, mounts)}, nil
+}
+
+// imageIDs maps every name of an image to its CRI id (its config digest).
+func imageIDs(imgs []runtime.CRIImage) map[string]string {
+	out := map[string]string{}
+	for _, img := range imgs {
+		for _, n := range img.Names {
+			out[n] = img.ConfigDigest
+		}
+	}
+	return out
+}
+
+// criContainer is a container as ListContainers has it. Its image is the
+// image's ID, as the kubelet gives CreateContainer (and crictl ps
+// truncates), with the name the pod spec wrote; its image_ref the ID too,
+// as containerd's CRI lists it.
+func criContainer(p *podSandbox, c runtime.ContainerStatus, imageIDs map[string]string) *criapi.Container {
+	image := imageIDs[normalized(c.ImageName)]
+	if image == "" {
+		image = c.ImageID // the image is gone: its repo digest still names it
+	}
+	return &criapi.Container{
+		Id:           c.ID,
+		PodSandboxId: sandboxID(c.PodUID),
+		Metadata:     &criapi.ContainerMetadata{Name: c.Name, Attempt: uint32(c.Attempt)},
+		Image:        &criapi.ImageSpec{Image: image, UserSpecifiedImage: c.ImageName},
+		ImageRef:     image,
+		State:        containerState(c.State),
+		CreatedAt:    c.CreatedAt.UnixNano(),
+		Labels:       containerLabels(p, c),
+		Annotations:  containerAnnotations(p, c),
+	}
+}
+
+// containerStatus is ContainerStatus as containerd's CRI answers it: the
+// image by its tag and image_ref its repo digest (what the pod status's
+// image and imageID show), started and finished times only once they are.
+func containerStatus(p *podSandbox, c runtime.ContainerStatus, mounts []runtime.Mount) *criapi.ContainerStatus {
+	st := &criapi.ContainerStatus{
+		Id:          c.ID,
+		Metadata:    &criapi.ContainerMetadata{Name: c.Name, Attempt: uint32(c.Attempt)},
+		State:       containerState(c.State),
+		CreatedAt:   c.CreatedAt.UnixNano(),
+		Image:       &criapi.ImageSpec{Image: normalized(c.ImageName), UserSpecifiedImage: c.ImageName},
+		ImageRef:    c.ImageID,
+		Labels:      containerLabels(p, c),
+		Annotations: containerAnnotations(p, c),
+		Mounts:      criMounts(mounts),
+		LogPath:     c.LogPath,
+		User:        &criapi.ContainerUser{},
+	}
+	switch c.State {
+	case runtime.StateRunning:
+		st.StartedAt = c.StartedAt.UnixNano()
+	case runtime.StateExited:
+		if !c.StartedAt.IsZero() {
+			st.StartedAt = c.StartedAt.UnixNano()
+		}
+		st.FinishedAt = c.FinishedAt.UnixNano()
+		st.ExitCode = c.ExitCode
+		st.Reason = c.Reason
+		if st.Reason == "" {
+			st.Reason = reasonCompleted
+			if c.ExitCode != 0 {
+				st.Reason = reasonError
+			}
+		}
+		st.Message = terminationMessage(p, c.ID)
+	}
+	if u := c.User; u != nil {
+		st.User.Linux = &criapi.LinuxContainerUser{Uid: int64(u.UID), Gid: int64(u.GID)}
+		for _, g := range u.SupplementalGroups {
+			st.User.Linux.SupplementalGroups = append(st.User.Linux.SupplementalGroups, int64(g))
+		}
+	}
+	return st
+}
+
+func normalized(image string) string {
+	if n, err := runtime.NormalizeImage(image); err == nil {
+		return n
+	}
+	return image
+}
+
+func containerState(s runtime.State) criapi.ContainerState {
+	switch s {
+	case runtime.StateCreated:
+		return criapi.ContainerState_CONTAINER_CREATED
+	case runtime.StateRunning:
+		return criapi.ContainerState_CONTAINER_RUNNING
+	case runtime.StateExited:
+		return criapi.ContainerState_CONTAINER_EXITED
+	}
+	return criapi.ContainerState_CONTAINER_UNKNOWN
+}
+
+// terminationMessage is the message the pod's status has for that
+// container instance (its termination message, or its log's tail as
+// terminationMessagePolicy says): hostlet reads it when the container
+// ends, and the status keeps it for this instance and the one before.
+func terminationMessage(p *podSandbox, id string) string {
+	if p == nil || p.pod == nil {
+		return ""
+	}
+	want := "containerd://" + id
+	for _, list := range [][]v1.ContainerStatus{p.pod.Status.InitContainerStatuses, p.pod.Status.ContainerStatuses, p.pod.Status.EphemeralContainerStatuses} {
+		for _, cs := range list {
+			for _, t := range []*v1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+				if t != nil && t.ContainerID == want {
+					return t.Message
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// containerLabels are the kubelet's newContainerLabels.
+func containerLabels(p *podSandbox, c runtime.ContainerStatus) map[string]string {
+	out := map[string]string{labelPodUID: c.PodUID, labelContainerName: c.Name}
+	if p != nil {
+		out[labelPodName], out[labelPodNamespace] = p.ref.Name, p.ref.Namespace
+	}
+	return out
+}
+
+// containerAnnotations are the kubelet's newContainerAnnotations, from the
+// container's spec in the pod (none once the node no longer runs the
+// pod): restartCount is the attempt it was created as.
+func containerAnnotations(p *podSandbox, c runtime.ContainerStatus) map[string]string {
+	out := map[string]string{annotationRestartCount: strconv.Itoa(c.Attempt)}
+	if p == nil || p.pod == nil {
+		return out
+	}
+	spec := containerSpec(p.pod, c.Name)
+	if spec == nil {
+		return out
+	}
+	out[annotationHash] = strconv.FormatUint(hashContainer(spec), 16)
+	out[annotationTerminationMessagePath] = spec.TerminationMessagePath
+	out[annotationTerminationMessagePolicy] = string(spec.TerminationMessagePolicy)
+	if g := p.pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		out[annotationTerminationGracePeriod] = strconv.FormatInt(*g, 10)
+	}
+	if spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+		if b, err := json.Marshal(spec.Lifecycle.PreStop); err == nil {
+			out[annotationPreStopHandler] = string(b)
+		}
+	}
+	if len(spec.Ports) > 0 {
+		if b, err := json.Marshal(spec.Ports); err == nil {
+			out[annotationPorts] = string(b)
+		}
+	}
+	return out
+}
+
+// containerSpec is the pod's container of that name, of any kind.
+func containerSpec(pod *v1.Pod, name string) *v1.Container {
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if e := &pod.Spec.EphemeralContainers[i]; e.Name == name {
+			c := v1.Container(e.EphemeralContainerCommon)
+			return &c
+		}
+	}
+	return nil
+}
+
+// hashContainer is the kubelet's HashContainer (pkg/kubelet/container):
+// FNV-32a of the dump of the JSON of the container's name and image, the
+// fields whose change makes the kubelet restart it.
+func hashContainer(c *v1.Container) uint64 {
+	b, _ := json.Marshal(map[string]string{"name": c.Name, "image": c.Image})
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%v", dump.ForHash(b))
+	return uint64(h.Sum32())
+}
+
+// criMounts are runtime mounts as CRI's.
+func criMounts(ms []runtime.Mount) []*criapi.Mount {
+	out := make([]*criapi.Mount, 0, len(ms))
+	for _, m := range ms {
+		cm := &criapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.ReadOnly,
+			RecursiveReadOnly: m.RecursiveReadOnly}
+		switch m.Propagation {
+		case runtime.PropagationHostToContainer:
+			cm.Propagation = criapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+		case runtime.PropagationBidirectional:
+			cm.Propagation = criapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+		}
+		out = append(out, cm)
+	}
+	return out
+}
+
+// filterContainers applies ListContainers' filter as containerd's CRI
+// does: id and sandbox id (or prefixes of them), state, labels.
+func filterContainers(items []*criapi.Container, f *criapi.ContainerFilter) []*criapi.Container {
+	if f == nil {
+		return items
+	}
+	id, sandbox := f.GetId(), f.GetPodSandboxId()
+	var ids, sandboxes []string
+	for _, c := range items {
+		ids = append(ids, c.Id)
+		sandboxes = append(sandboxes, c.PodSandboxId)
+	}
+	if full, err := resolveID(ids, id); err == nil {
+		id = full
+	}
+	if full, err := resolveID(slices.Compact(slices.Sorted(slices.Values(sandboxes))), sandbox); err == nil {
+		sandbox = full
+	}
+	out := []*criapi.Container{}
+	for _, c := range items {
+		if id != "" && c.Id != id {
+			continue
+		}
+		if sandbox != "" && c.PodSandboxId != sandbox {
+			continue
+		}
+		if f.GetState() != nil && f.GetState().GetState() != c.State {
+			continue
+		}
+		if !matchLabels(c.Labels, f.GetLabelSelector()) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}

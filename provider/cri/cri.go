@@ -1,0 +1,178 @@
+// Package cri serves a CRI view of the node (k8s.io/cri-api v1's
+// RuntimeService and ImageService) on a root-only unix socket, from
+// hostlet's own state: its pods (the provider's registry), their sandboxes
+// and containers (runtime's records in containerd namespace hostlet, which
+// carry no CRI plugin metadata) and images. crictl and the node agents
+// that list containers through CRI see the node's pods as on a kubelet
+// node. It is a view: hostlet runs only the pods the API server binds to
+// it (and its static pods), so what would make or change a pod is refused.
+package cri
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"time"
+
+	"github.com/hostlet/hostlet/provider/grpcsock"
+	"github.com/hostlet/hostlet/runtime"
+	"google.golang.org/grpc"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Pods is what the view reads of the provider: the pods the node runs, by
+// UID, with their latest status.
+type Pods interface {
+	GetPodByUID(ctx context.Context, uid types.UID) (*v1.Pod, error)
+	// SeenAt is when the node first saw the pod (config.seen).
+	SeenAt(uid types.UID) (time.Time, bool)
+}
+
+// Runtime is what the view reads of the runtime.
+type Runtime interface {
+	// Version is "containerd://<version>".
+	Version(ctx context.Context) (string, error)
+	RuntimeHandlers(ctx context.Context) ([]runtime.RuntimeHandler, error)
+	SandboxRecords() ([]runtime.SandboxRecord, error)
+	ContainerPods(ctx context.Context) (map[string]runtime.PodRef, error)
+	ListContainers(ctx context.Context, podUID string) ([]runtime.ContainerStatus, error)
+	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
+	ContainerMounts(ctx context.Context, id string) ([]runtime.Mount, error)
+}
+
+// Images is what the image service reads.
+type Images interface {
+	CRIImages(ctx context.Context) ([]runtime.CRIImage, error)
+	ImageFsDir(ctx context.Context) (string, error)
+}
+
+// Network says whether pods can get a network (the CNI config's state):
+// the runtime's NetworkReady condition.
+type Network interface {
+	Status() error
+}
+
+// Config is the socket and the sources.
+type Config struct {
+	// Socket is the unix socket served, in a directory only root reaches.
+	Socket  string
+	Pods    Pods
+	Runtime Runtime
+	Images  Images
+	Network Network
+	// CgroupDriver is the runtime's, runtime.CgroupDriverSystemd or
+	// runtime.CgroupDriverCgroupfs.
+	CgroupDriver string
+}
+
+type server struct {
+	criapi.UnimplementedRuntimeServiceServer
+	criapi.UnimplementedImageServiceServer
+	cfg Config
+}
+
+// Serve listens on the socket (a stale one from before is replaced) and
+// serves until ctx ends. The socket answers for every container of the
+// node, exec included later: only root reaches it (the directory 0700,
+// the socket 0600), as containerd's socket.
+func Serve(ctx context.Context, cfg Config) error {
+	dir := filepath.Dir(cfg.Socket)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	// MkdirAll leaves an existing directory's mode as it was.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	s := &server{cfg: cfg}
+	if err := grpcsock.Serve(ctx, cfg.Socket, "cri", func(srv *grpc.Server) {
+		criapi.RegisterRuntimeServiceServer(srv, s)
+		criapi.RegisterImageServiceServer(srv, s)
+	}); err != nil {
+		return err
+	}
+	return os.Chmod(cfg.Socket, 0o600)
+}
+
+// Version answers as containerd's CRI does (runtime_name "containerd", its
+// version): the containers are containerd's, and the kubelet makes the
+// node's containerRuntimeVersion ("containerd://2.x") from these two
+// fields, which hostlet's Node reports the same.
+func (s *server) Version(ctx context.Context, _ *criapi.VersionRequest) (*criapi.VersionResponse, error) {
+	v, err := s.cfg.Runtime.Version(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("containerd's version: %w", err)
+	}
+	name, version, _ := strings.Cut(v, "://")
+	return &criapi.VersionResponse{
+		Version:           kubeAPIVersion,
+		RuntimeName:       name,
+		RuntimeVersion:    version,
+		RuntimeApiVersion: "v1",
+	}, nil
+}
+
+// kubeAPIVersion is what containerd's CRI answers as Version's version.
+const kubeAPIVersion = "0.1.0"
+
+// Status has containerd's conditions: RuntimeReady while containerd
+// answers (hostlet's view of it), NetworkReady from the CNI config.
+func (s *server) Status(ctx context.Context, r *criapi.StatusRequest) (*criapi.StatusResponse, error) {
+	rt := &criapi.RuntimeCondition{Type: criapi.RuntimeReady, Status: true}
+	handlers, err := s.cfg.Runtime.RuntimeHandlers(ctx)
+	if err != nil {
+		rt.Status, rt.Reason, rt.Message = false, "ContainerdNotReady", err.Error()
+	}
+	netErr := s.cfg.Network.Status()
+	resp := &criapi.StatusResponse{
+		Status:          &criapi.RuntimeStatus{Conditions: []*criapi.RuntimeCondition{rt, networkCondition(netErr)}},
+		RuntimeHandlers: criHandlers(handlers),
+		Features:        &criapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
+	}
+	if r.GetVerbose() {
+		status := "OK"
+		if netErr != nil {
+			status = netErr.Error()
+		}
+		golang, _ := json.Marshal(goruntime.Version())
+		resp.Info = map[string]string{"golang": string(golang), "lastCNILoadStatus": status}
+	}
+	return resp, nil
+}
+
+// networkCondition is NetworkReady in containerd's words.
+func networkCondition(err error) *criapi.RuntimeCondition {
+	if err != nil {
+		return &criapi.RuntimeCondition{Type: criapi.NetworkReady, Reason: "NetworkPluginNotReady",
+			Message: fmt.Sprintf("Network plugin returns error: %v", err)}
+	}
+	return &criapi.RuntimeCondition{Type: criapi.NetworkReady, Status: true}
+}
+
+// criHandlers are the handlers hostlet runs pods with, the default one
+// named "" (as containerd lists it), sorted by name.
+func criHandlers(hs []runtime.RuntimeHandler) []*criapi.RuntimeHandler {
+	out := make([]*criapi.RuntimeHandler, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, &criapi.RuntimeHandler{Name: h.Name, Features: &criapi.RuntimeHandlerFeatures{
+			RecursiveReadOnlyMounts: h.RecursiveReadOnlyMounts, UserNamespaces: h.UserNamespaces,
+		}})
+	}
+	return out
+}
+
+// RuntimeConfig says the cgroup driver, which the kubelet (and the node
+// e2e suite) ask the runtime for rather than configure.
+func (s *server) RuntimeConfig(context.Context, *criapi.RuntimeConfigRequest) (*criapi.RuntimeConfigResponse, error) {
+	driver := criapi.CgroupDriver_CGROUPFS
+	if s.cfg.CgroupDriver == runtime.CgroupDriverSystemd {
+		driver = criapi.CgroupDriver_SYSTEMD
+	}
+	return &criapi.RuntimeConfigResponse{Linux: &criapi.LinuxRuntimeConfiguration{CgroupDriver: driver}}, nil
+}

@@ -1,0 +1,481 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostlet/hostlet/provider/grpcsock"
+	"github.com/hostlet/hostlet/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
+)
+
+type fakePods map[types.UID]*v1.Pod
+
+var seen = time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+
+func (f fakePods) GetPodByUID(_ context.Context, uid types.UID) (*v1.Pod, error) {
+	if p, ok := f[uid]; ok {
+		return p, nil
+	}
+	return nil, errors.New("not found")
+}
+
+func (f fakePods) SeenAt(uid types.UID) (time.Time, bool) {
+	_, ok := f[uid]
+	return seen, ok
+}
+
+type fakeRuntime struct {
+	recs       []runtime.SandboxRecord
+	refs       map[string]runtime.PodRef
+	containers []runtime.ContainerStatus
+	mounts     map[string][]runtime.Mount
+	imgs       []runtime.CRIImage
+}
+
+func (f *fakeRuntime) Version(context.Context) (string, error) { return "containerd://2.2.9", nil }
+func (f *fakeRuntime) RuntimeHandlers(context.Context) ([]runtime.RuntimeHandler, error) {
+	return []runtime.RuntimeHandler{{Name: ""}, {Name: "runc", UserNamespaces: true}}, nil
+}
+func (f *fakeRuntime) SandboxRecords() ([]runtime.SandboxRecord, error) { return f.recs, nil }
+func (f *fakeRuntime) ContainerPods(context.Context) (map[string]runtime.PodRef, error) {
+	return f.refs, nil
+}
+func (f *fakeRuntime) ListContainers(context.Context, string) ([]runtime.ContainerStatus, error) {
+	return f.containers, nil
+}
+func (f *fakeRuntime) ContainerStatus(_ context.Context, id string) (runtime.ContainerStatus, error) {
+	for _, c := range f.containers {
+		if c.ID == id {
+			return c, nil
+		}
+	}
+	return runtime.ContainerStatus{}, errors.New("not found")
+}
+func (f *fakeRuntime) ContainerMounts(_ context.Context, id string) ([]runtime.Mount, error) {
+	return f.mounts[id], nil
+}
+func (f *fakeRuntime) CRIImages(context.Context) ([]runtime.CRIImage, error) { return f.imgs, nil }
+func (f *fakeRuntime) ImageFsDir(context.Context) (string, error)            { return os.TempDir(), nil }
+
+type fakeNetwork struct{ err error }
+
+func (f fakeNetwork) Status() error { return f.err }
+
+var (
+	created  = time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC)
+	started  = created.Add(time.Second)
+	finished = started.Add(time.Minute)
+)
+
+const (
+	webUID  = "11111111-aaaa-bbbb-cccc-000000000001"
+	hostUID = "22222222-aaaa-bbbb-cccc-000000000002"
+	goneUID = "33333333-aaaa-bbbb-cccc-000000000003"
+	cfgID   = "sha256:c0ffee0000000000000000000000000000000000000000000000000000000000"
+)
+
+// node is a node running "web" (a pod network, two containers: one
+// running, an init one that failed once), "host" (host network,
+// shareProcessNamespace, a static pod's annotations) and the leftovers of
+// "gone", a pod that ended before hostlet restarted: containers, no
+// record, no pod.
+func node() (fakePods, *fakeRuntime) {
+	web := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: webUID,
+			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"note": "x"}},
+		Spec: v1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](30),
+			InitContainers:                []v1.Container{{Name: "init", Image: "busybox", TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: v1.TerminationMessageReadFile}},
+			Containers: []v1.Container{{Name: "test_container", Image: "foo/image:v1",
+				TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: v1.TerminationMessageFallbackToLogsOnError,
+				Ports: []v1.ContainerPort{{ContainerPort: 8001}}}},
+		},
+		Status: v1.PodStatus{
+			StartTime: &metav1.Time{Time: created.Add(-time.Second)},
+			InitContainerStatuses: []v1.ContainerStatus{{Name: "init", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+				ExitCode: 1, Message: "it failed", ContainerID: "containerd://init0"}}}},
+		},
+	}
+	host := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "host", Namespace: "kube-system", UID: hostUID,
+			Annotations: map[string]string{"kubernetes.io/config.source": "file", "kubernetes.io/config.seen": "then"}},
+		Spec: v1.PodSpec{HostNetwork: true, HostPID: false, ShareProcessNamespace: ptr.To(true)},
+	}
+	rt := &fakeRuntime{
+		recs: []runtime.SandboxRecord{
+			{Sandbox: runtime.Sandbox{UID: webUID, Namespace: "ns", Name: "web", IPs: []string{"10.88.0.5", "fd00::5"}, Handler: "runc"}, Ready: true, CreatedAt: created},
+			{Sandbox: runtime.Sandbox{UID: hostUID, Namespace: "kube-system", Name: "host", HostNetwork: true, IPs: []string{"192.0.2.1"}, PausePID: 9}, Ready: false, CreatedAt: created.Add(time.Hour)},
+		},
+		refs: map[string]runtime.PodRef{
+			webUID:  {UID: webUID, Namespace: "ns", Name: "web"},
+			goneUID: {UID: goneUID, Namespace: "ns", Name: "gone", FirstCreated: created.Add(-time.Hour)},
+		},
+		containers: []runtime.ContainerStatus{
+			{ID: "init0", Name: "init", PodUID: webUID, State: runtime.StateExited, CreatedAt: created, StartedAt: started, FinishedAt: finished,
+				ExitCode: 1, ImageName: "busybox", ImageID: "docker.io/library/busybox@sha256:b0b0", LogPath: "/var/log/pods/ns_web_" + webUID + "/init/0.log"},
+			{ID: "app1", Name: "test_container", PodUID: webUID, Attempt: 2, State: runtime.StateRunning, CreatedAt: finished, StartedAt: finished.Add(time.Second),
+				ImageName: "foo/image:v1", ImageID: "docker.io/foo/image@sha256:f00", LogPath: "/logs/app/2.log",
+				User: &runtime.User{UID: 1000, GID: 2000, SupplementalGroups: []uint32{2000, 3000}}},
+			{ID: "gone0", Name: "c", PodUID: goneUID, State: runtime.StateExited, CreatedAt: created.Add(-time.Hour), ExitCode: 0},
+		},
+		mounts: map[string][]runtime.Mount{"app1": {
+			{HostPath: "/data", ContainerPath: "/data", ReadOnly: true, RecursiveReadOnly: true, Propagation: runtime.PropagationHostToContainer},
+			{HostPath: "/pods/etc-hosts", ContainerPath: "/etc/hosts"},
+		}},
+		imgs: []runtime.CRIImage{{
+			StoredImage:  runtime.StoredImage{ID: "sha256:f00", Names: []string{"docker.io/foo/image:v1", "docker.io/foo/image@sha256:f00"}, Size: 1234},
+			ConfigDigest: cfgID, UID: ptr.To[int64](0),
+		}},
+	}
+	return fakePods{webUID: web, hostUID: host}, rt
+}
+
+func newServer() *server {
+	pods, rt := node()
+	return &server{cfg: Config{Pods: pods, Runtime: rt, Images: rt, Network: fakeNetwork{}, CgroupDriver: runtime.CgroupDriverSystemd}}
+}
+
+func sandboxesByName(items []*criapi.PodSandbox) map[string]*criapi.PodSandbox {
+	out := map[string]*criapi.PodSandbox{}
+	for _, s := range items {
+		out[s.Metadata.Name] = s
+	}
+	return out
+}
+
+// Every pod with a record or containers is a sandbox: whole ones READY,
+// the others NOTREADY; labels and annotations as the kubelet's.
+func TestListPodSandbox(t *testing.T) {
+	s := newServer()
+	resp, err := s.ListPodSandbox(context.Background(), &criapi.ListPodSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sandboxesByName(resp.Items)
+	if len(got) != 3 {
+		t.Fatalf("sandboxes %v, want web, host, gone", got)
+	}
+	if resp.Items[0].Metadata.Name != "host" {
+		t.Errorf("first listed %s, want the newest (host)", resp.Items[0].Metadata.Name)
+	}
+	web := got["web"]
+	if web.Id != sandboxID(webUID) || len(web.Id) != 64 {
+		t.Errorf("id %q", web.Id)
+	}
+	if web.State != criapi.PodSandboxState_SANDBOX_READY || web.CreatedAt != created.UnixNano() || web.RuntimeHandler != "runc" {
+		t.Errorf("web: %v", web)
+	}
+	if m := web.Metadata; m.Namespace != "ns" || m.Uid != webUID || m.Attempt != 0 {
+		t.Errorf("metadata %v", m)
+	}
+	wantLabels := map[string]string{"app": "web", labelPodName: "web", labelPodNamespace: "ns", labelPodUID: webUID}
+	if !equal(web.Labels, wantLabels) {
+		t.Errorf("labels %v, want %v", web.Labels, wantLabels)
+	}
+	wantAnn := map[string]string{"note": "x", "kubernetes.io/config.source": "api", "kubernetes.io/config.seen": seen.Format(time.RFC3339Nano)}
+	if !equal(web.Annotations, wantAnn) {
+		t.Errorf("annotations %v, want %v", web.Annotations, wantAnn)
+	}
+	host := got["host"]
+	if host.State != criapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Errorf("host: not whole, got %v", host.State)
+	}
+	if host.Annotations["kubernetes.io/config.source"] != "file" || host.Annotations["kubernetes.io/config.seen"] != "then" {
+		t.Errorf("a static pod's source annotations are its own: %v", host.Annotations)
+	}
+	gone := got["gone"]
+	if gone.State != criapi.PodSandboxState_SANDBOX_NOTREADY || gone.CreatedAt != created.Add(-time.Hour).UnixNano() {
+		t.Errorf("gone: %v", gone)
+	}
+	if !equal(gone.Labels, map[string]string{labelPodName: "gone", labelPodNamespace: "ns", labelPodUID: goneUID}) || len(gone.Annotations) != 0 {
+		t.Errorf("gone: labels %v annotations %v", gone.Labels, gone.Annotations)
+	}
+}
+
+func TestFilterPodSandbox(t *testing.T) {
+	s := newServer()
+	for _, tc := range []struct {
+		name   string
+		filter *criapi.PodSandboxFilter
+		want   []string
+	}{
+		{"id", &criapi.PodSandboxFilter{Id: sandboxID(hostUID)}, []string{"host"}},
+		{"id prefix", &criapi.PodSandboxFilter{Id: sandboxID(webUID)[:13]}, []string{"web"}},
+		{"unknown id", &criapi.PodSandboxFilter{Id: "ffff"}, nil},
+		{"ready", &criapi.PodSandboxFilter{State: &criapi.PodSandboxStateValue{State: criapi.PodSandboxState_SANDBOX_READY}}, []string{"web"}},
+		{"labels", &criapi.PodSandboxFilter{LabelSelector: map[string]string{labelPodNamespace: "ns"}}, []string{"gone", "web"}},
+		{"labels, all of them", &criapi.PodSandboxFilter{LabelSelector: map[string]string{labelPodNamespace: "ns", "app": "web"}}, []string{"web"}},
+	} {
+		resp, err := s.ListPodSandbox(context.Background(), &criapi.ListPodSandboxRequest{Filter: tc.filter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, it := range resp.Items {
+			names = append(names, it.Metadata.Name)
+		}
+		if strings.Join(sorted(names), ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s: %v, want %v", tc.name, names, tc.want)
+		}
+	}
+}
+
+func TestPodSandboxStatus(t *testing.T) {
+	s := newServer()
+	ctx := context.Background()
+	resp, err := s.PodSandboxStatus(ctx, &criapi.PodSandboxStatusRequest{PodSandboxId: sandboxID(webUID)[:13]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := resp.Status
+	if st.Id != sandboxID(webUID) || st.Network.Ip != "10.88.0.5" || len(st.Network.AdditionalIps) != 1 || st.Network.AdditionalIps[0].Ip != "fd00::5" {
+		t.Errorf("web: %v", st)
+	}
+	ns := st.Linux.Namespaces.Options
+	if ns.Network != criapi.NamespaceMode_POD || ns.Ipc != criapi.NamespaceMode_POD || ns.Pid != criapi.NamespaceMode_CONTAINER || ns.UsernsOptions.Mode != criapi.NamespaceMode_NODE {
+		t.Errorf("web namespaces: %v", ns)
+	}
+	resp, err = s.PodSandboxStatus(ctx, &criapi.PodSandboxStatusRequest{PodSandboxId: sandboxID(hostUID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// containerd's CRI reports no IP for a pod on the host's network.
+	if st := resp.Status; st.Network.Ip != "" || st.Linux.Namespaces.Options.Network != criapi.NamespaceMode_NODE || st.Linux.Namespaces.Options.Pid != criapi.NamespaceMode_POD {
+		t.Errorf("host: %v", st)
+	}
+	if _, err := s.PodSandboxStatus(ctx, &criapi.PodSandboxStatusRequest{PodSandboxId: "ffff"}); status.Code(errors.Unwrap(err)) != codes.NotFound {
+		t.Errorf("unknown sandbox: %v", err)
+	}
+}
+
+func TestListContainers(t *testing.T) {
+	s := newServer()
+	ctx := context.Background()
+	resp, err := s.ListContainers(ctx, &criapi.ListContainersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Containers) != 3 || resp.Containers[0].Id != "app1" {
+		t.Fatalf("containers %v, newest first", resp.Containers)
+	}
+	app := resp.Containers[0]
+	if app.PodSandboxId != sandboxID(webUID) || app.Metadata.Name != "test_container" || app.Metadata.Attempt != 2 ||
+		app.State != criapi.ContainerState_CONTAINER_RUNNING || app.CreatedAt != finished.UnixNano() {
+		t.Errorf("app: %v", app)
+	}
+	// The image as the kubelet gives CreateContainer: its ID.
+	if app.Image.Image != cfgID || app.ImageRef != cfgID || app.Image.UserSpecifiedImage != "foo/image:v1" {
+		t.Errorf("app image %v ref %q", app.Image, app.ImageRef)
+	}
+	wantLabels := map[string]string{labelPodName: "web", labelPodNamespace: "ns", labelPodUID: webUID, labelContainerName: "test_container"}
+	if !equal(app.Labels, wantLabels) {
+		t.Errorf("labels %v, want %v", app.Labels, wantLabels)
+	}
+	wantAnn := map[string]string{
+		annotationHash:                     "8e45cbd0", // the kubelet's TestHashContainer
+		annotationRestartCount:             "2",
+		annotationTerminationMessagePath:   "/dev/termination-log",
+		annotationTerminationMessagePolicy: "FallbackToLogsOnError",
+		annotationTerminationGracePeriod:   "30",
+		annotationPorts:                    `[{"containerPort":8001}]`,
+	}
+	if !equal(app.Annotations, wantAnn) {
+		t.Errorf("annotations %v, want %v", app.Annotations, wantAnn)
+	}
+	for _, tc := range []struct {
+		name   string
+		filter *criapi.ContainerFilter
+		want   string
+	}{
+		{"id prefix", &criapi.ContainerFilter{Id: "app"}, "app1"},
+		{"sandbox prefix", &criapi.ContainerFilter{PodSandboxId: sandboxID(webUID)[:13]}, "app1,init0"},
+		{"exited", &criapi.ContainerFilter{State: &criapi.ContainerStateValue{State: criapi.ContainerState_CONTAINER_EXITED}}, "gone0,init0"},
+		{"label", &criapi.ContainerFilter{LabelSelector: map[string]string{labelContainerName: "init"}}, "init0"},
+		{"unknown sandbox", &criapi.ContainerFilter{PodSandboxId: "ffff"}, ""},
+	} {
+		resp, err := s.ListContainers(ctx, &criapi.ListContainersRequest{Filter: tc.filter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, c := range resp.Containers {
+			ids = append(ids, c.Id)
+		}
+		if got := strings.Join(sorted(ids), ","); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestContainerStatus(t *testing.T) {
+	s := newServer()
+	ctx := context.Background()
+	resp, err := s.ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := resp.Status
+	// The image by its name and image_ref its repo digest, as the pod
+	// status's image and imageID.
+	if st.Id != "app1" || st.Image.Image != "docker.io/foo/image:v1" || st.ImageRef != "docker.io/foo/image@sha256:f00" ||
+		st.StartedAt != finished.Add(time.Second).UnixNano() || st.FinishedAt != 0 || st.LogPath != "/logs/app/2.log" {
+		t.Errorf("app: %v", st)
+	}
+	if u := st.User.Linux; u == nil || u.Uid != 1000 || u.Gid != 2000 || len(u.SupplementalGroups) != 2 {
+		t.Errorf("user %v", st.User)
+	}
+	if len(st.Mounts) != 2 || !st.Mounts[0].Readonly || !st.Mounts[0].RecursiveReadOnly ||
+		st.Mounts[0].Propagation != criapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER || st.Mounts[1].ContainerPath != "/etc/hosts" {
+		t.Errorf("mounts %v", st.Mounts)
+	}
+	resp, err = s.ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: "init0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = resp.Status
+	if st.State != criapi.ContainerState_CONTAINER_EXITED || st.ExitCode != 1 || st.Reason != "Error" || st.Message != "it failed" ||
+		st.StartedAt != started.UnixNano() || st.FinishedAt != finished.UnixNano() {
+		t.Errorf("init: %v", st)
+	}
+	resp, err = s.ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: "gone0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := resp.Status; st.Reason != "Completed" || st.Labels[labelPodName] != "gone" || len(st.Annotations) != 1 {
+		t.Errorf("gone: %v", st)
+	}
+	if _, err := s.ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: "nope"}); status.Code(errors.Unwrap(err)) != codes.NotFound {
+		t.Errorf("unknown container: %v", err)
+	}
+}
+
+func TestImages(t *testing.T) {
+	s := newServer()
+	ctx := context.Background()
+	resp, err := s.ListImages(ctx, &criapi.ListImagesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Images) != 1 {
+		t.Fatalf("images %v", resp.Images)
+	}
+	img := resp.Images[0]
+	if img.Id != cfgID || img.Size != 1234 || img.Uid.GetValue() != 0 || img.Uid == nil ||
+		strings.Join(img.RepoTags, ",") != "docker.io/foo/image:v1" || strings.Join(img.RepoDigests, ",") != "docker.io/foo/image@sha256:f00" {
+		t.Errorf("image %v", img)
+	}
+	for _, ref := range []string{"foo/image:v1", "docker.io/foo/image:v1", cfgID, "c0ffee", "sha256:c0ff"} {
+		r, err := s.ImageStatus(ctx, &criapi.ImageStatusRequest{Image: &criapi.ImageSpec{Image: ref}})
+		if err != nil || r.Image.GetId() != cfgID {
+			t.Errorf("ImageStatus(%s): %v %v", ref, r, err)
+		}
+	}
+	// An image the node lacks: no image, no error.
+	r, err := s.ImageStatus(ctx, &criapi.ImageStatusRequest{Image: &criapi.ImageSpec{Image: "busybox"}})
+	if err != nil || r.Image != nil {
+		t.Errorf("absent image: %v %v", r, err)
+	}
+	fs, err := s.ImageFsInfo(ctx, &criapi.ImageFsInfoRequest{})
+	if err != nil || len(fs.ImageFilesystems) != 1 || fs.ImageFilesystems[0].FsId.Mountpoint != os.TempDir() || fs.ImageFilesystems[0].UsedBytes == nil {
+		t.Errorf("image fs: %v %v", fs, err)
+	}
+}
+
+// Served on a socket only root reaches, through the real client stubs:
+// Version and Status as containerd's CRI, what hostlet does not do
+// refused as Unimplemented with why.
+func TestServe(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, "cri.sock")
+	pods, rt := node()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := Serve(ctx, Config{Socket: socket, Pods: pods, Runtime: rt, Images: rt, Network: fakeNetwork{errors.New("no network config found in /etc/cni/net.d")},
+		CgroupDriver: runtime.CgroupDriverSystemd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{dir: 0o700, socket: 0o600} {
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v %v, want %v", path, st.Mode().Perm(), err, want)
+		}
+	}
+	conn, err := grpcsock.Dial(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := criapi.NewRuntimeServiceClient(conn)
+	v, err := c.Version(ctx, &criapi.VersionRequest{})
+	if err != nil || v.RuntimeName != "containerd" || v.RuntimeVersion != "2.2.9" || v.RuntimeApiVersion != "v1" {
+		t.Errorf("version %v %v", v, err)
+	}
+	st, err := c.Status(ctx, &criapi.StatusRequest{Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds := st.Status.Conditions
+	if len(conds) != 2 || !conds[0].Status || conds[0].Type != criapi.RuntimeReady || conds[1].Status || conds[1].Reason != "NetworkPluginNotReady" {
+		t.Errorf("conditions %v", conds)
+	}
+	if len(st.RuntimeHandlers) != 2 || st.RuntimeHandlers[1].Name != "runc" || !st.RuntimeHandlers[1].Features.UserNamespaces {
+		t.Errorf("handlers %v", st.RuntimeHandlers)
+	}
+	if st.Info["lastCNILoadStatus"] == "OK" {
+		t.Errorf("info %v", st.Info)
+	}
+	rc, err := c.RuntimeConfig(ctx, &criapi.RuntimeConfigRequest{})
+	if err != nil || rc.Linux.CgroupDriver != criapi.CgroupDriver_SYSTEMD {
+		t.Errorf("runtime config %v %v", rc, err)
+	}
+	_, err = c.RunPodSandbox(ctx, &criapi.RunPodSandboxRequest{})
+	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "only the pods the API server binds") {
+		t.Errorf("RunPodSandbox: %v", err)
+	}
+	imgs, err := criapi.NewImageServiceClient(conn).ListImages(ctx, &criapi.ListImagesRequest{})
+	if err != nil || len(imgs.Images) != 1 {
+		t.Errorf("images %v %v", imgs, err)
+	}
+	if _, err := criapi.NewImageServiceClient(conn).PullImage(ctx, &criapi.PullImageRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("PullImage: %v", err)
+	}
+}
+
+func equal(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package cri
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// What the view does not do, each with why: a caller (crictl, an agent)
+// sees codes.Unimplemented and a reason rather than a bare "method not
+// implemented".
+const (
+	// hostlet's pods come from the API server (and its static pod
+	// manifests), each run by its own worker: a sandbox or container made
+	// from outside would be one no worker knows.
+	notOurs = "hostlet runs only the pods the API server binds to it (and its static pods): sandboxes and containers are not made or removed through CRI"
+	// A pod's worker decides its containers' life (restarts, probes,
+	// termination); stopping or changing one behind its back is not
+	// served yet.
+	notYet = "not served by hostlet's CRI view yet"
+)
+
+func unimplemented(rpc, why string) error {
+	return status.Errorf(codes.Unimplemented, "%s: %s", rpc, why)
+}
+
+func (s *server) RunPodSandbox(context.Context, *criapi.RunPodSandboxRequest) (*criapi.RunPodSandboxResponse, error) {
+	return nil, unimplemented("RunPodSandbox", notOurs)
+}
+
+func (s *server) StopPodSandbox(context.Context, *criapi.StopPodSandboxRequest) (*criapi.StopPodSandboxResponse, error) {
+	return nil, unimplemented("StopPodSandbox", notOurs)
+}
+
+func (s *server) RemovePodSandbox(context.Context, *criapi.RemovePodSandboxRequest) (*criapi.RemovePodSandboxResponse, error) {
+	return nil, unimplemented("RemovePodSandbox", notOurs)
+}
+
+func (s *server) CreateContainer(context.Context, *criapi.CreateContainerRequest) (*criapi.CreateContainerResponse, error) {
+	return nil, unimplemented("CreateContainer", notOurs)
+}
+
+func (s *server) StartContainer(context.Context, *criapi.StartContainerRequest) (*criapi.StartContainerResponse, error) {
+	return nil, unimplemented("StartContainer", notOurs)
+}
+
+func (s *server) StopContainer(context.Context, *criapi.StopContainerRequest) (*criapi.StopContainerResponse, error) {
+	return nil, unimplemented("StopContainer", notYet)
+}
+
+func (s *server) RemoveContainer(context.Context, *criapi.RemoveContainerRequest) (*criapi.RemoveContainerResponse, error) {
+	return nil, unimplemented("RemoveContainer", notYet)
+}
+
+func (s *server) UpdateContainerResources(context.Context, *criapi.UpdateContainerResourcesRequest) (*criapi.UpdateContainerResourcesResponse, error) {
+	return nil, unimplemented("UpdateContainerResources", "a container's resources are its pod's (in-place resize through the API server)")
+}
+
+func (s *server) UpdatePodSandboxResources(context.Context, *criapi.UpdatePodSandboxResourcesRequest) (*criapi.UpdatePodSandboxResourcesResponse, error) {
+	return nil, unimplemented("UpdatePodSandboxResources", "a pod's resources are changed through the API server")
+}
+
+func (s *server) UpdateRuntimeConfig(context.Context, *criapi.UpdateRuntimeConfigRequest) (*criapi.UpdateRuntimeConfigResponse, error) {
+	return nil, unimplemented("UpdateRuntimeConfig", "hostlet sets the pod CIDR itself, from its Node")
+}
+
+func (s *server) ReopenContainerLog(context.Context, *criapi.ReopenContainerLogRequest) (*criapi.ReopenContainerLogResponse, error) {
+	return nil, unimplemented("ReopenContainerLog", notYet+" (hostlet rotates the logs itself)")
+}
+
+func (s *server) ExecSync(context.Context, *criapi.ExecSyncRequest) (*criapi.ExecSyncResponse, error) {
+	return nil, unimplemented("ExecSync", notYet+" (kubectl exec through the kubelet API works)")
+}
+
+func (s *server) Exec(context.Context, *criapi.ExecRequest) (*criapi.ExecResponse, error) {
+	return nil, unimplemented("Exec", notYet+" (kubectl exec through the kubelet API works)")
+}
+
+func (s *server) Attach(context.Context, *criapi.AttachRequest) (*criapi.AttachResponse, error) {
+	return nil, unimplemented("Attach", notYet+" (kubectl attach through the kubelet API works)")
+}
+
+func (s *server) PortForward(context.Context, *criapi.PortForwardRequest) (*criapi.PortForwardResponse, error) {
+	return nil, unimplemented("PortForward", notYet+" (kubectl port-forward through the kubelet API works)")
+}
+
+func (s *server) ContainerStats(context.Context, *criapi.ContainerStatsRequest) (*criapi.ContainerStatsResponse, error) {
+	return nil, unimplemented("ContainerStats", notYet+" (the kubelet API's /stats/summary has them)")
+}
+
+func (s *server) ListContainerStats(context.Context, *criapi.ListContainerStatsRequest) (*criapi.ListContainerStatsResponse, error) {
+	return nil, unimplemented("ListContainerStats", notYet+" (the kubelet API's /stats/summary has them)")
+}
+
+func (s *server) PodSandboxStats(context.Context, *criapi.PodSandboxStatsRequest) (*criapi.PodSandboxStatsResponse, error) {
+	return nil, unimplemented("PodSandboxStats", notYet+" (the kubelet API's /stats/summary has them)")
+}
+
+func (s *server) ListPodSandboxStats(context.Context, *criapi.ListPodSandboxStatsRequest) (*criapi.ListPodSandboxStatsResponse, error) {
+	return nil, unimplemented("ListPodSandboxStats", notYet+" (the kubelet API's /stats/summary has them)")
+}
+
+func (s *server) ListMetricDescriptors(context.Context, *criapi.ListMetricDescriptorsRequest) (*criapi.ListMetricDescriptorsResponse, error) {
+	return nil, unimplemented("ListMetricDescriptors", notYet+" (the kubelet API's /metrics/cadvisor has the series)")
+}
+
+func (s *server) ListPodSandboxMetrics(context.Context, *criapi.ListPodSandboxMetricsRequest) (*criapi.ListPodSandboxMetricsResponse, error) {
+	return nil, unimplemented("ListPodSandboxMetrics", notYet+" (the kubelet API's /metrics/cadvisor has the series)")
+}
+
+func (s *server) CheckpointContainer(context.Context, *criapi.CheckpointContainerRequest) (*criapi.CheckpointContainerResponse, error) {
+	return nil, unimplemented("CheckpointContainer", "hostlet does not checkpoint containers")
+}
+
+func (s *server) GetContainerEvents(*criapi.GetEventsRequest, grpc.ServerStreamingServer[criapi.ContainerEventResponse]) error {
+	return unimplemented("GetContainerEvents", notYet)
+}
+
+func (s *server) PullImage(context.Context, *criapi.PullImageRequest) (*criapi.PullImageResponse, error) {
+	return nil, unimplemented("PullImage", notYet+" (hostlet pulls a pod's images itself)")
+}
+
+func (s *server) RemoveImage(context.Context, *criapi.RemoveImageRequest) (*criapi.RemoveImageResponse, error) {
+	return nil, unimplemented("RemoveImage", notYet+" (hostlet's image garbage collection removes unused images)")
+}

@@ -1,0 +1,231 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// What the CRI view of the node (provider/cri) reads of the runtime's
+// state, beyond what the pods' workers use: the sandbox records as they
+// are (not only the whole ones), their containers' pods, their mounts, and
+// the images with CRI's image IDs.
+
+// SandboxRecord is a pod's sandbox as its record on disk has it, whole or
+// not.
+type SandboxRecord struct {
+	Sandbox
+	// Ready: the sandbox is whole (Runtime.Sandbox would return it).
+	Ready bool
+	// CreatedAt is when the sandbox was last made whole: its record is
+	// written once, at the end of its making, and only then.
+	CreatedAt time.Time
+}
+
+// SandboxRecords lists the pods' sandbox records under the root dir. A pod
+// whose sandbox was released (it ended) or never made has none.
+func (r *Runtime) SandboxRecords() ([]SandboxRecord, error) {
+	dirs, err := os.ReadDir(filepath.Join(r.rootDir, "pods"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var out []SandboxRecord
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		dir := r.podDir(d.Name())
+		path := filepath.Join(dir, "sandbox.json")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // no sandbox, or removed meanwhile
+		}
+		rec := SandboxRecord{Sandbox: Sandbox{Dir: dir}}
+		if json.Unmarshal(b, &rec.Sandbox) != nil || rec.UID == "" {
+			continue
+		}
+		if st, err := os.Stat(path); err == nil {
+			rec.CreatedAt = st.ModTime()
+		}
+		rec.Ready = rec.notWhole() == ""
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// PodRef is a pod as its containers' labels name it.
+type PodRef struct {
+	UID, Namespace, Name string
+	// FirstCreated is when its first container still there was created.
+	FirstCreated time.Time
+}
+
+// ContainerPods are the pods that have containers, by UID, as the
+// containers' labels name them: the pods of a released sandbox have no
+// record left, and their containers stay until the pod is deleted.
+func (r *Runtime) ContainerPods(ctx context.Context) (map[string]PodRef, error) {
+	cs, err := r.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelPodUID))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]PodRef{}
+	for _, c := range cs {
+		uid := c.Labels[LabelPodUID]
+		ref, ok := out[uid]
+		if !ok || c.CreatedAt.Before(ref.FirstCreated) {
+			ref.FirstCreated = c.CreatedAt
+		}
+		ref.UID, ref.Namespace, ref.Name = uid, c.Labels[LabelPodNamespace], c.Labels[LabelPodName]
+		out[uid] = ref
+	}
+	return out, nil
+}
+
+// ContainerMounts are a container's bind mounts as the kubelet gives CRI
+// them: its volumes, then /etc/hosts and the termination message file.
+// The ones containerd's CRI adds itself (/etc/resolv.conf, /etc/hostname,
+// /dev/shm) are left out, as CRI's ContainerStatus leaves them out.
+func (r *Runtime) ContainerMounts(ctx context.Context, id string) ([]Mount, error) {
+	c, err := r.client.ContainerService().Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.Spec == nil {
+		return nil, nil
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(c.Spec.GetValue(), &spec); err != nil {
+		return nil, fmt.Errorf("spec of container %s: %w", id, err)
+	}
+	return criMounts(spec.Mounts, c.Labels[labelTermLog]), nil
+}
+
+// criMounts picks and orders a spec's mounts as ContainerMounts says;
+// termLog is the host file of the termination message, if any.
+func criMounts(mounts []specs.Mount, termLog string) []Mount {
+	var volumes, last []Mount
+	for _, m := range mounts {
+		if m.Type != "bind" {
+			continue
+		}
+		switch m.Destination {
+		case "/etc/resolv.conf", "/etc/hostname", "/dev/shm":
+			continue
+		}
+		out := Mount{HostPath: m.Source, ContainerPath: m.Destination}
+		for _, o := range m.Options {
+			switch o {
+			case "ro":
+				out.ReadOnly = true
+			case "rro":
+				out.ReadOnly, out.RecursiveReadOnly = true, true
+			case "rslave":
+				out.Propagation = PropagationHostToContainer
+			case "rshared":
+				out.Propagation = PropagationBidirectional
+			}
+		}
+		if m.Destination == "/etc/hosts" || (termLog != "" && m.Source == termLog) {
+			last = append(last, out)
+		} else {
+			volumes = append(volumes, out)
+		}
+	}
+	return append(volumes, last...)
+}
+
+// CRIImage is a stored image with what CRI lists besides: its ID is the
+// digest of its config, as containerd's CRI names images (and as the
+// kubelet gives a container's image in CreateContainer), and the user its
+// config runs as.
+type CRIImage struct {
+	StoredImage
+	ConfigDigest string
+	// UID is the config's user when numeric, else Username is.
+	UID      *int64
+	Username string
+}
+
+// imageConfigs caches the config digest and user by target digest: both
+// are content-addressed, never stale. Bounded: cleared when full.
+var imageConfigs struct {
+	sync.Mutex
+	m map[string]imageConfig
+}
+
+type imageConfig struct {
+	digest, user string
+}
+
+// CRIImages lists the namespace's images as ListImages does, each with its
+// config digest and user. An image whose config cannot be read (its
+// content gone) has its target digest as its ID.
+func (r *Runtime) CRIImages(ctx context.Context) ([]CRIImage, error) {
+	stored, err := r.ListImages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CRIImage, 0, len(stored))
+	for _, s := range stored {
+		img := CRIImage{StoredImage: s, ConfigDigest: s.ID}
+		if cfg, ok := r.imageConfig(ctx, s); ok {
+			img.ConfigDigest = cfg.digest
+			img.UID, img.Username = imageUser(cfg.user)
+		}
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+func (r *Runtime) imageConfig(ctx context.Context, s StoredImage) (imageConfig, bool) {
+	imageConfigs.Lock()
+	cfg, ok := imageConfigs.m[s.ID]
+	imageConfigs.Unlock()
+	if ok || len(s.Names) == 0 {
+		return cfg, ok
+	}
+	img, err := r.client.GetImage(ctx, s.Names[0])
+	if err != nil {
+		return cfg, false
+	}
+	desc, err := img.Config(ctx)
+	if err != nil {
+		return cfg, false
+	}
+	cfg.digest = desc.Digest.String()
+	if spec, err := img.Spec(ctx); err == nil {
+		cfg.user = spec.Config.User
+	}
+	imageConfigs.Lock()
+	if imageConfigs.m == nil || len(imageConfigs.m) >= describedMax {
+		imageConfigs.m = map[string]imageConfig{}
+	}
+	imageConfigs.m[s.ID] = cfg
+	imageConfigs.Unlock()
+	return cfg, true
+}
+
+// imageUser splits an image config's user ("uid[:gid]" or "name[:group]")
+// as CRI's Image has it: a numeric uid, or a name.
+func imageUser(user string) (*int64, string) {
+	if user == "" {
+		return nil, ""
+	}
+	name, _, _ := strings.Cut(user, ":")
+	if uid, err := strconv.ParseInt(name, 10, 64); err == nil {
+		return &uid, ""
+	}
+	return nil, name
+}

@@ -1,0 +1,53 @@
+package runtime
+
+import (
+	"reflect"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// A spec's mounts as the kubelet gave CRI them: volumes first, then
+// /etc/hosts and the termination message; none of those containerd's CRI
+// adds itself, nor the non-bind ones.
+func TestCRIMounts(t *testing.T) {
+	mounts := []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc"},
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup"},
+		bind("/pod/etc-hosts", "/etc/hosts", false),
+		bind("/pod/resolv.conf", "/etc/resolv.conf", false),
+		bind("/pod/etc-hostname", "/etc/hostname", false),
+		bind("/pod/shm", "/dev/shm", false),
+		bind("/pod/containers/app/abc-termination-log", "/dev/termination-log", false),
+		{Destination: "/data", Type: "bind", Source: "/vol/data", Options: []string{"rbind", "rslave", "rro"}},
+		{Destination: "/shared", Type: "bind", Source: "/vol/shared", Options: []string{"rbind", "rshared", "rw"}},
+		bind("/vol/cfg", "/cfg", true),
+	}
+	got := criMounts(mounts, "/pod/containers/app/abc-termination-log")
+	want := []Mount{
+		{HostPath: "/vol/data", ContainerPath: "/data", ReadOnly: true, RecursiveReadOnly: true, Propagation: PropagationHostToContainer},
+		{HostPath: "/vol/shared", ContainerPath: "/shared", Propagation: PropagationBidirectional},
+		{HostPath: "/vol/cfg", ContainerPath: "/cfg", ReadOnly: true},
+		{HostPath: "/pod/etc-hosts", ContainerPath: "/etc/hosts"},
+		{HostPath: "/pod/containers/app/abc-termination-log", ContainerPath: "/dev/termination-log"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestImageUser(t *testing.T) {
+	for user, want := range map[string]struct {
+		uid  int64
+		name string
+	}{"": {-1, ""}, "0": {0, ""}, "1000:1000": {1000, ""}, "nobody": {-1, "nobody"}, "www-data:www-data": {-1, "www-data"}} {
+		uid, name := imageUser(user)
+		got := int64(-1)
+		if uid != nil {
+			got = *uid
+		}
+		if got != want.uid || name != want.name {
+			t.Errorf("%q: %d %q, want %d %q", user, got, name, want.uid, want.name)
+		}
+	}
+}
