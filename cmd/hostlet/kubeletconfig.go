@@ -81,6 +81,7 @@ var kubeletFields = []kubeletField{
 	flagged("seccompDefault", "seccomp-default"),
 	flagged("protectKernelDefaults", "protect-kernel-defaults"),
 	flagged("podPidsLimit", "pod-max-pids"),
+	flagged("readOnlyPort", "read-only-port"),
 	flagged("rotateCertificates", "rotate-certificates"),
 	flagged("serverTLSBootstrap", "rotate-server-certificates"),
 	flagged("authentication.x509.clientCAFile", "client-ca-file"),
@@ -146,7 +147,6 @@ var kubeletFields = []kubeletField{
 	// its configuration says would surprise (security, placement, what the
 	// scheduler sees).
 	refuse("enableServer", "always serves the kubelet API"),
-	refuse("readOnlyPort", "serves no read-only port"),
 	refuse("authentication.anonymous.enabled", "refuses anonymous requests"),
 	refuse("authentication.webhook.enabled", "always authenticates bearer tokens with TokenReview"),
 	refuse("authorization.mode", "always authorizes with SubjectAccessReview (Webhook)"),

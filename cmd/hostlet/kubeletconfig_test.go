@@ -119,6 +119,7 @@ tlsMinVersion: VersionTLS12
 seccompDefault: true
 protectKernelDefaults: true
 podPidsLimit: 4096
+readOnlyPort: 10255
 tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]
 authentication:
   x509:
@@ -232,6 +233,7 @@ podLogsDir: /srv/pods
 	check("seccomp-default", o.seccompDefault, true)
 	check("protect-kernel-defaults", o.protectKernelDefaults, true)
 	check("pod-max-pids", o.podPidsLimit, int64(4096))
+	check("read-only-port", o.readOnlyPort, int32(10255))
 	check("tls-cipher-suites", o.tlsCipherSuites, []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"})
 	// Not in the file: the kubelet's defaults.
 	check("streaming-connection-idle-timeout", o.streamIdleTimeout, 4*time.Hour)
@@ -307,13 +309,13 @@ func TestKubeletConfigDropins(t *testing.T) {
 // at the kubelet's default, silent.
 func TestKubeletConfigUnimplemented(t *testing.T) {
 	dir := t.TempDir()
-	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"cpuManagerPolicy: static\nreadOnlyPort: 10255\nsyncFrequency: 30s\nmaxPods: 20\n")
+	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"cpuManagerPolicy: static\nregisterNode: false\nsyncFrequency: 30s\nmaxPods: 20\n")
 	var o options
 	err := o.parse([]string{"--config", conf})
 	if err == nil {
 		t.Fatal("refused fields accepted")
 	}
-	for _, want := range []string{`cpuManagerPolicy: "static"`, "readOnlyPort: 10255", "serves no read-only port"} {
+	for _, want := range []string{`cpuManagerPolicy: "static"`, "registerNode: false", "always registers the Node"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

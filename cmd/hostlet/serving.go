@@ -110,7 +110,7 @@ func serve(ctx context.Context, o *options, name string, cert server.Certificate
 	}
 	return server.Serve(ctx, server.Config{
 		Addr: net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),
-		Cert: cert, TLS: p.tls, ClientCAFile: o.clientCA,
+		Cert: cert, TLS: p.tls, ClientCAFile: o.clientCA, ReadOnlyAddr: readOnlyAddr(o),
 		AuthCache:         server.AuthCache{TokenTTL: o.authnCacheTTL, AllowedTTL: o.authzAllowedTTL, DeniedTTL: o.authzDeniedTTL},
 		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: p.client, Pods: p.prov, APIPods: p.inf.pods.Lister(), Runtime: p.rt, Events: p.events,
@@ -122,4 +122,13 @@ func serve(ctx context.Context, o *options, name string, cert server.Certificate
 		SystemLogs:   o.systemLogHandler, SystemLogQuery: o.systemLogQuery && o.gates.Enabled("NodeLogQuery"),
 		Mirror: mirrorHandler,
 	})
+}
+
+// readOnlyAddr is where the kubelet's read-only port is served: on
+// --address, as the kubelet's; none for port 0 (its default).
+func readOnlyAddr(o *options) string {
+	if o.readOnlyPort <= 0 {
+		return ""
+	}
+	return net.JoinHostPort(o.address, strconv.Itoa(int(o.readOnlyPort)))
 }

@@ -40,7 +40,11 @@ type Config struct {
 	// Cert is the serving certificate, asked on each handshake (tls.go).
 	Cert Certificate
 	// TLS is the kubelet's tlsMinVersion and tlsCipherSuites.
-	TLS                TLS
+	TLS TLS
+	// ReadOnlyAddr, if set, serves the kubelet's read-only port there:
+	// health, the node's pods, stats and metrics over plain HTTP without
+	// authentication (readOnlyPort).
+	ReadOnlyAddr       string
 	ClientCAFile       string
 	AuthCache          AuthCache
 	StreamIdleTimeout  time.Duration
@@ -138,18 +142,9 @@ func Serve(ctx context.Context, cfg Config) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	checks := []healthz.HealthChecker{healthz.PingHealthz}
-	if cfg.Health != nil {
-		checks = cfg.Health.Checkers()
-	}
-	healthz.InstallHandler(mux, checks...)
+	ro := s.readOnlyRoutes()
+	ro.install(mux)
 	mux.Handle("/logs/", nodeLogsHandler(cfg.NodeLogDir, cfg.SystemLogs, cfg.SystemLogQuery))
-	resourceMetrics, ownMetrics := s.metricsHandlers()
-	mux.HandleFunc("GET /stats/summary", s.serveSummary)
-	mux.Handle("GET /metrics/resource", resourceMetrics)
-	mux.Handle("GET /metrics", ownMetrics)
-	mux.Handle("GET /metrics/cadvisor", s.cadvisorHandler())
-	mux.Handle("GET /metrics/probes", s.probeMetricsHandler())
 	if cfg.Configz != nil {
 		mux.Handle("GET /configz", configzHandler(cfg.Configz))
 	}
@@ -191,6 +186,11 @@ func Serve(ctx context.Context, cfg Config) error {
 		handler = withMirror(cfg.Mirror, handler)
 	}
 	handler = withRecovery(handler)
+	if cfg.ReadOnlyAddr != "" {
+		if err := ro.serve(ctx, cfg.ReadOnlyAddr, cfg.APIPods); err != nil {
+			return fmt.Errorf("read-only port: %w", err)
+		}
+	}
 	srv := &http.Server{Handler: handler, TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -3,7 +3,9 @@ package e2e
 import (
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -106,6 +108,56 @@ func TestProtectKernelDefaults(t *testing.T) {
 	for k, v := range read() {
 		if v != before[k] {
 			t.Errorf("%s changed from %d to %d", k, before[k], v)
+		}
+	}
+}
+
+// readOnlyPort serves what the kubelet's read-only port serves, over plain
+// HTTP without authentication: health, the node's pods, stats and metrics;
+// what reads a container's output or runs in it answers 405, as the
+// kubelet's, and the configuration is not there.
+func TestReadOnlyPort(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-read-only"
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	extraNode(t, harness.HostletOptions{NodeName: name, KubeletConfig: kcHeader + fmt.Sprintf("readOnlyPort: %d\n", port)})
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "listed", "sleep", "3600")
+	pod.Spec.NodeName = name
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, pod.Name, v1.PodRunning)
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		path, want string
+		code       int
+	}{
+		{"/healthz", "ok", http.StatusOK},
+		{"/pods", `"name":"listed"`, http.StatusOK},
+		{"/stats/summary", `"nodeName":"` + name + `"`, http.StatusOK},
+		{"/metrics/resource", "node_cpu_usage_seconds_total", http.StatusOK},
+		{"/metrics/cadvisor", "machine_memory_bytes", http.StatusOK},
+		{"/exec/" + ns + "/listed/c?command=id", "Debug endpoints are disabled.", http.StatusMethodNotAllowed},
+		{"/containerLogs/" + ns + "/listed/c", "Debug endpoints are disabled.", http.StatusMethodNotAllowed},
+		{"/logs/", "Debug endpoints are disabled.", http.StatusMethodNotAllowed},
+		{"/configz", "", http.StatusNotFound},
+	} {
+		code, body := get(tc.path)
+		if code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("GET %s: %d %.200q, want %d with %q", tc.path, code, body, tc.code, tc.want)
 		}
 	}
 }

@@ -105,7 +105,7 @@ func TestKubeletConfigRefusesUnimplemented(t *testing.T) {
 		NodeName:             name,
 		NoWaitReady:          true,
 		KubeletConfig:        kcHeader + "cpuManagerPolicy: static\nmaxPods: 20\n",
-		KubeletConfigDropins: map[string]string{"10-ro.conf": kcHeader + "readOnlyPort: 10255\n"},
+		KubeletConfigDropins: map[string]string{"10-register.conf": kcHeader + "registerNode: false\n"},
 	})
 	select {
 	case <-h.Done():
@@ -117,7 +117,7 @@ func TestKubeletConfigRefusesUnimplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := string(b)
-	for _, want := range []string{"does not implement", `cpuManagerPolicy: "static"`, "readOnlyPort: 10255"} {
+	for _, want := range []string{"does not implement", `cpuManagerPolicy: "static"`, "registerNode: false"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
