@@ -13,11 +13,13 @@ import (
 )
 
 // reject fails a pod the node does not admit, without running anything:
-// its status goes through the status manager as every other one.
+// its status goes through the status manager as every other one. The
+// event says the admit handler's message, the status the same behind
+// "Pod was rejected: ", as the kubelet's rejectPod.
 func (p *Provider) reject(pod *v1.Pod, reason, msg string) {
 	p.events.Event(pod, "", v1.EventTypeWarning, reason, msg)
 	failed := pod.DeepCopy()
-	failed.Status.Phase, failed.Status.Reason, failed.Status.Message = v1.PodFailed, reason, msg
+	failed.Status.Phase, failed.Status.Reason, failed.Status.Message = v1.PodFailed, reason, "Pod was rejected: "+msg
 	p.publish(failed)
 }
 

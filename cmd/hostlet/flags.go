@@ -67,6 +67,7 @@ type options struct {
 	protectKernelDefaults     bool
 	podPidsLimit              int64
 	readOnlyPort              int32
+	allowedUnsafeSysctls      []string
 	rotateServerCerts         bool
 	rotateCerts               bool
 	clientCA                  string
@@ -154,6 +155,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.BoolVar(&o.protectKernelDefaults, "protect-kernel-defaults", false, "refuse to start when the kernel's tunables (vm.overcommit_memory, vm.panic_on_oom, kernel.panic, kernel.panic_on_oops, kernel.keys.root_max*) differ from the kubelet's defaults, as the kubelet's protectKernelDefaults; hostlet never changes them")
 	fs.Int64Var(&o.podPidsLimit, "pod-max-pids", -1, "most processes a pod may hold (its cgroup's pids.max), as the kubelet's podPidsLimit; -1: no limit of the pod's own")
 	fs.Int32Var(&o.readOnlyPort, "read-only-port", 0, "port of the kubelet's read-only API on --address: health, the node's pods, stats and metrics over plain HTTP, without authentication (0: not served)")
+	fs.StringSliceVar(&o.allowedUnsafeSysctls, "allowed-unsafe-sysctls", nil, "unsafe sysctls or patterns (ending in *) pods may set beside the safe ones, each of a namespace the pod has its own of (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*), as the kubelet's allowedUnsafeSysctls")
 	fs.BoolVar(&o.rotateServerCerts, "rotate-server-certificates", false, "request the serving certificate from the cluster (kubernetes.io/kubelet-serving CSRs for the Node's addresses, approved by an approver such as the chart's) and renew it before it expires; --tls-cert-file is served until the first is issued")
 	fs.BoolVar(&o.rotateCerts, "rotate-certificates", false, "renew the client certificate of the --kubeconfig (one <prefix>-current.pem file for certificate and key, as `hostlet join` writes it) through kubernetes.io/kube-apiserver-client-kubelet CSRs before it expires")
 	fs.StringVar(&o.clientCA, "client-ca-file", "", "CA that signs client certificates of kubelet API callers")

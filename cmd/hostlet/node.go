@@ -22,6 +22,10 @@ func (o *options) nodeConfig(name, nodeIP string) (node.Config, error) {
 	if err := validateNodeLabels(o.nodeLabels); err != nil {
 		return node.Config{}, err
 	}
+	sysctls, err := node.NewSysctlAllowlist(o.allowedUnsafeSysctls)
+	if err != nil {
+		return node.Config{}, fmt.Errorf("--allowed-unsafe-sysctls: %w", err)
+	}
 	thresholds, err := node.ParseThresholds(o.evictionHard)
 	if err != nil {
 		return node.Config{}, fmt.Errorf("--eviction-hard: %w", err)
@@ -50,7 +54,7 @@ func (o *options) nodeConfig(name, nodeIP string) (node.Config, error) {
 		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
 		Labels: o.nodeLabels, Taints: taints, MaxPods: o.maxPods, Reserved: reserved,
 		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: node.KubeletVersion,
-		MaxImages: o.maxImages, DeclaredFeatures: declared,
+		MaxImages: o.maxImages, DeclaredFeatures: declared, Sysctls: sysctls,
 	}, nil
 }
 

@@ -30,7 +30,7 @@ func (n *Node) Admit(pod *v1.Pod, running []*v1.Pod) (reason, msg string, ok boo
 	if reason, msg, ok := admitPressure(pod, n.pressureConditions()); !ok {
 		return reason, msg, false
 	}
-	if reason, msg, ok := admitSysctls(pod); !ok {
+	if reason, msg, ok := n.cfg.Sysctls.admit(pod); !ok {
 		return reason, msg, false
 	}
 	reason, msg, ok = n.admitDevices(pod)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -93,11 +94,40 @@ func TestAdmitSysctls(t *testing.T) {
 	}{
 		{pod(false, "kernel.shm_rmid_forced", "net/ipv4/ip_local_port_range"), true, ""},
 		{pod(false, "kernel.msgmax"), false, `forbidden sysctl: "kernel.msgmax" not allowlisted`},
-		{pod(true, "net.ipv4.tcp_syncookies"), false, `forbidden sysctl: "net.ipv4.tcp_syncookies" not allowed with host net enabled`},
+		{pod(true, "net.ipv4.tcp_syncookies"), false, `forbidden sysctl: "net.ipv4.tcp_syncookies" not allowed with host Net enabled`},
 	} {
-		reason, msg, ok := admitSysctls(tc.pod)
+		reason, msg, ok := (*SysctlAllowlist)(nil).admit(tc.pod)
 		if ok != tc.ok || msg != tc.msg || (!ok && reason != "SysctlForbidden") {
-			t.Errorf("admitSysctls = %q %q %v, want %q %v", reason, msg, ok, tc.msg, tc.ok)
+			t.Errorf("admit = %q %q %v, want %q %v", reason, msg, ok, tc.msg, tc.ok)
+		}
+	}
+
+	// allowedUnsafeSysctls: names and prefixes of a namespace the pod has.
+	w, err := NewSysctlAllowlist([]string{"kernel.msgmax", "net.core.*", "kernel/sem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pod *v1.Pod
+		ok  bool
+		msg string
+	}{
+		{pod(false, "kernel.msgmax", "net.core.somaxconn", "kernel.sem", "net.ipv4.tcp_syncookies"), true, ""},
+		{pod(false, "kernel.msgmnb"), false, `forbidden sysctl: "kernel.msgmnb" not allowlisted`},
+		{pod(true, "net.core.somaxconn"), false, `forbidden sysctl: "net.core.somaxconn" not allowed with host Net enabled`},
+	} {
+		reason, msg, ok := w.admit(tc.pod)
+		if ok != tc.ok || msg != tc.msg || (!ok && reason != "SysctlForbidden") {
+			t.Errorf("admit with unsafe sysctls = %q %q %v, want %q %v", reason, msg, ok, tc.msg, tc.ok)
+		}
+	}
+	for pattern, want := range map[string]string{
+		"vm.swappiness": `the sysctls "vm.swappiness" are not known to be namespaced`,
+		"kernel.*":      `the sysctls "kernel." are not known to be namespaced`,
+		"net..core":     `sysctl "net..core" must have at most 253 characters`,
+	} {
+		if _, err := NewSysctlAllowlist([]string{pattern}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("allowedUnsafeSysctls %q: %v, want %q", pattern, err, want)
 		}
 	}
 }

@@ -40,7 +40,9 @@ type Config struct {
 	EvictionHard Thresholds
 	RootDir      string
 	Port         int32
-	Version      string
+	// Sysctls admits pods' sysctls (nil: the safe ones only).
+	Sysctls *SysctlAllowlist
+	Version string
 	// Events receives the node's events (NodeReady, NodeHasDiskPressure, ...).
 	Events record.EventRecorder
 	// Lister, if set, serves the Node as the cluster has it, for admission

@@ -337,7 +337,7 @@ func TestDevicePlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantMsg := "Allocate failed due to requested number of devices unavailable for example.com/resource. Requested: 1, Available: 0, which is unexpected"
+	wantMsg := "Pod was rejected: Allocate failed due to requested number of devices unavailable for example.com/resource. Requested: 1, Available: 0, which is unexpected"
 	if rejected.Status.Reason != "UnexpectedAdmissionError" || rejected.Status.Message != wantMsg {
 		t.Fatalf("pod bound over capacity: reason %q message %q; want UnexpectedAdmissionError %q", rejected.Status.Reason, rejected.Status.Message, wantMsg)
 	}

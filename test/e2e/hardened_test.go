@@ -28,6 +28,7 @@ func TestHardenedKubeletConfig(t *testing.T) {
 tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]
 seccompDefault: true
 podPidsLimit: 64
+allowedUnsafeSysctls: [kernel.msgmax, "net.core.*"]
 `})
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(h.Port()))
 	dial := func(max uint16) error {
@@ -56,6 +57,24 @@ podPidsLimit: 64
 	podCgroup := filepath.Join(h.CgroupRoot(), "kubepods", "besteffort", "pod"+string(p.UID))
 	if got := readCgroupFile(t, cgroupDir("pids", podCgroup), "pids.max"); got != "64" {
 		t.Errorf("the pod cgroup's pids.max = %q, want podPidsLimit's 64", got)
+	}
+
+	// allowedUnsafeSysctls: a pattern's sysctl set in the pod's network
+	// namespace; one outside the list refused as the kubelet refuses it.
+	tuned := busybox(ns, "tuned", "sleep", "3600")
+	tuned.Spec.NodeName = name
+	tuned.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "net.core.somaxconn", Value: "1234"}, {Name: "kernel.msgmax", Value: "9999"}}}
+	cluster.CreatePod(t, tuned)
+	waitPhase(t, ns, tuned.Name, v1.PodRunning)
+	if out := execIn(t, ns, tuned.Name, "c", "cat", "/proc/sys/net/core/somaxconn", "/proc/sys/kernel/msgmax"); strings.Fields(out)[0] != "1234" || strings.Fields(out)[1] != "9999" {
+		t.Errorf("the unsafe sysctls in the pod: %q, want 1234 and 9999", out)
+	}
+	refused := busybox(ns, "refused", "sleep", "3600")
+	refused.Spec.NodeName = name
+	refused.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.msgmnb", Value: "1"}}}
+	cluster.CreatePod(t, refused)
+	if p := waitPhase(t, ns, refused.Name, v1.PodFailed); p.Status.Reason != "SysctlForbidden" || p.Status.Message != `Pod was rejected: forbidden sysctl: "kernel.msgmnb" not allowlisted` {
+		t.Errorf("a sysctl outside the list: %q %q", p.Status.Reason, p.Status.Message)
 	}
 }
 

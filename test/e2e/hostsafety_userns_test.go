@@ -287,7 +287,7 @@ func TestHostSafetyAppArmor(t *testing.T) {
 	for _, pod := range []*v1.Pod{field, annotated} {
 		cluster.CreatePod(t, pod)
 		p := waitPhase(t, ns, pod.Name, v1.PodFailed)
-		if p.Status.Reason != "AppArmor" || p.Status.Message != "Cannot enforce AppArmor: AppArmor is not enabled on the host" {
+		if p.Status.Reason != "AppArmor" || p.Status.Message != "Pod was rejected: Cannot enforce AppArmor: AppArmor is not enabled on the host" {
 			t.Errorf("%s: %s: %s", pod.Name, p.Status.Reason, p.Status.Message)
 		}
 		expectEvent(t, ns, pod.Name, "AppArmor: Cannot enforce AppArmor")

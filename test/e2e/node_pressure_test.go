@@ -68,7 +68,7 @@ func TestNodeDiskPressure(t *testing.T) {
 	pod.Spec.NodeName = name
 	cluster.CreatePod(t, pod)
 	p := waitPhase(t, ns, pod.Name, v1.PodFailed)
-	if want := fmt.Sprintf("The node had condition: %v. ", []v1.NodeConditionType{v1.NodeDiskPressure}); p.Status.Reason != "Evicted" || p.Status.Message != want {
+	if want := fmt.Sprintf("Pod was rejected: The node had condition: %v. ", []v1.NodeConditionType{v1.NodeDiskPressure}); p.Status.Reason != "Evicted" || p.Status.Message != want {
 		t.Errorf("reason %q message %q, want Evicted %q", p.Status.Reason, p.Status.Message, want)
 	}
 

@@ -96,7 +96,7 @@ func TestNodeGracefulShutdown(t *testing.T) {
 	late.Spec.NodeName = name
 	cluster.CreatePod(t, late)
 	got := waitPhase(t, ns, late.Name, v1.PodFailed)
-	if got.Status.Reason != "NodeShutdown" || got.Status.Message != "Pod was rejected as the node is shutting down." {
+	if got.Status.Reason != "NodeShutdown" || got.Status.Message != "Pod was rejected: Pod was rejected as the node is shutting down." {
 		t.Errorf("late pod: reason %q message %q", got.Status.Reason, got.Status.Message)
 	}
 }

@@ -207,7 +207,7 @@ func TestNodeAdmissionOutOfCPU(t *testing.T) {
 	pod.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000")}
 	created := cluster.CreatePod(t, pod)
 	p := waitPhase(t, ns, pod.Name, v1.PodFailed)
-	if p.Status.Reason != "OutOfcpu" || !strings.HasPrefix(p.Status.Message, "Node didn't have enough resource: cpu, requested: 1000000, used: ") {
+	if p.Status.Reason != "OutOfcpu" || !strings.HasPrefix(p.Status.Message, "Pod was rejected: Node didn't have enough resource: cpu, requested: 1000000, used: ") {
 		t.Errorf("reason %q message %q", p.Status.Reason, p.Status.Message)
 	}
 	if len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
@@ -243,7 +243,7 @@ func TestNodeAdmissionNodeAffinity(t *testing.T) {
 	pod.Spec.NodeSelector = map[string]string{"disktype": "nonexistent"}
 	cluster.CreatePod(t, pod)
 	p := waitPhase(t, ns, pod.Name, v1.PodFailed)
-	if p.Status.Reason != "NodeAffinity" || p.Status.Message != "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector" {
+	if p.Status.Reason != "NodeAffinity" || p.Status.Message != "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector" {
 		t.Errorf("reason %q message %q", p.Status.Reason, p.Status.Message)
 	}
 }
