@@ -392,6 +392,7 @@ type Containerd struct {
 	c      *Cluster
 	name   string
 	dir    string
+	cfg    string // its config.toml, for Start after Kill
 	proc   *process
 	client *containerd.Client
 }
@@ -433,6 +434,7 @@ func (c *Cluster) AddContainerdWithSnapshotters(ctx context.Context, name string
 // it answers.
 func (c *Cluster) startContainerdIn(ctx context.Context, d *Containerd, cfg string) (*Containerd, error) {
 	var err error
+	d.cfg = cfg
 	bin, args := c.net.command(filepath.Join(c.binDir, "containerd"), "--config", cfg)
 	env := append(os.Environ(), "PATH="+c.binDir+":"+os.Getenv("PATH"))
 	if d.proc, err = startProcess("containerd-"+d.name, c.logPath("containerd-"+d.name), env, true, bin, args...); err != nil {
@@ -452,6 +454,27 @@ func (c *Cluster) startContainerdIn(ctx context.Context, d *Containerd, cfg stri
 		return nil, err
 	}
 	return d, nil
+}
+
+// Kill SIGKILLs the containerd, a crash of the runtime: its shims (each in
+// a session of its own) and their containers keep running, as on a host.
+// Start brings it back.
+func (d *Containerd) Kill() {
+	d.proc.kill()
+	if d.client != nil {
+		d.client.Close()
+		d.client = nil
+	}
+}
+
+// Start starts the containerd again with the same config after Kill and
+// waits until it answers (it reconnects to the shims that kept running).
+func (d *Containerd) Start(ctx context.Context) error {
+	if d.proc != nil && !d.proc.exited() {
+		return fmt.Errorf("containerd %s is still running", d.name)
+	}
+	_, err := d.c.startContainerdIn(ctx, d, d.cfg)
+	return err
 }
 
 // Socket is the containerd's gRPC socket.
