@@ -17,6 +17,7 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/defaults"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
@@ -25,6 +26,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	log "github.com/sirupsen/logrus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Labels on containerd containers: enough to rebuild every pod's state after
@@ -233,9 +236,37 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 		withUserLabel,
 		handler.newContainerOpts(s.CgroupParent))
 	if err != nil {
+		if runtimeLost(err) {
+			// Made or not, the caller never hears of this ID again: once
+			// containerd is back, what it made of it goes.
+			r.discardContainer(ctx, id, snapshotter)
+		}
 		return "", err
 	}
 	return id, nil
+}
+
+// discardContainer waits until containerd answers again and removes the
+// container id and its snapshot, if a call containerd's going away
+// interrupted made them.
+func (r *Runtime) discardContainer(ctx context.Context, id, snapshotter string) {
+	ctx, cancel := context.WithTimeout(ctx, discardTaskWait)
+	defer cancel()
+	if !r.containerdBack(ctx, id, "a container a creation it interrupted made may be left") {
+		return
+	}
+	if c, err := r.client.LoadContainer(ctx, id); err == nil {
+		if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			log.WithError(err).WithField("container", id).Warn("removing a container containerd's going away left")
+		}
+		return
+	}
+	if snapshotter == "" {
+		snapshotter = defaults.DefaultSnapshotter
+	}
+	if err := r.client.SnapshotService(snapshotter).Remove(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+		log.WithError(err).WithField("container", id).Warn("removing a snapshot containerd's going away left")
+	}
 }
 
 // withNewSpec is containerd's WithNewSpec with CRI's wording for a spec
@@ -326,6 +357,50 @@ func ProcessArgs(command, args []string, img ocispec.ImageConfig) []string {
 // FIFOs that hostlet reads into the log and attached sessions; the shim
 // keeps them, so hostlet attaches again after a restart.
 func (r *Runtime) StartContainer(ctx context.Context, id string) error {
+	err := r.startContainer(ctx, id)
+	if err != nil && runtimeLost(err) {
+		// containerd went away in the middle (killed, restarted): not the
+		// process's failure, so no StartError, which would count as an
+		// instance that ran and restart the container (restart count 1).
+		// Whether the shim made the task, or even started it, is known
+		// only once containerd is back: what it made of this attempt is
+		// ended then, and the caller, containerd answering again, removes
+		// the container and tries again.
+		r.discardTask(ctx, id)
+		var se *StartError
+		if errors.As(err, &se) {
+			err = se.Err
+		}
+		return fmt.Errorf("containerd unavailable while starting the container: %w", err)
+	}
+	var se *StartError
+	if errors.As(err, &se) {
+		r.recordStartError(ctx, id)
+	}
+	return err
+}
+
+// recordStartError records on a container whose process never started that
+// it exited so (exit 128, StartError, now), as CRI reports it: without a task
+// it would read as created and never started, which a restarted hostlet
+// takes for a start it interrupted (RemoveCrashLeftovers), losing the
+// crash-loop back-off recorded on it and its place in the restart count.
+func (r *Runtime) recordStartError(ctx context.Context, id string) {
+	ctx = context.WithoutCancel(ctx)
+	c, err := r.client.LoadContainer(ctx, id)
+	if err == nil {
+		_, err = c.SetLabels(ctx, map[string]string{
+			labelExitCode:   "128",
+			labelReason:     "StartError",
+			labelFinishedAt: time.Now().UTC().Format(time.RFC3339Nano),
+		})
+	}
+	if err != nil {
+		log.WithError(err).WithField("container", id).Warn("recording a container's start error")
+	}
+}
+
+func (r *Runtime) startContainer(ctx context.Context, id string) error {
 	c, err := r.client.LoadContainer(ctx, id)
 	if err != nil {
 		return err
@@ -400,6 +475,48 @@ func (r *Runtime) newTask(ctx context.Context, c containerd.Container, st *stdio
 		return task, startError(err)
 	}
 	return task, nil
+}
+
+// runtimeLost says whether err is containerd's connection failing (the
+// daemon gone or restarting), not containerd's answer.
+func runtimeLost(err error) bool {
+	return errdefs.IsUnavailable(err) || status.Code(err) == codes.Unavailable
+}
+
+// containerdBack waits (IsServing waits for the connection to be ready)
+// until containerd answers again or ctx ends; if not back, it logs what
+// may be left of container id.
+func (r *Runtime) containerdBack(ctx context.Context, id, left string) bool {
+	if ok, err := r.client.IsServing(ctx); err != nil || !ok {
+		log.WithError(err).WithField("container", id).Warn("containerd not back: " + left)
+		return false
+	}
+	return true
+}
+
+// discardTaskWait bounds how long a start interrupted by containerd's going
+// away waits for it to come back.
+const discardTaskWait = 2 * time.Minute
+
+// discardTask waits until containerd answers again and deletes, killing its
+// process, whatever task of container id the shim made meanwhile.
+func (r *Runtime) discardTask(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, discardTaskWait)
+	defer cancel()
+	if !r.containerdBack(ctx, id, "a task of a start it interrupted may be left") {
+		return
+	}
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		return
+	}
+	if err := r.deleteTask(ctx, id, task, containerd.WithProcessKill); err != nil {
+		log.WithError(err).WithField("container", id).Warn("deleting the task of a start containerd's going away interrupted")
+	}
 }
 
 // StartError is a failure of the container's process to start (bad command,

@@ -105,6 +105,14 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	defer rt.Close()
+	// Before any pod is synced: what a kill of the previous hostlet left
+	// half made, nothing of this one's can be yet. containerd down: left
+	// for the pods' deletions and the sweep.
+	leftoversCtx, cancelLeftovers := context.WithTimeout(ctx, 10*time.Second)
+	if err := rt.RemoveCrashLeftovers(leftoversCtx); err != nil {
+		log.WithError(err).Warn("removing what a previous hostlet left half made")
+	}
+	cancelLeftovers()
 	go live.runtime.Probe(ctx, clock.RealClock{}, health.RuntimePeriod, health.RuntimePeriod, rt.Healthy)
 	// The runtime handlers' first read checks user namespace support by
 	// starting a process in one (35 ms): begun now, beside the start, for
