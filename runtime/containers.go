@@ -17,6 +17,7 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/defaults"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
@@ -227,6 +228,11 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 	cfg.Security.allDevicesAllowed = handler.PrivilegedWithoutHostDevicesAllDevicesAllowed
 	specOpts := append(specFor(cfg, args, termLog, r.cgroups.V2()), r.deviceOpts(cfg.Devices)...)
 	specOpts = append(specOpts, oci.WithAnnotations(map[string]string{shimGroupAnnotation: group}))
+	ctx, done, err := r.creationLease(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	defer done()
 	_, err = r.client.NewContainer(ctx, id,
 		containerd.WithImage(cfg.Image.image),
 		containerd.WithSnapshotter(snapshotter), // "": containerd's default
@@ -244,6 +250,37 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 		return "", err
 	}
 	return id, nil
+}
+
+// creationLeasePrefix and creationLeaseTTL name and bound the lease a
+// container's creation runs under (creationLease).
+const (
+	creationLeasePrefix = "hostlet-create-"
+	creationLeaseTTL    = 5 * time.Minute
+	labelLeaseOwner     = "hostlet.root-dir"
+)
+
+// creationLease is the lease a container's creation runs under, in place
+// of the one containerd's client makes for it: that one is anonymous and
+// lasts a day, so a hostlet killed after the rootfs snapshot was prepared
+// and before the container was recorded would leave the snapshot held for
+// 24 hours, with nothing naming it. This one is named after the container
+// and owned by this hostlet's root dir, so RemoveCrashLeftovers finds and
+// ends it (which frees the snapshot), and it lapses in minutes anyway.
+// done ends it once the container, which then holds the snapshot itself,
+// is made or not.
+func (r *Runtime) creationLease(ctx context.Context, id string) (context.Context, func(), error) {
+	ls := r.client.LeasesService()
+	l, err := ls.Create(ctx, leases.WithID(creationLeasePrefix+id),
+		leases.WithExpiration(creationLeaseTTL), leases.WithLabel(labelLeaseOwner, r.rootDir))
+	if err != nil {
+		return ctx, nil, fmt.Errorf("lease for creating container %s: %w", id, err)
+	}
+	return leases.WithLease(ctx, l.ID), func() {
+		if err := ls.Delete(context.WithoutCancel(ctx), l); err != nil && !errdefs.IsNotFound(err) {
+			log.WithError(err).WithField("container", id).Debug("ending a container creation's lease (it lapses by itself)")
+		}
+	}, nil
 }
 
 // discardContainer waits until containerd answers again and removes the
@@ -478,9 +515,33 @@ func (r *Runtime) newTask(ctx context.Context, c containerd.Container, st *stdio
 }
 
 // runtimeLost says whether err is containerd's connection failing (the
-// daemon gone or restarting), not containerd's answer.
+// daemon gone or restarting), not containerd's answer. Besides the
+// Unavailable code, gRPC's own words for a connection cut in the middle of
+// a call: they reach us under other codes (Internal for a stream closed
+// without trailers; Unknown once a client library re-wraps the text), and
+// such a call may have done its work in containerd without us hearing.
 func runtimeLost(err error) bool {
-	return errdefs.IsUnavailable(err) || status.Code(err) == codes.Unavailable
+	if err == nil {
+		return false
+	}
+	if errdefs.IsUnavailable(err) || status.Code(err) == codes.Unavailable {
+		return true
+	}
+	msg := err.Error()
+	for _, cut := range connectionCut {
+		if strings.Contains(msg, cut) {
+			return true
+		}
+	}
+	return false
+}
+
+// connectionCut are gRPC's messages for a connection lost mid-call.
+var connectionCut = []string{
+	"error reading from server: EOF",
+	"transport is closing",
+	"server closed the stream without sending trailers",
+	"connection reset by peer",
 }
 
 // containerdBack waits (IsServing waits for the connection to be ready)
@@ -588,12 +649,19 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return err
 	}
 	labels, _ := c.Labels(ctx)
+	var cgroupsPath string
+	if spec, err := c.Spec(ctx); err == nil && spec.Linux != nil {
+		cgroupsPath = spec.Linux.CgroupsPath
+	}
 	if task, err := c.Task(ctx, nil); err == nil {
 		if err := r.deleteTask(ctx, id, task, containerd.WithProcessKill); err != nil {
 			return err
 		}
 	} else if errdefs.IsNotFound(err) {
 		r.shims.removed(id, labels[labelShimGroup])
+	}
+	if err := r.cgroups.RemoveContainerCgroup(cgroupsPath); err != nil {
+		log.WithError(err).WithField("container", id).Warn("removing the cgroup an interrupted task creation left")
 	}
 	// The symlink first, as the kubelet: a crash after the delete would
 	// leave it dangling until the pod is cleaned up.

@@ -2,14 +2,15 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/netns"
+	"github.com/containerd/errdefs"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -24,6 +25,9 @@ import (
 //     stay in containerd until the pod's deletion. Removed, the worker makes
 //     the container again with the same attempt, as if the first try had
 //     never been.
+//   - A container's rootfs snapshot prepared, the container never
+//     recorded: held by the creation's lease (creationLease), which is
+//     ended, so containerd's garbage collector removes the snapshot.
 //   - A network namespace under <root-dir>/netns that no sandbox record
 //     names: the sandbox's record is saved only once its namespace is made
 //     (and for a pod in a user namespace, once all its namespaces are), so
@@ -35,7 +39,7 @@ import (
 // logs dir, as the sweep tells them (nodes sharing a containerd namespace
 // on one host, as in the e2e tests).
 func (r *Runtime) RemoveCrashLeftovers(ctx context.Context) error {
-	errNetns := r.removeUnrecordedNetNS()
+	errNetns := errors.Join(r.removeUnrecordedNetNS(), r.endCreationLeases(ctx))
 	cs, err := r.ListContainers(ctx, "")
 	if err != nil {
 		return errors.Join(errNetns, err)
@@ -110,20 +114,38 @@ func (r *Runtime) removeUnrecordedNetNS() error {
 }
 
 // recordedNetNS are the network namespaces the pods' sandbox records name,
-// read as they are on disk (an incomplete record's too: its teardown will
-// run the CNI DEL in it).
+// whole or not (an incomplete record's too: its teardown will run the CNI
+// DEL in it).
 func (r *Runtime) recordedNetNS() map[string]bool {
 	out := map[string]bool{}
-	pods, _ := os.ReadDir(filepath.Join(r.rootDir, "pods"))
-	for _, p := range pods {
-		b, err := os.ReadFile(filepath.Join(r.podDir(p.Name()), "sandbox.json"))
-		if err != nil {
-			continue
-		}
-		var s Sandbox
-		if json.Unmarshal(b, &s) == nil && s.NetNSPath != "" {
+	recs, _ := r.SandboxRecords()
+	for _, s := range recs {
+		if s.NetNSPath != "" {
 			out[filepath.Clean(s.NetNSPath)] = true
 		}
 	}
 	return out
+}
+
+// endCreationLeases ends the leases of container creations this hostlet
+// (its root dir) began and a kill cut short, synchronously, so that the
+// collection they trigger has removed what they alone held (a prepared
+// rootfs snapshot) before the first pod is synced.
+func (r *Runtime) endCreationLeases(ctx context.Context) error {
+	ls := r.client.LeasesService()
+	all, err := ls.List(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range all {
+		if !strings.HasPrefix(l.ID, creationLeasePrefix) || l.Labels[labelLeaseOwner] != r.rootDir {
+			continue
+		}
+		log.WithField("lease", l.ID).Info("ending the lease of a container creation a restart of hostlet interrupted")
+		if err := ls.Delete(ctx, l, leases.SynchronousDelete); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -110,13 +110,33 @@ func TestOwnsLog(t *testing.T) {
 // connection lost; the shim's or runc's answers do not.
 func TestRuntimeLost(t *testing.T) {
 	for err, want := range map[error]bool{
-		startError(status.Error(codes.Unavailable, "error reading from server: EOF")):                  true,
-		startError(fmt.Errorf("connection error: %w", errdefs.ErrUnavailable)):                         true,
-		startError(errors.New("OCI runtime create failed: exec: \"nope\": executable file not found")): false,
-		status.Error(codes.NotFound, "container not found"):                                            false,
+		startError(status.Error(codes.Unavailable, "error reading from server: EOF")):                           true,
+		startError(fmt.Errorf("connection error: %w", errdefs.ErrUnavailable)):                                  true,
+		startError(errors.New("OCI runtime create failed: exec: \"nope\": executable file not found")):          false,
+		status.Error(codes.NotFound, "container not found"):                                                     false,
+		status.Error(codes.Internal, "server closed the stream without sending trailers"):                       true,
+		fmt.Errorf("creating container: %v", status.Error(codes.Unavailable, "error reading from server: EOF")): true,
 	} {
 		if got := runtimeLost(err); got != want {
 			t.Errorf("runtimeLost(%v) = %v, want %v", err, got, want)
+		}
+	}
+}
+
+// A container's cgroup directory from its spec's cgroupsPath, in either
+// driver's form, as runc makes it.
+func TestContainerCgroupDir(t *testing.T) {
+	for in, want := range map[string]string{
+		"/kubepods/besteffort/podu/abc":                     "/kubepods/besteffort/podu/abc",
+		"kubepods/podu/abc":                                 "/kubepods/podu/abc",
+		"kubepods-besteffort-podu.slice:cri-containerd:abc": "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podu.slice/cri-containerd-abc.scope",
+		":cri-containerd:abc":                               "/system.slice/cri-containerd-abc.scope",
+		"kubepods.slice::abc":                               "/kubepods.slice/abc.scope",
+		"":                                                  "",
+		"kubepods.slice:cri-containerd:":                    "",
+	} {
+		if got := containerCgroupDir(in); got != want {
+			t.Errorf("containerCgroupDir(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
