@@ -208,7 +208,17 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		return info, &lifecycle.Failure{Reason: "StartError", Message: err.Error(), Info: &info}
 	}
 	r.event(pod, c.Name, v1.EventTypeNormal, "Started", "Container started")
-	return r.Container(ctx, id)
+	info, err := r.Container(ctx, id)
+	if err != nil {
+		// The process runs: failing to read its status now (containerd
+		// going away right after the start) must not read as a failed
+		// start, which would make a second copy beside it. What is known
+		// stands in until the exit event or the next sync reads it.
+		lifecycle.PodLogger(pod).WithError(err).WithField("container", c.Name).Warn("reading a started container's status")
+		return lifecycle.ContainerInfo{ID: id, Name: c.Name, Attempt: attempt, Running: true,
+			StartedAt: time.Now(), Image: c.Image, ImageID: img.ID}, nil
+	}
+	return info, nil
 }
 
 // ensureImage applies the container's pull policy, with the kubelet's
