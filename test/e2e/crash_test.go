@@ -273,7 +273,10 @@ func (r *crashRig) reset(t *testing.T) {
 	r.removeAll(t)
 	// Let the node finish their teardown, so this kill's check sees this
 	// kill's leftovers.
-	_ = pollQuiet(ctx, time.Minute, func() bool { return len(r.problems(ctx, nil)) == 0 })
+	var left []string
+	if !pollQuiet(ctx, time.Minute, func() bool { left = r.problems(ctx, nil); return len(left) == 0 }) {
+		t.Logf("reset: still left after a minute with no pod: %v", left)
+	}
 }
 
 // ensureRunning has the burst's pods Running for a delete burst, also when
