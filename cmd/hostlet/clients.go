@@ -63,8 +63,10 @@ func newClients(ctx context.Context, o *options) (clients, error) {
 	if c.events, err = kubernetes.NewForConfig(restCfg); err != nil {
 		return clients{}, err
 	}
+	// As the kubelet's heartbeat client: within a status update and
+	// within the Lease's duration.
 	heartbeatCfg := *restCfg
-	heartbeatCfg.Timeout = min(o.statusUpdateFreq, node.LeaseDuration*time.Second)
+	heartbeatCfg.Timeout = min(o.statusUpdateFreq, time.Duration(o.kubeletConfig.NodeLeaseDurationSeconds)*time.Second)
 	if c.heartbeat, err = kubernetes.NewForConfig(&heartbeatCfg); err != nil {
 		return clients{}, err
 	}

@@ -143,6 +143,9 @@ var kubeletFields = []kubeletField{
 	{path: "mergeDefaultEvictionSettings", use: useLoad},
 	// OpenTelemetry spans to an OTLP gRPC collector (tracing.go).
 	{path: "tracing", use: useFile},
+	// The node Lease's duration, renewed every quarter of it (the kubelet
+	// has no flag for it either).
+	{path: "nodeLeaseDurationSeconds", use: useFile},
 
 	// Not implemented, and not to be ignored: a node that does not do what
 	// its configuration says would surprise (security, placement, what the
@@ -152,7 +155,6 @@ var kubeletFields = []kubeletField{
 	refuse("authentication.webhook.enabled", "always authenticates bearer tokens with TokenReview"),
 	refuse("authorization.mode", "always authorizes with SubjectAccessReview (Webhook)"),
 	refuse("enableDebuggingHandlers", "always serves logs, exec, attach and port-forward"),
-	refuse("nodeLeaseDurationSeconds", "renews a Lease of 40s"),
 	refuse("kubeletCgroups", "leaves its own cgroup to its unit"),
 	refuse("systemCgroups", "does not move system processes"),
 	refuse("cpuManagerPolicy", "has no CPU manager: containers share the CPUs"),

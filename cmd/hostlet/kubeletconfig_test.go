@@ -121,6 +121,7 @@ protectKernelDefaults: true
 podPidsLimit: 4096
 readOnlyPort: 10255
 allowedUnsafeSysctls: [kernel.msgmax, "net.core.*"]
+nodeLeaseDurationSeconds: 20
 tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]
 authentication:
   x509:
@@ -248,6 +249,7 @@ podLogsDir: /srv/pods
 
 	kc := o.kubeletConfig
 	check("configz maxPods", kc.MaxPods, int32(7))
+	check("configz nodeLeaseDurationSeconds (file only)", kc.NodeLeaseDurationSeconds, int32(20))
 	check("configz featureGates", kc.FeatureGates, map[string]bool{"NodeLogQuery": false, "ContainerStopSignals": true})
 	check("configz tlsCertFile", kc.TLSCertFile, filepath.Join(dir, "pki/serving.crt"))
 	check("configz registerWithTaints", len(kc.RegisterWithTaints), 1)

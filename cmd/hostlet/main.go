@@ -254,7 +254,7 @@ func run(ctx context.Context, o *options) error {
 	errs := make(chan error, 2)
 	go func() { errs <- <-registered }()
 	log.WithFields(log.Fields{"node": s.name, "ip": s.nodeIP, "root": filepath.Clean(o.rootDir)}).Info("node registered")
-	go node.NewLease(ctx, c.heartbeat, s.name).Run(ctx)
+	go node.NewLease(ctx, c.heartbeat, s.name, o.kubeletConfig.NodeLeaseDurationSeconds).Run(ctx)
 	go func() {
 		if inf.servicesSynced(ctx) {
 			errs <- pods.Run(ctx, prov, podWorkers)

@@ -13,22 +13,32 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// LeaseDuration is the kubelet's default nodeLeaseDurationSeconds; the
-// Lease is renewed every quarter of it.
-const LeaseDuration = 40
+// DefaultLeaseDuration is the kubelet's default nodeLeaseDurationSeconds.
+const DefaultLeaseDuration = 40
 
-// NewLease is the kubelet's own node Lease controller (renewal every
-// 10 s with 4% jitter, create/renew retries backing off from 200 ms to 7 s,
-// owner reference to the Node). virtual-kubelet's copy sleeps twice per
+// leaseRenewFraction is the kubelet's nodeLeaseRenewIntervalFraction: the
+// Lease is renewed every quarter of its duration, so three renewals may
+// fail before it expires.
+const leaseRenewFraction = 0.25
+
+// LeaseRenewInterval is how often a Lease of durationSeconds is renewed.
+func LeaseRenewInterval(durationSeconds int32) time.Duration {
+	return time.Duration(float64(time.Duration(durationSeconds)*time.Second) * leaseRenewFraction)
+}
+
+// NewLease is the kubelet's own node Lease controller: a Lease of
+// durationSeconds (nodeLeaseDurationSeconds) renewed every quarter of it
+// with 4% jitter, create/renew retries backing off from 200 ms to 7 s,
+// owner reference to the Node. virtual-kubelet's copy sleeps twice per
 // back-off step and stops renewing when Ping fails, so hostlet uses this one.
 // client should time out within a renewal interval, as the kubelet's
 // heartbeat client does.
-func NewLease(ctx context.Context, client kubernetes.Interface, nodeName string) lease.Controller {
-	renew := time.Duration(float64(LeaseDuration*time.Second) * 0.25)
+func NewLease(ctx context.Context, client kubernetes.Interface, nodeName string, durationSeconds int32) lease.Controller {
+	renew := LeaseRenewInterval(durationSeconds)
 	onRepeatedFailure := func() {
 		log.WithField("node", nodeName).Warn("node lease: repeated renewal failures")
 	}
-	return lease.NewController(clock.RealClock{}, client, nodeName, LeaseDuration, onRepeatedFailure,
+	return lease.NewController(clock.RealClock{}, client, nodeName, durationSeconds, onRepeatedFailure,
 		renew, nodeName, v1.NamespaceNodeLease, func(l *coordinationv1.Lease) error {
 			// The Node's UID may not be known when the Lease is first
 			// created: retry the owner reference on every renewal until set.
