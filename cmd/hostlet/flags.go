@@ -35,6 +35,7 @@ type options struct {
 	nodeLabels        map[string]string
 	taints            []string
 	maxPods           int
+	podsPerCore       int32
 	rootDir           string
 	runtimeEndpoint   string
 	containerdNS      string
@@ -126,6 +127,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "labels to add when registering the node (key=value,...)")
 	fs.StringSliceVar(&o.taints, "register-with-taints", nil, "taints to register the node with (key=value:Effect,...)")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "number of pods this node can run")
+	fs.Int32Var(&o.podsPerCore, "pods-per-core", 0, "number of pods per core this node can run, within --max-pods (0: no such limit), as the kubelet's podsPerCore")
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/kubelet", "directory for pod state, volumes and the plugin sockets (the kubelet's, so DaemonSets that mount /var/lib/kubelet/{pods,device-plugins,plugins_registry} work unchanged)")
 	fs.StringVar(&o.runtimeEndpoint, "container-runtime-endpoint", "unix:///run/containerd/containerd.sock", "containerd endpoint")
 	fs.StringVar(&o.containerdNS, "containerd-namespace", "hostlet", "containerd namespace holding hostlet's images and containers")

@@ -122,6 +122,7 @@ podPidsLimit: 4096
 readOnlyPort: 10255
 allowedUnsafeSysctls: [kernel.msgmax, "net.core.*"]
 nodeLeaseDurationSeconds: 20
+podsPerCore: 8
 tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]
 authentication:
   x509:
@@ -236,6 +237,7 @@ podLogsDir: /srv/pods
 	check("protect-kernel-defaults", o.protectKernelDefaults, true)
 	check("pod-max-pids", o.podPidsLimit, int64(4096))
 	check("read-only-port", o.readOnlyPort, int32(10255))
+	check("pods-per-core", o.podsPerCore, int32(8))
 	check("allowed-unsafe-sysctls", o.allowedUnsafeSysctls, []string{"kernel.msgmax", "net.core.*"})
 	check("tls-cipher-suites", o.tlsCipherSuites, []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"})
 	// Not in the file: the kubelet's defaults.

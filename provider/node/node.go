@@ -30,12 +30,15 @@ const KubeletVersion = "v1.35.4"
 
 // Config describes the node hostlet registers.
 type Config struct {
-	Name         string
-	InternalIPs  []string
-	ExternalIP   string
-	Labels       map[string]string
-	Taints       []v1.Taint
-	MaxPods      int
+	Name        string
+	InternalIPs []string
+	ExternalIP  string
+	Labels      map[string]string
+	Taints      []v1.Taint
+	MaxPods     int
+	// PodsPerCore, if > 0, caps the pods at that many per CPU (the
+	// kubelet's podsPerCore; maxPods still bounds them).
+	PodsPerCore  int
 	Reserved     v1.ResourceList // system-reserved + kube-reserved
 	EvictionHard Thresholds
 	RootDir      string
@@ -345,7 +348,7 @@ func (n *Node) capacity() (v1.ResourceList, error) {
 		v1.ResourceCPU:              *resource.NewQuantity(int64(cpus), resource.DecimalSI),
 		v1.ResourceMemory:           *resource.NewQuantity(mem, resource.BinarySI),
 		v1.ResourceEphemeralStorage: *resource.NewQuantity(int64(fs.Blocks)*fs.Bsize, resource.BinarySI),
-		v1.ResourcePods:             *resource.NewQuantity(int64(n.cfg.MaxPods), resource.DecimalSI),
+		v1.ResourcePods:             *resource.NewQuantity(podCapacity(n.cfg.MaxPods, n.cfg.PodsPerCore, cpus), resource.DecimalSI),
 	}
 	for _, hp := range []struct {
 		name string
@@ -355,6 +358,16 @@ func (n *Node) capacity() (v1.ResourceList, error) {
 		list[v1.ResourceName(hp.name)] = *resource.NewQuantity(count*hp.kb*1024, resource.BinarySI)
 	}
 	return list, nil
+}
+
+// podCapacity is the node's pod capacity as the kubelet's MachineInfo
+// status setter makes it: maxPods, or podsPerCore per core when that is
+// fewer.
+func podCapacity(maxPods, podsPerCore, cores int) int64 {
+	if podsPerCore > 0 {
+		return int64(min(cores*podsPerCore, maxPods))
+	}
+	return int64(maxPods)
 }
 
 // allocatableFrom subtracts reservations and hard eviction thresholds.

@@ -244,3 +244,21 @@ func TestNodeFeaturesStatus(t *testing.T) {
 		t.Errorf("diff %v, want features", d)
 	}
 }
+
+// The pod capacity is maxPods, or podsPerCore per core when fewer, as the
+// kubelet's MachineInfo setter.
+func TestPodCapacity(t *testing.T) {
+	for _, c := range []struct {
+		maxPods, perCore, cores int
+		want                    int64
+	}{
+		{110, 0, 4, 110},
+		{110, 10, 4, 40},
+		{110, 10, 16, 110},
+		{30, 10, 3, 30},
+	} {
+		if got := podCapacity(c.maxPods, c.perCore, c.cores); got != c.want {
+			t.Errorf("podCapacity(maxPods %d, podsPerCore %d, %d cores) = %d, want %d", c.maxPods, c.perCore, c.cores, got, c.want)
+		}
+	}
+}
