@@ -36,6 +36,8 @@ type options struct {
 	taints            []string
 	maxPods           int
 	podsPerCore       int32
+	providerID        string
+	registerNode      bool
 	rootDir           string
 	runtimeEndpoint   string
 	containerdNS      string
@@ -125,7 +127,9 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.nodeIP, "node-ip", "", "node InternalIP (default: the address of the default route)")
 	fs.StringVar(&o.externalIP, "external-ip", "", "node ExternalIP, if any")
 	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "labels to add when registering the node (key=value,...)")
-	fs.StringSliceVar(&o.taints, "register-with-taints", nil, "taints to register the node with (key=value:Effect,...)")
+	fs.StringSliceVar(&o.taints, "register-with-taints", nil, "taints to register the node with (key=value:Effect,...); no-op with --register-node=false")
+	fs.BoolVar(&o.registerNode, "register-node", true, "register the node with the API server; false: wait for someone else to create the Node, then write its status, as the kubelet's registerNode")
+	fs.StringVar(&o.providerID, "provider-id", "", "unique identifier of the node in a machine database (a cloud provider's), set as spec.providerID when the node registers")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "number of pods this node can run")
 	fs.Int32Var(&o.podsPerCore, "pods-per-core", 0, "number of pods per core this node can run, within --max-pods (0: no such limit), as the kubelet's podsPerCore")
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/kubelet", "directory for pod state, volumes and the plugin sockets (the kubelet's, so DaemonSets that mount /var/lib/kubelet/{pods,device-plugins,plugins_registry} work unchanged)")

@@ -123,6 +123,8 @@ readOnlyPort: 10255
 allowedUnsafeSysctls: [kernel.msgmax, "net.core.*"]
 nodeLeaseDurationSeconds: 20
 podsPerCore: 8
+providerID: aws:///eu-west-1a/i-0123456789abcdef0
+registerNode: false
 tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]
 authentication:
   x509:
@@ -238,6 +240,8 @@ podLogsDir: /srv/pods
 	check("pod-max-pids", o.podPidsLimit, int64(4096))
 	check("read-only-port", o.readOnlyPort, int32(10255))
 	check("pods-per-core", o.podsPerCore, int32(8))
+	check("provider-id", o.providerID, "aws:///eu-west-1a/i-0123456789abcdef0")
+	check("register-node", o.registerNode, false)
 	check("allowed-unsafe-sysctls", o.allowedUnsafeSysctls, []string{"kernel.msgmax", "net.core.*"})
 	check("tls-cipher-suites", o.tlsCipherSuites, []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"})
 	// Not in the file: the kubelet's defaults.
@@ -275,6 +279,9 @@ func TestKubeletConfigWithoutFile(t *testing.T) {
 	if kc.Port != 10250 || *kc.ImageGCHighThresholdPercent != 85 || kc.NodeStatusReportFrequency.Duration != 5*time.Minute ||
 		kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration != 300*time.Second || kc.ContainerRuntimeEndpoint != "unix:///run/containerd/containerd.sock" {
 		t.Errorf("defaults: %+v", kc)
+	}
+	if !o.registerNode || kc.RegisterNode == nil || !*kc.RegisterNode {
+		t.Errorf("registerNode's default: %v %v", o.registerNode, kc.RegisterNode)
 	}
 	o = parseArgs(t)
 	if len(o.evictionHard) != 5 || o.evictionHard["imagefs.inodesFree"] != "5%" {
@@ -315,13 +322,13 @@ func TestKubeletConfigDropins(t *testing.T) {
 // at the kubelet's default, silent.
 func TestKubeletConfigUnimplemented(t *testing.T) {
 	dir := t.TempDir()
-	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"cpuManagerPolicy: static\nregisterNode: false\nsyncFrequency: 30s\nmaxPods: 20\n")
+	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"cpuManagerPolicy: static\nenableControllerAttachDetach: false\nsyncFrequency: 30s\nmaxPods: 20\n")
 	var o options
 	err := o.parse([]string{"--config", conf})
 	if err == nil {
 		t.Fatal("refused fields accepted")
 	}
-	for _, want := range []string{`cpuManagerPolicy: "static"`, "registerNode: false", "always registers the Node"} {
+	for _, want := range []string{`cpuManagerPolicy: "static"`, "enableControllerAttachDetach: false", "attaches no volumes"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

@@ -253,7 +253,11 @@ func run(ctx context.Context, o *options) error {
 	}
 	errs := make(chan error, 2)
 	go func() { errs <- <-registered }()
-	log.WithFields(log.Fields{"node": s.name, "ip": s.nodeIP, "root": filepath.Clean(o.rootDir)}).Info("node registered")
+	msg := "node registered"
+	if !o.registerNode {
+		msg = "node found in the API server (registerNode: false)"
+	}
+	log.WithFields(log.Fields{"node": s.name, "ip": s.nodeIP, "root": filepath.Clean(o.rootDir)}).Info(msg)
 	go node.NewLease(ctx, c.heartbeat, s.name, o.kubeletConfig.NodeLeaseDurationSeconds).Run(ctx)
 	go func() {
 		if inf.servicesSynced(ctx) {

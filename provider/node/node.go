@@ -36,6 +36,9 @@ type Config struct {
 	Labels      map[string]string
 	Taints      []v1.Taint
 	MaxPods     int
+	// ProviderID is the Node's spec.providerID when it registers (the
+	// kubelet's providerID; "" leaves it to the cloud controller manager).
+	ProviderID string
 	// PodsPerCore, if > 0, caps the pods at that many per CPU (the
 	// kubelet's podsPerCore; maxPods still bounds them).
 	PodsPerCore  int
@@ -179,7 +182,7 @@ func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
 				"volumes.kubernetes.io/controller-managed-attach-detach": "true",
 			},
 		},
-		Spec: v1.NodeSpec{Taints: cfg.Taints},
+		Spec: v1.NodeSpec{Taints: cfg.Taints, ProviderID: cfg.ProviderID},
 		Status: v1.NodeStatus{
 			Capacity:        capacity,
 			Allocatable:     allocatable,
