@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -105,7 +106,7 @@ func TestKubeletConfigRefusesUnimplemented(t *testing.T) {
 		NodeName:             name,
 		NoWaitReady:          true,
 		KubeletConfig:        kcHeader + "cpuManagerPolicy: static\nmaxPods: 20\n",
-		KubeletConfigDropins: map[string]string{"10-register.conf": kcHeader + "registerNode: false\n"},
+		KubeletConfigDropins: map[string]string{"10-attach.conf": kcHeader + "enableControllerAttachDetach: false\n"},
 	})
 	select {
 	case <-h.Done():
@@ -117,12 +118,133 @@ func TestKubeletConfigRefusesUnimplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := string(b)
-	for _, want := range []string{"does not implement", `cpuManagerPolicy: "static"`, "registerNode: false"} {
+	for _, want := range []string{"does not implement", `cpuManagerPolicy: "static"`, "enableControllerAttachDetach: false"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
 	}
 	if _, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), name, metav1.GetOptions{}); err == nil {
 		t.Error("the node registered")
+	}
+}
+
+// The node's own fields of a KubeletConfiguration: providerID on the
+// registered Node, podsPerCore capping the pod capacity below maxPods, and
+// the Lease's nodeLeaseDurationSeconds, renewed every quarter of it.
+func TestKubeletConfigNodeFields(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-kubeletconfig-node"
+	const providerID = "hostlet-e2e:///zone-a/" + name
+	extraNode(t, harness.HostletOptions{
+		NodeName: name,
+		KubeletConfig: kcHeader + `maxPods: 50
+podsPerCore: 1
+providerID: ` + providerID + `
+nodeLeaseDurationSeconds: 8
+`,
+	})
+	ctx := ctxT(t)
+	n, err := cluster.Client().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Spec.ProviderID != providerID {
+		t.Errorf("spec.providerID %q, want %q", n.Spec.ProviderID, providerID)
+	}
+	// One pod per CPU: the CPUs are fewer than maxPods on any test host.
+	cpus := n.Status.Capacity.Cpu().Value()
+	if pods := n.Status.Capacity[v1.ResourcePods]; pods.Value() != min(cpus, 50) {
+		t.Errorf("pod capacity %v with %d CPUs and podsPerCore 1, want %d", pods.String(), cpus, min(cpus, 50))
+	}
+	leases := cluster.Client().CoordinationV1().Leases(v1.NamespaceNodeLease)
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != 8 {
+		t.Errorf("leaseDurationSeconds %v, want 8", l.Spec.LeaseDurationSeconds)
+	}
+	// Renewed every 2 s (a quarter of 8 s, 4% jitter): twice in 6 s at least.
+	renewals, last := 0, l.Spec.RenewTime.Time
+	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		l, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := l.Spec.RenewTime.Time; r.After(last) {
+			renewals, last = renewals+1, r
+		}
+	}
+	if renewals < 2 {
+		t.Errorf("%d Lease renewals in 6 s with nodeLeaseDurationSeconds 8, want 2 or more", renewals)
+	}
+}
+
+// registerNode: false: the node does not create its Node; once someone else
+// has, it writes the status (Ready, its capacity) and renews the Lease, as
+// the kubelet does; the creator's labels and taints stay.
+func TestKubeletConfigRegisterNodeFalse(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-kubeletconfig-unregistered"
+	h := extraNode(t, harness.HostletOptions{
+		NodeName:      name,
+		NoWaitReady:   true,
+		KubeletConfig: kcHeader + "registerNode: false\nmaxPods: 33\n",
+	})
+	ctx := ctxT(t)
+	// It has tried, and found no Node.
+	for {
+		b, _ := os.ReadFile(h.LogPath())
+		if strings.Contains(string(b), "registerNode is false") {
+			break
+		}
+		select {
+		case <-h.Done():
+			t.Fatalf("hostlet exited:\n%s", b)
+		case <-ctx.Done():
+			t.Fatalf("hostlet never said it waits for its Node:\n%s", b)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if _, err := cluster.Client().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		t.Fatal("the node registered itself")
+	}
+	created, err := cluster.Client().CoreV1().Nodes().Create(ctx, &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"created-by": "e2e"}},
+		Spec:       v1.NodeSpec{ProviderID: "creator:///" + name, Taints: []v1.Taint{{Key: "e2e", Effect: v1.TaintEffectPreferNoSchedule}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n *v1.Node
+	for {
+		if n, err = cluster.Client().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if c := nodeCondition(n, v1.NodeReady); c != nil && c.Status == v1.ConditionTrue {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			b, _ := os.ReadFile(h.LogPath())
+			t.Fatalf("the Node never became Ready: %+v\n%s", n.Status, b)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if n.UID != created.UID {
+		t.Errorf("the Node was replaced: UID %s, created %s", n.UID, created.UID)
+	}
+	if pods := n.Status.Capacity[v1.ResourcePods]; pods.Value() != 33 {
+		t.Errorf("pod capacity %v, want 33", pods.String())
+	}
+	if n.Labels["created-by"] != "e2e" || n.Spec.ProviderID != "creator:///"+name || len(n.Spec.Taints) != 1 {
+		t.Errorf("the creator's labels %v, providerID %q, taints %v changed", n.Labels, n.Spec.ProviderID, n.Spec.Taints)
+	}
+	l, err := cluster.Client().CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no Lease: %v", err)
+	}
+	if got := fmt.Sprint(*l.Spec.HolderIdentity, " ", *l.Spec.LeaseDurationSeconds); got != name+" 40" {
+		t.Errorf("Lease %s", got)
 	}
 }
