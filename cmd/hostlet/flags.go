@@ -74,6 +74,10 @@ type options struct {
 	rotateServerCerts         bool
 	rotateCerts               bool
 	clientCA                  string
+	anonymousAuth             bool
+	tokenWebhook              bool
+	authorizationMode         string
+	debuggingHandlers         bool
 	registryMirror            bool
 	authnCacheTTL             time.Duration
 	authzAllowedTTL           time.Duration
@@ -165,6 +169,13 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.BoolVar(&o.rotateServerCerts, "rotate-server-certificates", false, "request the serving certificate from the cluster (kubernetes.io/kubelet-serving CSRs for the Node's addresses, approved by an approver such as the chart's) and renew it before it expires; --tls-cert-file is served until the first is issued")
 	fs.BoolVar(&o.rotateCerts, "rotate-certificates", false, "renew the client certificate of the --kubeconfig (one <prefix>-current.pem file for certificate and key, as `hostlet join` writes it) through kubernetes.io/kube-apiserver-client-kubelet CSRs before it expires")
 	fs.StringVar(&o.clientCA, "client-ca-file", "", "CA that signs client certificates of kubelet API callers")
+	// The configuration file's defaults, not the kubelet's legacy flag
+	// defaults (anonymous, no token review, AlwaysAllow): hostlet is
+	// secure without a file too.
+	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "authenticate requests to the kubelet API without an identity as system:anonymous (group system:unauthenticated), then authorize them as any other; insecure, as the kubelet's authentication.anonymous.enabled")
+	fs.BoolVar(&o.tokenWebhook, "authentication-token-webhook", true, "authenticate bearer tokens of kubelet API callers with TokenReview, as the kubelet's authentication.webhook.enabled")
+	fs.StringVar(&o.authorizationMode, "authorization-mode", "Webhook", "authorization of kubelet API requests: Webhook (SubjectAccessReview) or AlwaysAllow (insecure: every authenticated request allowed), as the kubelet's authorization.mode")
+	fs.BoolVar(&o.debuggingHandlers, "enable-debugging-handlers", true, "serve the kubelet API's pod logs, exec, attach, port-forward, /configz, the node's /logs/ and profiles; false: 405 'Debug endpoints are disabled.' as the kubelet's enableDebuggingHandlers")
 	fs.DurationVar(&o.authnCacheTTL, "authentication-token-webhook-cache-ttl", 2*time.Minute, "how long TokenReview results of the kubelet API's callers are cached")
 	fs.DurationVar(&o.authzAllowedTTL, "authorization-webhook-cache-authorized-ttl", 5*time.Minute, "how long allowed SubjectAccessReview results are cached")
 	fs.DurationVar(&o.authzDeniedTTL, "authorization-webhook-cache-unauthorized-ttl", 30*time.Second, "how long denied SubjectAccessReview results are cached")

@@ -86,6 +86,10 @@ var kubeletFields = []kubeletField{
 	flagged("rotateCertificates", "rotate-certificates"),
 	flagged("serverTLSBootstrap", "rotate-server-certificates"),
 	flagged("authentication.x509.clientCAFile", "client-ca-file"),
+	flagged("authentication.anonymous.enabled", "anonymous-auth"),
+	flagged("authentication.webhook.enabled", "authentication-token-webhook"),
+	flagged("authorization.mode", "authorization-mode"),
+	flagged("enableDebuggingHandlers", "enable-debugging-handlers"),
 	flagged("authentication.webhook.cacheTTL", "authentication-token-webhook-cache-ttl"),
 	flagged("authorization.webhook.cacheAuthorizedTTL", "authorization-webhook-cache-authorized-ttl"),
 	flagged("authorization.webhook.cacheUnauthorizedTTL", "authorization-webhook-cache-unauthorized-ttl"),
@@ -154,10 +158,6 @@ var kubeletFields = []kubeletField{
 	// its configuration says would surprise (security, placement, what the
 	// scheduler sees).
 	refuse("enableServer", "always serves the kubelet API"),
-	refuse("authentication.anonymous.enabled", "refuses anonymous requests"),
-	refuse("authentication.webhook.enabled", "always authenticates bearer tokens with TokenReview"),
-	refuse("authorization.mode", "always authorizes with SubjectAccessReview (Webhook)"),
-	refuse("enableDebuggingHandlers", "always serves logs, exec, attach and port-forward"),
 	refuse("kubeletCgroups", "leaves its own cgroup to its unit"),
 	refuse("systemCgroups", "does not move system processes"),
 	refuse("cpuManagerPolicy", "has no CPU manager: containers share the CPUs"),

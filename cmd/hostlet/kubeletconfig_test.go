@@ -129,8 +129,14 @@ tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AE
 authentication:
   x509:
     clientCAFile: /etc/pki/ca.crt
+  anonymous:
+    enabled: true
   webhook:
+    enabled: false
     cacheTTL: 30s
+authorization:
+  mode: AlwaysAllow
+enableDebuggingHandlers: false
 clusterDNS: [10.96.0.10, 10.96.0.11]
 clusterDomain: example.local
 resolvConf: /run/systemd/resolve/resolv.conf
@@ -240,6 +246,10 @@ podLogsDir: /srv/pods
 	check("pod-max-pids", o.podPidsLimit, int64(4096))
 	check("read-only-port", o.readOnlyPort, int32(10255))
 	check("pods-per-core", o.podsPerCore, int32(8))
+	check("anonymous-auth", o.anonymousAuth, true)
+	check("authentication-token-webhook", o.tokenWebhook, false)
+	check("authorization-mode", o.authorizationMode, "AlwaysAllow")
+	check("enable-debugging-handlers", o.debuggingHandlers, false)
 	check("provider-id", o.providerID, "aws:///eu-west-1a/i-0123456789abcdef0")
 	check("register-node", o.registerNode, false)
 	check("allowed-unsafe-sysctls", o.allowedUnsafeSysctls, []string{"kernel.msgmax", "net.core.*"})
@@ -282,6 +292,12 @@ func TestKubeletConfigWithoutFile(t *testing.T) {
 	}
 	if !o.registerNode || kc.RegisterNode == nil || !*kc.RegisterNode {
 		t.Errorf("registerNode's default: %v %v", o.registerNode, kc.RegisterNode)
+	}
+	// The kubelet API's security: the configuration file's defaults, not
+	// the kubelet's legacy flag defaults.
+	if o.anonymousAuth || !o.tokenWebhook || o.authorizationMode != "Webhook" || !o.debuggingHandlers ||
+		*kc.Authentication.Anonymous.Enabled || !*kc.Authentication.Webhook.Enabled || kc.Authorization.Mode != "Webhook" || !*kc.EnableDebuggingHandlers {
+		t.Errorf("kubelet API defaults: anonymous %v, token webhook %v, authorization %q, debugging handlers %v", o.anonymousAuth, o.tokenWebhook, o.authorizationMode, o.debuggingHandlers)
 	}
 	o = parseArgs(t)
 	if len(o.evictionHard) != 5 || o.evictionHard["imagefs.inodesFree"] != "5%" {

@@ -94,8 +94,10 @@ type serverParts struct {
 	csi     *csi.Manager
 	metrics []prometheus.Collector
 	checks  *health.Checks
-	// tls is the TLS versions and suites served (settings).
-	tls server.TLS
+	// tls is the TLS versions and suites served, auth how callers are
+	// authenticated and authorized (settings).
+	tls  server.TLS
+	auth server.AuthMode
 	// mirror serves the node's content, and the blobs its pulls are
 	// fetching, to the other nodes on /v2/ (--registry-mirror); nil
 	// without it.
@@ -111,7 +113,8 @@ func serve(ctx context.Context, o *options, name string, cert server.Certificate
 	return server.Serve(ctx, server.Config{
 		Addr: net.JoinHostPort(o.address, strconv.Itoa(int(o.port))),
 		Cert: cert, TLS: p.tls, ClientCAFile: o.clientCA, ReadOnlyAddr: readOnlyAddr(o),
-		AuthCache:         server.AuthCache{TokenTTL: o.authnCacheTTL, AllowedTTL: o.authzAllowedTTL, DeniedTTL: o.authzDeniedTTL},
+		AuthCache: server.AuthCache{TokenTTL: o.authnCacheTTL, AllowedTTL: o.authzAllowedTTL, DeniedTTL: o.authzDeniedTTL},
+		Auth:      p.auth, DebuggingDisabled: !o.debuggingHandlers,
 		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: p.client, Pods: p.prov, APIPods: p.inf.pods.Lister(), Runtime: p.rt, Events: p.events,
 		Node: p.node, Stats: p.rt, Usage: p.usage, Volumes: volumes.NewLayout(o.rootDir), CSI: p.csi, Cgroups: p.rt, Metrics: p.metrics,

@@ -29,6 +29,8 @@ type settings struct {
 	static   staticpod.Config
 	// tls is what the kubelet API's TLS accepts.
 	tls server.TLS
+	// auth is how the kubelet API authenticates and authorizes.
+	auth server.AuthMode
 }
 
 func (o *options) settings() (s settings, err error) {
@@ -59,6 +61,10 @@ func (o *options) settings() (s settings, err error) {
 		if err := node.CheckKernelDefaults(sysctl.New()); err != nil {
 			return s, fmt.Errorf("protectKernelDefaults: %w", err)
 		}
+	}
+	s.auth = server.AuthMode{Anonymous: o.anonymousAuth, NoTokenReview: !o.tokenWebhook}
+	if s.auth.AlwaysAllow, err = server.ParseAuthorizationMode(o.authorizationMode); err != nil {
+		return s, err
 	}
 	var warnings []string
 	if s.tls, warnings, err = server.ParseTLS(o.tlsMinVersion, o.tlsCipherSuites); err != nil {

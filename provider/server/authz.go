@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	log "github.com/sirupsen/logrus"
+	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -41,14 +43,65 @@ type AuthCache struct {
 	TokenTTL, AllowedTTL, DeniedTTL time.Duration
 }
 
+// AuthMode is how the kubelet API authenticates and authorizes, the
+// KubeletConfiguration's authentication and authorization: the zero value is
+// its defaults (anonymous requests refused, bearer tokens reviewed,
+// authorization by SubjectAccessReview).
+type AuthMode struct {
+	// Anonymous is authentication.anonymous.enabled: a request without
+	// an identity is system:anonymous's (group system:unauthenticated),
+	// then authorized as any other.
+	Anonymous bool
+	// NoTokenReview is authentication.webhook.enabled: false: bearer
+	// tokens are not reviewed (TokenReview), so they identify no one.
+	NoTokenReview bool
+	// AlwaysAllow is authorization.mode: AlwaysAllow: every authenticated
+	// request is allowed, without SubjectAccessReview.
+	AlwaysAllow bool
+}
+
+// ParseAuthorizationMode is the kubelet's BuildAuthz choice of authorizer
+// for authorization.mode (--authorization-mode): AlwaysAllow or Webhook,
+// anything else refused with its messages.
+func ParseAuthorizationMode(mode string) (alwaysAllow bool, err error) {
+	switch mode {
+	case "AlwaysAllow":
+		return true, nil
+	case "Webhook":
+		return false, nil
+	case "":
+		return false, errors.New("no authorization mode specified")
+	}
+	return false, fmt.Errorf("unknown authorization mode %s", mode)
+}
+
+// Warnings are what the mode lets through that the kubelet's defaults do
+// not: the kubelet takes such a configuration, and it is insecure.
+func (m AuthMode) Warnings() []string {
+	var out []string
+	if m.Anonymous {
+		out = append(out, "kubelet API: anonymous requests are authenticated as system:anonymous (authentication.anonymous.enabled: true): insecure, anyone who reaches the port is authorized as that user")
+	}
+	if m.AlwaysAllow {
+		msg := "kubelet API: every authenticated request is allowed without SubjectAccessReview (authorization.mode: AlwaysAllow): insecure, any client the node's client CA signed may read logs and exec in pods"
+		if m.Anonymous {
+			msg = "kubelet API: every request, anonymous ones too, is allowed (authorization.mode: AlwaysAllow with anonymous authentication): insecure, anyone who reaches the port may exec in any pod"
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
 // newKubeletAuth builds the kubelet's delegated auth
-// (cmd/kubelet/app/auth.go): client certificates from the client CA,
-// reloaded when the file changes; anonymous requests refused; TokenReview
-// results cached 2m; SubjectAccessReview results cached 5m when allowed,
-// 30s when denied, unless cache says otherwise.
+// (cmd/kubelet/app/auth.go's BuildAuth): client certificates from the
+// client CA, reloaded when the file changes; bearer tokens through
+// TokenReview unless mode.NoTokenReview, results cached 2m; anonymous
+// requests as system:anonymous only with mode.Anonymous; then
+// SubjectAccessReview, results cached 5m when allowed, 30s when denied
+// unless cache says otherwise, or everything allowed with mode.AlwaysAllow.
 // Built here, not with virtual-kubelet's nodeutil, whose import of the
 // apiserver's options package links the whole generic API server.
-func newKubeletAuth(ctx context.Context, client kubernetes.Interface, clientCAFile string, cache AuthCache) (kubeletAuth, error) {
+func newKubeletAuth(ctx context.Context, client kubernetes.Interface, clientCAFile string, cache AuthCache, mode AuthMode) (kubeletAuth, error) {
 	orDefault := func(d, def time.Duration) time.Duration {
 		if d == 0 {
 			return def
@@ -63,22 +116,35 @@ func newKubeletAuth(ctx context.Context, client kubernetes.Interface, clientCAFi
 	// uses for both webhooks (here without importing the apiserver's
 	// options package).
 	backoff := utilwebhook.DefaultRetryBackoffWithInitialDelay(500 * time.Millisecond)
-	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+	authnCfg := authenticatorfactory.DelegatingAuthenticatorConfig{
+		Anonymous:                          &apiserver.AnonymousAuthConfig{Enabled: mode.Anonymous},
 		CacheTTL:                           orDefault(cache.TokenTTL, 2*time.Minute),
 		ClientCertificateCAContentProvider: ca,
-		TokenAccessReviewClient:            client.AuthenticationV1(),
-		WebhookRetryBackoff:                &backoff,
-	}.New()
+	}
+	if !mode.NoTokenReview {
+		authnCfg.TokenAccessReviewClient = client.AuthenticationV1()
+		authnCfg.WebhookRetryBackoff = &backoff
+	}
+	authn, _, err := authnCfg.New()
 	if err != nil {
 		return nil, err
 	}
-	// authorizerfactory.DelegatingAuthorizerConfig.New without its default
-	// CEL compiler: that is only for match conditions, which a delegated
-	// authorizer never has, and building it keeps ~170 KiB of heap.
-	authz, err := webhook.NewFromInterface(client.AuthorizationV1(), orDefault(cache.AllowedTTL, 5*time.Minute), orDefault(cache.DeniedTTL, 30*time.Second),
-		backoff, authorizer.DecisionNoOpinion, authorizerfactory.NewDelegatingAuthorizerMetrics(), nil)
-	if err != nil {
-		return nil, err
+	var authz authorizer.Authorizer
+	if mode.AlwaysAllow {
+		authz = authorizerfactory.NewAlwaysAllowAuthorizer()
+	} else {
+		// authorizerfactory.DelegatingAuthorizerConfig.New without its
+		// default CEL compiler: that is only for match conditions, which a
+		// delegated authorizer never has, and building it keeps ~170 KiB
+		// of heap.
+		authz, err = webhook.NewFromInterface(client.AuthorizationV1(), orDefault(cache.AllowedTTL, 5*time.Minute), orDefault(cache.DeniedTTL, 30*time.Second),
+			backoff, authorizer.DecisionNoOpinion, authorizerfactory.NewDelegatingAuthorizerMetrics(), nil)
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, w := range mode.Warnings() {
+		log.Warn(w)
 	}
 	go ca.Run(ctx, 1)
 	return delegatedAuth{authn, authz}, nil

@@ -50,6 +50,17 @@ func (ro readOnly) install(mux *http.ServeMux) {
 // authentication.
 var debugPaths = []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/debug/pprof/", "/logs/"}
 
+// installDebugDisabled answers the debugging paths as the kubelet's
+// InstallDebuggingDisabledHandlers: 405 "Debug endpoints are disabled.".
+func installDebugDisabled(mux *http.ServeMux) {
+	disabled := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "Debug endpoints are disabled.", http.StatusMethodNotAllowed)
+	})
+	for _, p := range debugPaths {
+		mux.Handle(p, disabled)
+	}
+}
+
 // serve listens on addr and serves the read-only port until ctx ends:
 // plain HTTP, no authentication, as the kubelet's. /pods lists the node's
 // pods from the API as the kubelet API's /pods does.
@@ -59,12 +70,7 @@ func (ro readOnly) serve(ctx context.Context, addr string, pods corelisters.PodL
 	mux.Handle("GET /pods", api.HandleRunningPods(func(context.Context) ([]*v1.Pod, error) {
 		return pods.List(labels.Everything())
 	}))
-	disabled := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "Debug endpoints are disabled.", http.StatusMethodNotAllowed)
-	})
-	for _, p := range debugPaths {
-		mux.Handle(p, disabled)
-	}
+	installDebugDisabled(mux)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err

@@ -44,9 +44,18 @@ type Config struct {
 	// ReadOnlyAddr, if set, serves the kubelet's read-only port there:
 	// health, the node's pods, stats and metrics over plain HTTP without
 	// authentication (readOnlyPort).
-	ReadOnlyAddr       string
-	ClientCAFile       string
-	AuthCache          AuthCache
+	ReadOnlyAddr string
+	ClientCAFile string
+	AuthCache    AuthCache
+	// Auth is the kubelet's authentication and authorization mode (the
+	// zero value its defaults).
+	Auth AuthMode
+	// DebuggingDisabled is enableDebuggingHandlers: false: as the
+	// kubelet's InstallDebuggingDisabledHandlers, what reads a container's
+	// output or runs in it (exec, attach, portForward, containerLogs, run,
+	// runningpods), the node's logs and profiles answer 405, and /configz
+	// is not served; health, /pods, stats and metrics are.
+	DebuggingDisabled  bool
 	StreamIdleTimeout  time.Duration
 	StreamCreationTime time.Duration
 	NodeName           string
@@ -137,32 +146,18 @@ type server struct {
 // bearer tokens (TokenReview), then a SubjectAccessReview per request.
 func Serve(ctx context.Context, cfg Config) error {
 	s := &server{cfg: cfg}
-	auth, err := newKubeletAuth(ctx, cfg.Client, cfg.ClientCAFile, cfg.AuthCache)
+	auth, err := newKubeletAuth(ctx, cfg.Client, cfg.ClientCAFile, cfg.AuthCache, cfg.Auth)
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
 	ro := s.readOnlyRoutes()
 	ro.install(mux)
-	mux.Handle("/logs/", nodeLogsHandler(cfg.NodeLogDir, cfg.SystemLogs, cfg.SystemLogQuery))
-	if cfg.Configz != nil {
-		mux.Handle("GET /configz", configzHandler(cfg.Configz))
+	if cfg.DebuggingDisabled {
+		s.installDebuggingDisabled(mux)
+	} else {
+		s.installDebugging(mux)
 	}
-	if cfg.Profiling {
-		attachProfiling(mux)
-	}
-	api.AttachPodRoutes(api.PodHandlerConfig{
-		RunInContainer:    s.RunInContainer,
-		AttachToContainer: s.AttachToContainer,
-		GetContainerLogs:  s.GetContainerLogs,
-		PortForward:       s.PortForward,
-		GetPods:           cfg.Pods.GetPods,
-		GetPodsFromKubernetes: func(context.Context) ([]*v1.Pod, error) {
-			return cfg.APIPods.List(labels.Everything())
-		},
-		StreamIdleTimeout:     cfg.StreamIdleTimeout,
-		StreamCreationTimeout: cfg.StreamCreationTime,
-	}, mux, false)
 
 	caPEM, err := os.ReadFile(cfg.ClientCAFile)
 	if err != nil {
@@ -181,7 +176,13 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	handler := withKubeletAuth(auth, cfg.NodeName, withZeroTail(s.withStreamRoutes(mux)))
+	var routes http.Handler = mux
+	if !cfg.DebuggingDisabled {
+		// The pod incarnation forms of exec and attach: without the
+		// debugging handlers they are 405 as the others.
+		routes = withZeroTail(s.withStreamRoutes(mux))
+	}
+	handler := withKubeletAuth(auth, cfg.NodeName, routes)
 	if cfg.Mirror != nil {
 		handler = withMirror(cfg.Mirror, handler)
 	}
@@ -203,6 +204,44 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 	}()
 	return nil
+}
+
+// installDebugging adds what the kubelet's enableDebuggingHandlers serves
+// (its InstallAuthRequiredHandlers, with the node's logs and profiles):
+// the pods' logs, exec, attach and port-forward (virtual-kubelet's routes,
+// /pods among them), /logs/, /configz, /debug/pprof/.
+func (s *server) installDebugging(mux *http.ServeMux) {
+	cfg := s.cfg
+	mux.Handle("/logs/", nodeLogsHandler(cfg.NodeLogDir, cfg.SystemLogs, cfg.SystemLogQuery))
+	if cfg.Configz != nil {
+		mux.Handle("GET /configz", configzHandler(cfg.Configz))
+	}
+	if cfg.Profiling {
+		attachProfiling(mux)
+	}
+	api.AttachPodRoutes(api.PodHandlerConfig{
+		RunInContainer:    s.RunInContainer,
+		AttachToContainer: s.AttachToContainer,
+		GetContainerLogs:  s.GetContainerLogs,
+		PortForward:       s.PortForward,
+		GetPods:           cfg.Pods.GetPods,
+		GetPodsFromKubernetes: func(context.Context) ([]*v1.Pod, error) {
+			return cfg.APIPods.List(labels.Everything())
+		},
+		StreamIdleTimeout:     cfg.StreamIdleTimeout,
+		StreamCreationTimeout: cfg.StreamCreationTime,
+	}, mux, false)
+}
+
+// installDebuggingDisabled is the kubelet's API without its debugging
+// handlers: /pods (its InstallAuthNotRequiredHandlers has it) and 405
+// "Debug endpoints are disabled." on the debugging paths, as its
+// InstallDebuggingDisabledHandlers; anything else (/configz) is not found.
+func (s *server) installDebuggingDisabled(mux *http.ServeMux) {
+	mux.Handle("GET /pods", api.HandleRunningPods(func(context.Context) ([]*v1.Pod, error) {
+		return s.cfg.APIPods.List(labels.Everything())
+	}))
+	installDebugDisabled(mux)
 }
 
 // withMirror sends the OCI distribution API's paths to the mirror, the
