@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -246,5 +250,56 @@ func TestKubeletConfigRegisterNodeFalse(t *testing.T) {
 	}
 	if got := fmt.Sprint(*l.Spec.HolderIdentity, " ", *l.Spec.LeaseDurationSeconds); got != name+" 40" {
 		t.Errorf("Lease %s", got)
+	}
+}
+
+// The kubelet API's insecure settings, taken as the kubelet takes them
+// (with a warning): anonymous requests authenticated and AlwaysAllow
+// authorizing them, so /pods answers a caller with no certificate; and
+// enableDebuggingHandlers: false, under which container logs, exec and the
+// node's logs answer 405 and /configz is not served.
+func TestKubeletConfigInsecureAPI(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-kubeletconfig-insecure"
+	h := extraNode(t, harness.HostletOptions{
+		NodeName: name,
+		KubeletConfig: kcHeader + `authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+enableDebuggingHandlers: false
+`,
+	})
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get("https://" + net.JoinHostPort("127.0.0.1", fmt.Sprint(h.Port())) + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/pods"); code != http.StatusOK || !strings.Contains(body, `"kind":"PodList"`) {
+		t.Errorf("/pods, anonymous under AlwaysAllow: %d %.200s", code, body)
+	}
+	for _, p := range []string{"/containerLogs/default/p/c", "/exec/default/p/c", "/logs/", "/runningpods/"} {
+		if code, body := get(p); code != http.StatusMethodNotAllowed || body != "Debug endpoints are disabled.\n" {
+			t.Errorf("%s without debugging handlers: %d %q, want 405 'Debug endpoints are disabled.'", p, code, body)
+		}
+	}
+	if code, _ := get("/configz"); code != http.StatusNotFound {
+		t.Errorf("/configz without debugging handlers: %d, want 404", code)
+	}
+	b, err := os.ReadFile(h.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "authorization.mode: AlwaysAllow with anonymous authentication): insecure") {
+		t.Errorf("no warning that the kubelet API is insecure in the log")
 	}
 }
