@@ -69,6 +69,8 @@ type options struct {
 	seccompDefault            bool
 	protectKernelDefaults     bool
 	podPidsLimit              int64
+	cpuCFSQuota               bool
+	cpuCFSQuotaPeriod         time.Duration
 	readOnlyPort              int32
 	allowedUnsafeSysctls      []string
 	rotateServerCerts         bool
@@ -163,6 +165,8 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.tlsMinVersion, "tls-min-version", "", "lowest TLS version of the kubelet API (default VersionTLS12): "+strings.Join(cliflag.TLSPossibleVersions(), ", "))
 	fs.BoolVar(&o.seccompDefault, "seccomp-default", false, "run containers that name no seccomp profile with the runtime's default one (RuntimeDefault), as the kubelet's seccompDefault")
 	fs.BoolVar(&o.protectKernelDefaults, "protect-kernel-defaults", false, "refuse to start when the kernel's tunables (vm.overcommit_memory, vm.panic_on_oom, kernel.panic, kernel.panic_on_oops, kernel.keys.root_max*) differ from the kubelet's defaults, as the kubelet's protectKernelDefaults; hostlet never changes them")
+	fs.BoolVar(&o.cpuCFSQuota, "cpu-cfs-quota", true, "enforce CPU limits of containers and pods with CFS quota, as the kubelet's cpuCFSQuota")
+	fs.DurationVar(&o.cpuCFSQuotaPeriod, "cpu-cfs-quota-period", 100*time.Millisecond, "the CFS period of CPU limits' quotas (cpu.cfs_period_us), 1ms to 1s; another than 100ms needs the CustomCPUCFSQuotaPeriod feature gate, as the kubelet's cpuCFSQuotaPeriod")
 	fs.Int64Var(&o.podPidsLimit, "pod-max-pids", -1, "most processes a pod may hold (its cgroup's pids.max), as the kubelet's podPidsLimit; -1: no limit of the pod's own")
 	fs.Int32Var(&o.readOnlyPort, "read-only-port", 0, "port of the kubelet's read-only API on --address: health, the node's pods, stats and metrics over plain HTTP, without authentication (0: not served)")
 	fs.StringSliceVar(&o.allowedUnsafeSysctls, "allowed-unsafe-sysctls", nil, "unsafe sysctls or patterns (ending in *) pods may set beside the safe ones, each of a namespace the pod has its own of (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*), as the kubelet's allowedUnsafeSysctls")

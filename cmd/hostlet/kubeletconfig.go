@@ -81,6 +81,8 @@ var kubeletFields = []kubeletField{
 	flagged("seccompDefault", "seccomp-default"),
 	flagged("protectKernelDefaults", "protect-kernel-defaults"),
 	flagged("podPidsLimit", "pod-max-pids"),
+	flagged("cpuCFSQuota", "cpu-cfs-quota"),
+	flagged("cpuCFSQuotaPeriod", "cpu-cfs-quota-period"),
 	flagged("readOnlyPort", "read-only-port"),
 	flagged("allowedUnsafeSysctls", "allowed-unsafe-sysctls"),
 	flagged("rotateCertificates", "rotate-certificates"),
@@ -169,8 +171,6 @@ var kubeletFields = []kubeletField{
 	refuse("topologyManagerPolicyOptions", "has no topology manager"),
 	refuse("qosReserved", "reserves no memory per QoS class (MemoryQoS)"),
 	refuse("runOnce", "has no run-once mode"),
-	refuse("cpuCFSQuota", "always enforces CPU limits with CFS quota"),
-	refuse("cpuCFSQuotaPeriod", "uses the kernel's 100ms CFS period"),
 	refuse("enableControllerAttachDetach", "attaches no volumes: the attach/detach controller does"),
 	refuse("reservedSystemCPUs", "has no CPU manager"),
 	refuse("systemReservedCgroup", "enforces node allocatable on pods only"),
@@ -244,6 +244,7 @@ var hostletGates = map[string]string{
 	"KubeletEnsureSecretPulledImages":                  "gated: imagePullCredentialsVerificationPolicy, the pulled-image records",
 	"KubeletTracing":                                   "always: tracing (GA, locked on)",
 	"NodeDeclaredFeatures":                             "gated: status.declaredFeatures and PodFeatureUnsupported admission",
+	"CustomCPUCFSQuotaPeriod":                          "gated: cpuCFSQuotaPeriod other than 100ms needs it",
 }
 
 // resolveKubeletConfig makes the configuration effective as the kubelet

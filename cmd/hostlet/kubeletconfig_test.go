@@ -123,6 +123,8 @@ readOnlyPort: 10255
 allowedUnsafeSysctls: [kernel.msgmax, "net.core.*"]
 nodeLeaseDurationSeconds: 20
 podsPerCore: 8
+cpuCFSQuota: false
+cpuCFSQuotaPeriod: 50ms
 providerID: aws:///eu-west-1a/i-0123456789abcdef0
 registerNode: false
 tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]
@@ -184,6 +186,7 @@ registerWithTaints:
 featureGates:
   NodeLogQuery: true
   ContainerStopSignals: true
+  CustomCPUCFSQuotaPeriod: true
 logging:
   verbosity: 4
 containerRuntimeEndpoint: unix:///run/k3s/containerd.sock
@@ -236,7 +239,7 @@ podLogsDir: /srv/pods
 	check("node-status-report-frequency", o.statusReportFreq, 20*time.Second)
 	check("max-container-restart-period", o.maxRestartPeriod, time.Minute)
 	check("register-with-taints", o.taints, []string{"dedicated=infra:NoSchedule"})
-	check("feature-gates (merged, the command line's win)", o.featureGates, map[string]bool{"NodeLogQuery": false, "ContainerStopSignals": true})
+	check("feature-gates (merged, the command line's win)", o.featureGates, map[string]bool{"NodeLogQuery": false, "ContainerStopSignals": true, "CustomCPUCFSQuotaPeriod": true})
 	check("v", o.verbosity, 4)
 	check("container-runtime-endpoint", o.runtimeEndpoint, "unix:///run/k3s/containerd.sock")
 	check("pod-logs-dir", o.podLogsDir, "/srv/pods")
@@ -246,6 +249,8 @@ podLogsDir: /srv/pods
 	check("pod-max-pids", o.podPidsLimit, int64(4096))
 	check("read-only-port", o.readOnlyPort, int32(10255))
 	check("pods-per-core", o.podsPerCore, int32(8))
+	check("cpu-cfs-quota", o.cpuCFSQuota, false)
+	check("cpu-cfs-quota-period", o.cpuCFSQuotaPeriod, 50*time.Millisecond)
 	check("anonymous-auth", o.anonymousAuth, true)
 	check("authentication-token-webhook", o.tokenWebhook, false)
 	check("authorization-mode", o.authorizationMode, "AlwaysAllow")
@@ -266,7 +271,7 @@ podLogsDir: /srv/pods
 	kc := o.kubeletConfig
 	check("configz maxPods", kc.MaxPods, int32(7))
 	check("configz nodeLeaseDurationSeconds (file only)", kc.NodeLeaseDurationSeconds, int32(20))
-	check("configz featureGates", kc.FeatureGates, map[string]bool{"NodeLogQuery": false, "ContainerStopSignals": true})
+	check("configz featureGates", kc.FeatureGates, map[string]bool{"NodeLogQuery": false, "ContainerStopSignals": true, "CustomCPUCFSQuotaPeriod": true})
 	check("configz tlsCertFile", kc.TLSCertFile, filepath.Join(dir, "pki/serving.crt"))
 	check("configz registerWithTaints", len(kc.RegisterWithTaints), 1)
 	check("configz kind", kc.Kind, "")

@@ -77,7 +77,8 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 	return podspec.New(podspec.Config{
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf, SeccompDefault: o.seccompDefault, PodPidsLimit: o.podPidsLimit,
-		Objects: podspec.NewObjectCache(ctx, p.client, clock.RealClock{}), Services: p.inf.services.Lister(), Events: p.events, Node: p.node, Runtime: p.rt,
+		CFSQuota: podspec.NewCFSQuota(o.cpuCFSQuota, o.cpuCFSQuotaPeriod, o.gates.Enabled("CustomCPUCFSQuotaPeriod")),
+		Objects:  podspec.NewObjectCache(ctx, p.client, clock.RealClock{}), Services: p.inf.services.Lister(), Events: p.events, Node: p.node, Runtime: p.rt,
 		Pod:     p.pods.Pod,
 		Devices: p.devices, Claims: p.claims, ActivePods: p.active, Swap: p.swap,
 		PersistentVolumes: p.client.CoreV1(), CSI: p.csi,

@@ -16,11 +16,11 @@ import (
 const podLevelResources = true
 
 // PodCgroupResources is the kubelet's ResourceConfigForPod
-// (pkg/kubelet/cm/helpers_linux.go) with CFS quota enforced over the
-// default period: CPU shares from the pod's requests; the quota only when
-// every container (or the pod) limits CPU, the memory limit only when
-// every one limits memory; BestEffort gets the minimum shares.
-func PodCgroupResources(pod *v1.Pod) runtime.PodResources {
+// (pkg/kubelet/cm/helpers_linux.go) with its CFS quota settings cfs: CPU
+// shares from the pod's requests; the quota (unlimited when cfs is off)
+// only when every container (or the pod) limits CPU, the memory limit only
+// when every one limits memory; BestEffort gets the minimum shares.
+func PodCgroupResources(pod *v1.Pod, cfs CFSQuota) runtime.PodResources {
 	opts := resourcehelper.PodResourcesOptions{SkipPodLevelResources: !podLevelResources}
 	reqs := resourcehelper.PodRequests(pod, opts)
 	cpuLimitsDeclared, memoryLimitsDeclared := true, true
@@ -53,8 +53,7 @@ func PodCgroupResources(pod *v1.Pod) runtime.PodResources {
 		memoryLimits = q.Value()
 	}
 	shares := runtime.MilliCPUToShares(cpuRequests)
-	quota := runtime.MilliCPUToQuota(cpuLimits, runtime.QuotaPeriod)
-	period := uint64(runtime.QuotaPeriod)
+	quota, period := cfs.pod(cpuLimits)
 	var out runtime.PodResources
 	switch node.QOSClass(pod) {
 	case v1.PodQOSGuaranteed:
@@ -79,7 +78,7 @@ func PodCgroupResources(pod *v1.Pod) runtime.PodResources {
 // new one), and returns the parent of its containers.
 func (r *Runtime) ensurePodCgroup(pod *v1.Pod) (string, error) {
 	r.updateQOSCgroups()
-	res := PodCgroupResources(pod)
+	res := PodCgroupResources(pod, r.cfg.CFSQuota)
 	if limit := r.cfg.PodPidsLimit; limit > 0 {
 		// The pod's processes together, as the kubelet's pod container
 		// manager sets pids.max: a fork bomb stays in its pod.
@@ -101,7 +100,7 @@ func (r *Runtime) ResizePodCgroup(ctx context.Context, pod *v1.Pod, grow bool) e
 	if err != nil || !ok {
 		return err
 	}
-	want := PodCgroupResources(pod)
+	want := PodCgroupResources(pod, r.cfg.CFSQuota)
 	// Checked before anything moves too, as the kubelet's
 	// validatePodResizeAction, to leave no half-done resize.
 	if shrink := resizeStep(want, cur, false); shrink.Memory != nil && cur.MemoryUsage >= uint64(*shrink.Memory) {

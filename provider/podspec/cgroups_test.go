@@ -56,7 +56,7 @@ func TestPodCgroupResources(t *testing.T) {
 		"guaranteed-tiny-cpu": {podWith(req(resList("5m", "100Mi"), resList("5m", "100Mi"))),
 			want{shares: 5, quota: i(1000), period: true, memory: i(100 << 20)}},
 	} {
-		got := PodCgroupResources(tc.pod)
+		got := PodCgroupResources(tc.pod, CFSQuota{})
 		if got.CPUShares == nil || *got.CPUShares != tc.want.shares {
 			t.Errorf("%s: shares %v, want %d", name, got.CPUShares, tc.want.shares)
 		}
@@ -77,7 +77,7 @@ func TestPodCgroupResources(t *testing.T) {
 func TestPodCgroupResourcesPodLevel(t *testing.T) {
 	p := podWith(req(resList("", ""), resList("", "")))
 	p.Spec.Resources = &v1.ResourceRequirements{Requests: resList("500m", "64Mi"), Limits: resList("1", "128Mi")}
-	got := PodCgroupResources(p)
+	got := PodCgroupResources(p, CFSQuota{})
 	if *got.CPUShares != 512 || got.CPUQuota == nil || *got.CPUQuota != 100000 || got.Memory == nil || *got.Memory != 128<<20 {
 		t.Errorf("pod-level: shares %d quota %v memory %v", *got.CPUShares, got.CPUQuota, got.Memory)
 	}
@@ -90,13 +90,13 @@ func TestPodCgroupResourcesPodLevel(t *testing.T) {
 func TestPodCgroupResourcesOverhead(t *testing.T) {
 	g := podWith(req(resList("100m", "100Mi"), resList("100m", "100Mi")))
 	g.Spec.Overhead = resList("250m", "120Mi")
-	got := PodCgroupResources(g)
+	got := PodCgroupResources(g, CFSQuota{})
 	if *got.CPUShares != 358 || *got.CPUQuota != 35000 || *got.Memory != 220<<20 {
 		t.Errorf("guaranteed with overhead: shares %d quota %d memory %d", *got.CPUShares, *got.CPUQuota, *got.Memory)
 	}
 	b := podWith(req(resList("100m", ""), resList("", "100Mi")))
 	b.Spec.Overhead = resList("250m", "120Mi")
-	got = PodCgroupResources(b)
+	got = PodCgroupResources(b, CFSQuota{})
 	if *got.CPUShares != 358 || got.CPUQuota != nil || *got.Memory != 220<<20 {
 		t.Errorf("burstable with overhead: shares %d quota %v memory %d", *got.CPUShares, got.CPUQuota, *got.Memory)
 	}

@@ -40,6 +40,9 @@ type Config struct {
 	// PodPidsLimit is the most processes a pod's cgroup holds (the
 	// kubelet's podPidsLimit); zero or less: no limit of its own.
 	PodPidsLimit int64
+	// CFSQuota is how CPU limits become CFS quotas (cpuCFSQuota,
+	// cpuCFSQuotaPeriod).
+	CFSQuota CFSQuota
 
 	// Objects fetches what pods reference (NewObjectCache: one watch per
 	// object; NewObjects: a GET per read).

@@ -134,9 +134,7 @@ func verifyNonRoot(pod *v1.Pod, c *v1.Container, runAsUser *int64, imageUser str
 
 // Kubelet constants for cgroup settings.
 const (
-	cpuPeriod     = 100000
 	minShares     = 2
-	minQuota      = 1000
 	guaranteedOOM = -997
 	bestEffortOOM = 1000
 )
@@ -150,15 +148,13 @@ func nodeCritical(pod *v1.Pod) bool {
 // containerResources turns requests and limits into cgroup settings and the
 // OOM score adjustment of the pod's QoS class.
 func (r *Runtime) containerResources(pod *v1.Pod, c *v1.Container) runtime.Resources {
-	out := runtime.Resources{CPUShares: minShares, CPUPeriod: cpuPeriod}
+	out := runtime.Resources{CPUShares: minShares}
 	if q, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
 		if shares := uint64(q.MilliValue() * 1024 / 1000); shares > minShares {
 			out.CPUShares = shares
 		}
 	}
-	if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
-		out.CPUQuota = max(q.MilliValue()*cpuPeriod/1000, minQuota)
-	}
+	out.CPUQuota, out.CPUPeriod = r.cfg.CFSQuota.container(c.Resources.Limits.Cpu().MilliValue())
 	if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
 		out.MemoryLimit = q.Value()
 	}
