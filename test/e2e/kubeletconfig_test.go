@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hostlet/hostlet/test/harness"
+	"github.com/opencontainers/cgroups"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -301,5 +303,47 @@ enableDebuggingHandlers: false
 	}
 	if !strings.Contains(string(b), "authorization.mode: AlwaysAllow with anonymous authentication): insecure") {
 		t.Errorf("no warning that the kubelet API is insecure in the log")
+	}
+}
+
+// cpuCFSQuota and cpuCFSQuotaPeriod as the kubelet's: a Guaranteed pod's
+// 500m limit is no quota in its container's cgroup and an unlimited one in
+// its pod's with cpuCFSQuota false; with a 10ms period (and its gate) both
+// are 5ms over 10ms.
+func TestKubeletConfigCFSQuota(t *testing.T) {
+	skipIfNoCluster(t)
+	v2 := cgroups.IsCgroup2UnifiedMode()
+	// quota and period of a cgroup, as cgroup v1 says them ("-1" none).
+	cfs := func(dir string) string {
+		if v2 {
+			return strings.Replace(readCgroupFile(t, cgroupDir("", dir), "cpu.max"), "max", "-1", 1)
+		}
+		return readCgroupFile(t, cgroupDir("cpu", dir), "cpu.cfs_quota_us") + " " + readCgroupFile(t, cgroupDir("cpu", dir), "cpu.cfs_period_us")
+	}
+	for _, tc := range []struct {
+		name, config   string
+		pod, container string
+	}{
+		{"hostlet-cfs-off", "cpuCFSQuota: false\n", "-1 100000", "-1 100000"},
+		{"hostlet-cfs-10ms", "cpuCFSQuotaPeriod: 10ms\nfeatureGates:\n  CustomCPUCFSQuotaPeriod: true\n", "5000 10000", "5000 10000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := extraNode(t, harness.HostletOptions{NodeName: tc.name, KubeletConfig: kcHeader + tc.config})
+			ns := cluster.NewNamespace(t)
+			pod := busybox(ns, "limited", "sleep", "3600")
+			pod.Spec.NodeName = tc.name
+			lim := v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("64Mi")}
+			pod.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: lim, Limits: lim}
+			cluster.CreatePod(t, pod)
+			p := waitPhase(t, ns, pod.Name, v1.PodRunning)
+			podCgroup := filepath.Join(h.CgroupRoot(), "kubepods", "pod"+string(p.UID))
+			id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+			if got := cfs(podCgroup); got != tc.pod {
+				t.Errorf("pod cgroup quota and period %q, want %q", got, tc.pod)
+			}
+			if got := cfs(filepath.Join(podCgroup, id)); got != tc.container {
+				t.Errorf("container cgroup quota and period %q, want %q", got, tc.container)
+			}
+		})
 	}
 }
