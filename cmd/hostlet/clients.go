@@ -60,7 +60,12 @@ func newClients(ctx context.Context, o *options) (clients, error) {
 	if c.api, err = kubernetes.NewForConfig(restCfg); err != nil {
 		return clients{}, err
 	}
-	if c.events, err = kubernetes.NewForConfig(restCfg); err != nil {
+	// The kubelet's event client: its own limits (--event-qps,
+	// --event-burst; 0 is client-go's defaults, 5 and 10, as the
+	// kubelet's).
+	eventCfg := *restCfg
+	eventCfg.QPS, eventCfg.Burst = float32(o.eventQPS), int(o.eventBurst)
+	if c.events, err = kubernetes.NewForConfig(&eventCfg); err != nil {
 		return clients{}, err
 	}
 	// As the kubelet's heartbeat client: within a status update and

@@ -99,6 +99,7 @@ type options struct {
 	maxRestartPeriod          time.Duration
 	kubeAPIQPS                int32
 	kubeAPIBurst              int
+	eventQPS, eventBurst      int32
 	verbosity                 int
 	testPanicHooks            bool
 	profiling                 bool
@@ -205,6 +206,8 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringSliceVar(&o.pullVerificationAllowlist, "preloaded-images-verification-allowlist", nil, "images (registry/repository, or a prefix ending in /*) never verified under NeverVerifyAllowlistedImages; the KubeletConfiguration's preloadedImagesVerificationAllowlist")
 	fs.Int32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
+	fs.Int32Var(&o.eventQPS, "event-qps", 50, "QPS to limit event creations. The number must be >= 0. If 0 will use DefaultQPS: 5.")
+	fs.Int32Var(&o.eventBurst, "event-burst", 100, "Maximum size of a bursty event records, temporarily allows event records to burst to this number, while still not exceeding event-qps. The number must be >= 0. If 0 will use DefaultBurst: 10.")
 	o.housekeeping.flags(fs)
 	o.evictionFlags.flags(fs)
 	o.cgroupFlags.flags(fs)

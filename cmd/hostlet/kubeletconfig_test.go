@@ -148,6 +148,8 @@ cgroupsPerQOS: true
 maxPods: 42
 kubeAPIQPS: 20
 kubeAPIBurst: 40
+eventRecordQPS: 7
+eventBurst: 14
 evictionHard:
   memory.available: 500Mi
 evictionSoft:
@@ -213,6 +215,8 @@ podLogsDir: /srv/pods
 	check("max-pods (the command line's)", o.maxPods, 7)
 	check("kube-api-qps", o.kubeAPIQPS, int32(20))
 	check("kube-api-burst", o.kubeAPIBurst, 40)
+	check("event-qps", o.eventQPS, int32(7))
+	check("event-burst", o.eventBurst, int32(14))
 	check("eviction-hard", o.evictionHard, map[string]string{"memory.available": "500Mi"})
 	check("eviction-soft", o.evictionSoft, map[string]string{"memory.available": "1Gi"})
 	check("eviction-soft-grace-period", o.evictionSoftGrace, map[string]string{"memory.available": "1m30s"})
