@@ -28,6 +28,8 @@ import (
 //   - A container's rootfs snapshot prepared, the container never
 //     recorded: held by the creation's lease (creationLease), which is
 //     ended, so containerd's garbage collector removes the snapshot.
+//   - A shim serving nothing, started for a container that is gone
+//     (containerd killed too): asked to exit (endIdleShims).
 //   - A network namespace under <root-dir>/netns that no sandbox record
 //     names: the sandbox's record is saved only once its namespace is made
 //     (and for a pod in a user namespace, once all its namespaces are), so
@@ -68,6 +70,8 @@ func (r *Runtime) RemoveCrashLeftovers(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	// Last: the removals above may have been what a shim served.
+	errs = append(errs, r.endIdleShims(ctx))
 	return errors.Join(errs...)
 }
 

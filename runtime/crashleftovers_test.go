@@ -140,3 +140,26 @@ func TestContainerCgroupDir(t *testing.T) {
 		}
 	}
 }
+
+// A shim is known by its command line: the namespace and containerd it
+// was started for, and the container whose id it was given.
+func TestShimFor(t *testing.T) {
+	for _, tc := range []struct {
+		argv   []string
+		id     string
+		wanted bool
+	}{
+		{[]string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "hostlet", "-id", "abc", "-address", "/run/c.sock"}, "abc", true},
+		{[]string{"containerd-shim-runsc-v1", "--namespace", "hostlet", "--address", "/run/c.sock", "--id", "x"}, "x", true},
+		{[]string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", "abc", "-address", "/run/c.sock"}, "", false},
+		{[]string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "hostlet", "-id", "abc", "-address", "/other.sock"}, "", false},
+		{[]string{"/bin/sh", "-namespace", "hostlet", "-id", "abc", "-address", "/run/c.sock"}, "", false},
+		{[]string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "hostlet", "-address", "/run/c.sock"}, "", false},
+		{nil, "", false},
+	} {
+		id, ok := shimFor(tc.argv, "hostlet", "/run/c.sock")
+		if id != tc.id || ok != tc.wanted {
+			t.Errorf("shimFor(%q) = %q, %v; want %q, %v", tc.argv, id, ok, tc.id, tc.wanted)
+		}
+	}
+}

@@ -67,8 +67,11 @@ type Config struct {
 
 // Runtime talks to one containerd.
 type Runtime struct {
-	client     *containerd.Client
-	ns         string
+	client *containerd.Client
+	ns     string
+	// endpoint is containerd's socket path, as its shims are given it
+	// (idleshims.go).
+	endpoint   string
 	rootDir    string
 	executable string
 	sinksMu    sync.Mutex
@@ -156,6 +159,7 @@ func New(cfg Config) (*Runtime, error) {
 		cgroups:     cg,
 		client:      client,
 		ns:          cfg.Namespace,
+		endpoint:    strings.TrimPrefix(cfg.Endpoint, "unix://"),
 		rootDir:     cfg.RootDir,
 		sinks:       map[string]*logSink{},
 		resumed:     make(chan struct{}),
