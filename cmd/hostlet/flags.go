@@ -47,6 +47,10 @@ type options struct {
 	cniCacheDir       string
 	cniDefaultBridge  string
 	registryConfigDir string
+	// serializeImagePulls, registryQPS and registryBurst are the kubelet's
+	// image puller's (maxParallelImagePulls is in the file only).
+	serializeImagePulls        bool
+	registryQPS, registryBurst int32
 	// imageSnapshotter is --image-snapshotter ("" or "stargz"),
 	// stargzCredentials the stargz snapshotter's credentials socket.
 	imageSnapshotter, stargzCredentials string
@@ -148,6 +152,9 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.cniCacheDir, "cni-cache-dir", "/var/lib/cni", "CNI result cache")
 	fs.StringVar(&o.cniDefaultBridge, "cni-default-bridge", "", "bridge of a default pod network (host-local over the Node's spec.podCIDRs, as containerd's CNI conf template) used while --cni-conf-dir holds no config; empty: wait for a config (e.g. a CNI DaemonSet's)")
 	fs.StringVar(&o.registryConfigDir, "registry-config-dir", "", "containerd-style hosts.toml directory per registry")
+	fs.BoolVar(&o.serializeImagePulls, "serialize-image-pulls", true, "pull images one at a time, as the kubelet's serializeImagePulls (false: at most the configuration's maxParallelImagePulls at once)")
+	fs.Int32Var(&o.registryQPS, "registry-qps", 5, "If > 0, limit registry pull QPS to this value.  If 0, unlimited.")
+	fs.Int32Var(&o.registryBurst, "registry-burst", 10, "Maximum size of a bursty pulls, temporarily allows pulls to burst to this number, while still not exceeding registry-qps. Only used if --registry-qps > 0")
 	fs.BoolVar(&o.registryMirror, "registry-mirror", false, "node-local registry mirror: serve the content of this node's containerd store, read-only and by digest only, to the other nodes on the kubelet API's /v2/ (mTLS: their client certificates from --client-ca-file, this node's serving certificate, which must be the cluster CA's), and pull content addressed by digest from the other nodes' mirrors first (their InternalIP and kubelet port), the registry as the fallback")
 	fs.StringVar(&o.imageSnapshotter, "image-snapshotter", "", "\"stargz\": pull images lazily through `hostlet stargz-snapshotter` (containerd's proxy snapshotter \"stargz\"), eStargz images mounted from the registry and their files fetched on demand, other images pulled whole into it; empty: containerd's overlayfs")
 	fs.StringVar(&o.stargzCredentials, "stargz-credentials-socket", stargz.DefaultCredentialsSocket, "the credentials socket of `hostlet stargz-snapshotter` (its --credentials-socket), handed each pull's registry credentials")

@@ -121,6 +121,9 @@ var kubeletFields = []kubeletField{
 	flagged("kubeAPIBurst", "kube-api-burst"),
 	flagged("eventRecordQPS", "event-qps"),
 	flagged("eventBurst", "event-burst"),
+	flagged("serializeImagePulls", "serialize-image-pulls"),
+	flagged("registryPullQPS", "registry-qps"),
+	flagged("registryBurst", "registry-burst"),
 	flagged("evictionHard", "eviction-hard"),
 	flagged("evictionSoft", "eviction-soft"),
 	flagged("evictionSoftGracePeriod", "eviction-soft-grace-period"),
@@ -157,6 +160,9 @@ var kubeletFields = []kubeletField{
 	// The node Lease's duration, renewed every quarter of it (the kubelet
 	// has no flag for it either).
 	{path: "nodeLeaseDurationSeconds", use: useFile},
+	// How many images are pulled at once without serializeImagePulls
+	// (the kubelet has no flag for it either).
+	{path: "maxParallelImagePulls", use: useFile},
 
 	// Not implemented, and not to be ignored: a node that does not do what
 	// its configuration says would surprise (security, placement, what the
@@ -187,8 +193,6 @@ var kubeletFields = []kubeletField{
 
 	// Not implemented, harmlessly ignored (logged).
 	ignore("syncFrequency", "syncs pods on events, and resyncs at its own period"),
-	ignore("registryPullQPS", "does not rate-limit image pulls"),
-	ignore("registryBurst", "does not rate-limit image pulls"),
 	ignore("enableContentionProfiling", "profiles with profiling alone"),
 	ignore("oomScoreAdj", "leaves its own OOM score to its unit (OOMScoreAdjust)"),
 	ignore("cpuManagerReconcilePeriod", "has no CPU manager"),
@@ -197,8 +201,6 @@ var kubeletFields = []kubeletField{
 	ignore("podCIDR", "takes pod CIDRs from the Node (podCIDR is for a kubelet without an API server)"),
 	ignore("maxOpenFiles", "leaves its file limit to its unit (LimitNOFILE)"),
 	ignore("contentType", "talks to the API server in its client's default content type"),
-	ignore("serializeImagePulls", "does not serialize image pulls"),
-	ignore("maxParallelImagePulls", "does not limit parallel image pulls"),
 	ignore("makeIPTablesUtilChains", "makes no iptables chains (kube-proxy's job)"),
 	ignore("iptablesMasqueradeBit", "makes no iptables chains (kube-proxy's job)"),
 	ignore("iptablesDropBit", "makes no iptables chains (kube-proxy's job)"),

@@ -150,6 +150,10 @@ kubeAPIQPS: 20
 kubeAPIBurst: 40
 eventRecordQPS: 7
 eventBurst: 14
+serializeImagePulls: false
+maxParallelImagePulls: 3
+registryPullQPS: 2
+registryBurst: 4
 evictionHard:
   memory.available: 500Mi
 evictionSoft:
@@ -217,6 +221,10 @@ podLogsDir: /srv/pods
 	check("kube-api-burst", o.kubeAPIBurst, 40)
 	check("event-qps", o.eventQPS, int32(7))
 	check("event-burst", o.eventBurst, int32(14))
+	check("serialize-image-pulls", o.serializeImagePulls, false)
+	check("registry-qps", o.registryQPS, int32(2))
+	check("registry-burst", o.registryBurst, int32(4))
+	check("configz maxParallelImagePulls (file only)", *o.kubeletConfig.MaxParallelImagePulls, int32(3))
 	check("eviction-hard", o.evictionHard, map[string]string{"memory.available": "500Mi"})
 	check("eviction-soft", o.evictionSoft, map[string]string{"memory.available": "1Gi"})
 	check("eviction-soft-grace-period", o.evictionSoftGrace, map[string]string{"memory.available": "1m30s"})
@@ -298,6 +306,9 @@ func TestKubeletConfigWithoutFile(t *testing.T) {
 	if kc.Port != 10250 || *kc.ImageGCHighThresholdPercent != 85 || kc.NodeStatusReportFrequency.Duration != 5*time.Minute ||
 		kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration != 300*time.Second || kc.ContainerRuntimeEndpoint != "unix:///run/containerd/containerd.sock" {
 		t.Errorf("defaults: %+v", kc)
+	}
+	if !o.serializeImagePulls || o.registryQPS != 5 || o.registryBurst != 10 || kc.MaxParallelImagePulls != nil {
+		t.Errorf("the image puller's defaults: serialized %v, QPS %d, burst %d, maxParallelImagePulls %v", o.serializeImagePulls, o.registryQPS, o.registryBurst, kc.MaxParallelImagePulls)
 	}
 	if !o.registerNode || kc.RegisterNode == nil || !*kc.RegisterNode {
 		t.Errorf("registerNode's default: %v %v", o.registerNode, kc.RegisterNode)

@@ -43,6 +43,9 @@ type Config struct {
 	// CFSQuota is how CPU limits become CFS quotas (cpuCFSQuota,
 	// cpuCFSQuotaPeriod).
 	CFSQuota CFSQuota
+	// Puller serializes, bounds and throttles image pulls as the
+	// kubelet's (nil: none of it).
+	Puller *Puller
 
 	// Objects fetches what pods reference (NewObjectCache: one watch per
 	// object; NewObjects: a GET per read).

@@ -82,8 +82,9 @@ func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod, image string
 // when none matched, else with each in turn until one works, the errors of
 // all tried aggregated. Each credential is offered to every host the pull
 // authenticates with, as CRI does with the one the kubelet passes. used is
-// the credential that worked (nil: none was tried).
-func (r *Runtime) pull(ctx context.Context, pod *v1.Pod, image string, creds []credentialprovider.AuthConfig) (img *runtime.Image, total time.Duration, used *credentialprovider.AuthConfig, err error) {
+// the credential that worked (nil: none was tried); total the pulls' time,
+// waited the time before it was the pull's turn (the Puller's).
+func (r *Runtime) pull(ctx context.Context, pod *v1.Pod, image string, creds []credentialprovider.AuthConfig) (img *runtime.Image, total, waited time.Duration, used *credentialprovider.AuthConfig, err error) {
 	ctx, span := r.tracer().Start(ctx, "pullImage", trace.WithAttributes(
 		append(lifecycle.PodAttributes(pod), attribute.String("image", image))...))
 	defer func() {
@@ -93,6 +94,18 @@ func (r *Runtime) pull(ctx context.Context, pod *v1.Pod, image string, creds []c
 		}
 		span.End()
 	}()
+	// One pull, all the credentials it tries, is one turn of the
+	// kubelet's puller, as its PullImage tries them all.
+	waited, err = r.cfg.Puller.Pull(ctx, func() error {
+		img, total, used, err = r.pullWith(ctx, image, creds)
+		return err
+	})
+	return img, total, waited, used, err
+}
+
+// pullWith pulls image with no credentials, or with each of creds in turn
+// until one works.
+func (r *Runtime) pullWith(ctx context.Context, image string, creds []credentialprovider.AuthConfig) (img *runtime.Image, total time.Duration, used *credentialprovider.AuthConfig, err error) {
 	if len(creds) == 0 {
 		img, took, err := r.rt.PullImage(ctx, image, nil)
 		return img, took, nil, err

@@ -82,14 +82,14 @@ func TestPullCredentials(t *testing.T) {
 	if want := (credentialprovider.Pod{Namespace: "ns", Name: "p", UID: "u1", ServiceAccountName: "sa"}); plugins.pods[0] != want {
 		t.Errorf("plugins got pod %+v", plugins.pods[0])
 	}
-	if _, _, _, err := r.pull(context.Background(), &v1.Pod{}, "reg.io/team/app:1.0", creds); err != nil {
+	if _, _, _, _, err := r.pull(context.Background(), &v1.Pod{}, "reg.io/team/app:1.0", creds); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(rt.tried, users) {
 		t.Errorf("tried %v", rt.tried)
 	}
 	rt.user, rt.tried = "nobody", nil
-	_, _, _, err := r.pull(context.Background(), &v1.Pod{}, "reg.io/team/app:1.0", creds)
+	_, _, _, _, err := r.pull(context.Background(), &v1.Pod{}, "reg.io/team/app:1.0", creds)
 	if err == nil || err.Error() != "[denied team, denied host, denied plugin]" {
 		t.Errorf("error %v", err)
 	}
@@ -99,7 +99,7 @@ func TestPullCredentials(t *testing.T) {
 	if got := r.pullCredentials(context.Background(), pod, "docker.io/library/busybox"); got != nil {
 		t.Errorf("credentials %v", got)
 	}
-	if _, _, _, err := r.pull(context.Background(), &v1.Pod{}, "busybox", nil); err != nil || len(rt.tried) != 1 {
+	if _, _, _, _, err := r.pull(context.Background(), &v1.Pod{}, "busybox", nil); err != nil || len(rt.tried) != 1 {
 		t.Errorf("anonymous pull: %v, %v", err, rt.tried)
 	}
 }

@@ -269,7 +269,7 @@ func (r *Runtime) ensurePulled(ctx context.Context, pod *v1.Pod, container, imag
 		}
 	}
 	r.event(pod, container, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", image))
-	img, took, used, err := r.pull(ctx, pod, image, creds())
+	img, took, waited, used, err := r.pull(ctx, pod, image, creds())
 	if err != nil {
 		if records != nil {
 			records.RecordFailed(image)
@@ -280,7 +280,7 @@ func (r *Runtime) ensurePulled(ctx context.Context, pod *v1.Pod, container, imag
 	if records != nil {
 		records.RecordPulled(image, ImageRef(img), pulledWith(used))
 	}
-	r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", image, took.Round(time.Millisecond), took.Round(time.Millisecond), img.Size))
+	r.event(pod, container, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", image, took.Round(time.Millisecond), (took+waited).Round(time.Millisecond), img.Size))
 	return img, nil
 }
 

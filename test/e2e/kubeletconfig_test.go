@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/test/harness"
+	"github.com/hostlet/hostlet/test/images"
 	"github.com/opencontainers/cgroups"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -346,4 +347,29 @@ func TestKubeletConfigCFSQuota(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The kubelet's image puller: with registryPullQPS 1 and registryBurst 1,
+// a pod's second pull right after its first fails "pull QPS exceeded"
+// (ErrImagePull) without reaching the registry, and goes through after
+// the back-off.
+func TestKubeletConfigRegistryQPS(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-kubeletconfig-pulls"
+	extraNode(t, harness.HostletOptions{NodeName: name, KubeletConfig: kcHeader + "registryPullQPS: 1\nregistryBurst: 1\n"})
+	reg := privateRegistry(t, nil)
+	ref, err := reg.Push(ctxT(t), localImage(t, images.BusyboxRef), "qps/busybox:1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := cluster.NewNamespace(t)
+	pod := imagePod(ns, "two-pulls", ref, v1.PullAlways)
+	pod.Spec.NodeName = name
+	second := pod.Spec.Containers[0]
+	second.Name = "d"
+	pod.Spec.Containers = append(pod.Spec.Containers, second)
+	cluster.CreatePod(t, pod)
+	want := fmt.Sprintf("Failed to pull image %q: pull QPS exceeded", ref)
+	awaitEvent(t, ns, pod.Name, func(reason, msg string) bool { return reason == "Failed" && msg == want })
+	waitPhase(t, ns, pod.Name, v1.PodRunning)
 }
