@@ -163,6 +163,9 @@ var kubeletFields = []kubeletField{
 	// How many images are pulled at once without serializeImagePulls
 	// (the kubelet has no flag for it either).
 	{path: "maxParallelImagePulls", use: useFile},
+	// Whether an OOM kill takes the whole container on cgroup v2
+	// (podspec.OOMKillGroup; the kubelet has no flag for it either).
+	{path: "singleProcessOOMKill", use: useFile},
 
 	// Not implemented, and not to be ignored: a node that does not do what
 	// its configuration says would surprise (security, placement, what the
@@ -172,7 +175,6 @@ var kubeletFields = []kubeletField{
 	refuse("systemCgroups", "does not move system processes"),
 	refuse("cpuManagerPolicy", "has no CPU manager: containers share the CPUs"),
 	refuse("cpuManagerPolicyOptions", "has no CPU manager"),
-	refuse("singleProcessOOMKill", "leaves the OOM killer's choice to the kernel"),
 	refuse("memoryManagerPolicy", "has no memory manager"),
 	refuse("topologyManagerPolicy", "has no topology manager"),
 	refuse("topologyManagerScope", "has no topology manager"),

@@ -154,6 +154,7 @@ serializeImagePulls: false
 maxParallelImagePulls: 3
 registryPullQPS: 2
 registryBurst: 4
+singleProcessOOMKill: true
 evictionHard:
   memory.available: 500Mi
 evictionSoft:
@@ -225,6 +226,7 @@ podLogsDir: /srv/pods
 	check("registry-qps", o.registryQPS, int32(2))
 	check("registry-burst", o.registryBurst, int32(4))
 	check("configz maxParallelImagePulls (file only)", *o.kubeletConfig.MaxParallelImagePulls, int32(3))
+	check("configz singleProcessOOMKill (file only)", *o.kubeletConfig.SingleProcessOOMKill, true)
 	check("eviction-hard", o.evictionHard, map[string]string{"memory.available": "500Mi"})
 	check("eviction-soft", o.evictionSoft, map[string]string{"memory.available": "1Gi"})
 	check("eviction-soft-grace-period", o.evictionSoftGrace, map[string]string{"memory.available": "1m30s"})

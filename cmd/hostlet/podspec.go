@@ -74,12 +74,15 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 	if p.pulls != nil {
 		pulls = p.pulls
 	}
+	// Checked at start (settings): no error is left here.
+	oomGroup, _ := podspec.OOMKillGroup(p.rt.Cgroups().V2(), o.kubeletConfig.SingleProcessOOMKill)
 	return podspec.New(podspec.Config{
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf, SeccompDefault: o.seccompDefault, PodPidsLimit: o.podPidsLimit,
-		CFSQuota: podspec.NewCFSQuota(o.cpuCFSQuota, o.cpuCFSQuotaPeriod, o.gates.Enabled("CustomCPUCFSQuotaPeriod")),
-		Puller:   podspec.NewPuller(o.serializeImagePulls, o.kubeletConfig.MaxParallelImagePulls, float32(o.registryQPS), int(o.registryBurst)),
-		Objects:  podspec.NewObjectCache(ctx, p.client, clock.RealClock{}), Services: p.inf.services.Lister(), Events: p.events, Node: p.node, Runtime: p.rt,
+		CFSQuota:     podspec.NewCFSQuota(o.cpuCFSQuota, o.cpuCFSQuotaPeriod, o.gates.Enabled("CustomCPUCFSQuotaPeriod")),
+		OOMKillGroup: oomGroup,
+		Puller:       podspec.NewPuller(o.serializeImagePulls, o.kubeletConfig.MaxParallelImagePulls, float32(o.registryQPS), int(o.registryBurst)),
+		Objects:      podspec.NewObjectCache(ctx, p.client, clock.RealClock{}), Services: p.inf.services.Lister(), Events: p.events, Node: p.node, Runtime: p.rt,
 		Pod:     p.pods.Pod,
 		Devices: p.devices, Claims: p.claims, ActivePods: p.active, Swap: p.swap,
 		PersistentVolumes: p.client.CoreV1(), CSI: p.csi,

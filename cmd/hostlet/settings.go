@@ -10,6 +10,7 @@ import (
 	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/provider/health"
 	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/server"
 	"github.com/hostlet/hostlet/provider/staticpod"
 	"github.com/hostlet/hostlet/runtime"
@@ -61,6 +62,9 @@ func (o *options) settings() (s settings, err error) {
 		if err := node.CheckKernelDefaults(sysctl.New()); err != nil {
 			return s, fmt.Errorf("protectKernelDefaults: %w", err)
 		}
+	}
+	if _, err := podspec.OOMKillGroup(!cgroupV1(), o.kubeletConfig.SingleProcessOOMKill); err != nil {
+		return s, err
 	}
 	s.auth = server.AuthMode{Anonymous: o.anonymousAuth, NoTokenReview: !o.tokenWebhook}
 	if s.auth.AlwaysAllow, err = server.ParseAuthorizationMode(o.authorizationMode); err != nil {

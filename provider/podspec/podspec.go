@@ -46,6 +46,10 @@ type Config struct {
 	// Puller serializes, bounds and throttles image pulls as the
 	// kubelet's (nil: none of it).
 	Puller *Puller
+	// OOMKillGroup has an OOM kill take the whole container (cgroup v2's
+	// memory.oom.group), as the kubelet without singleProcessOOMKill
+	// (OOMKillGroup).
+	OOMKillGroup bool
 
 	// Objects fetches what pods reference (NewObjectCache: one watch per
 	// object; NewObjects: a GET per read).

@@ -159,6 +159,7 @@ func (r *Runtime) containerResources(pod *v1.Pod, c *v1.Container) runtime.Resou
 		out.MemoryLimit = q.Value()
 	}
 	out.MemorySwap, out.Unified = r.cfg.Swap.container(pod, c, out.MemoryLimit)
+	out.Unified = r.withOOMGroup(out.Unified)
 	switch {
 	case nodeCritical(pod):
 		// The kubelet protects node-critical pods (a static control plane
