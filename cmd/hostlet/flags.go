@@ -105,6 +105,7 @@ type options struct {
 	kubeAPIBurst              int
 	eventQPS, eventBurst      int32
 	verbosity                 int
+	loggingFormat             string
 	testPanicHooks            bool
 	profiling                 bool
 	healthzPort               int32
@@ -220,6 +221,7 @@ func (o *options) flags() *pflag.FlagSet {
 	o.cgroupFlags.flags(fs)
 	o.staticPodFlags.flags(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 2, "log verbosity (0-2 info, 3+ debug)")
+	fs.StringVar(&o.loggingFormat, "logging-format", "text", "Sets the log format. Permitted formats: \"json\" (gated by LoggingBetaOptions), \"text\".")
 	// Tests only: lets a pod annotation make hostlet panic (testpanic.Annotation).
 	// Hidden, and refused in the config file, so a node cannot have it by accident.
 	fs.BoolVar(&o.testPanicHooks, "test-panic-hooks", false, "")

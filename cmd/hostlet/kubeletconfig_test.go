@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	log "github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
@@ -594,5 +596,35 @@ func TestPullCredentialsVerificationPolicy(t *testing.T) {
 		} else {
 			t.Logf("%q: %v", args, err)
 		}
+	}
+}
+
+// logging.format as the kubelet takes it: json (LoggingBetaOptions, on by
+// default) writes one JSON object a line with the kubelet's keys; another
+// format is refused with the kubelet's message.
+func TestLoggingFormat(t *testing.T) {
+	dir := t.TempDir()
+	o := parseArgs(t, "--config", writeFile(t, dir, "json.yaml", kcHeader+"logging:\n  format: json\n"))
+	if o.loggingFormat != "json" || o.kubeletConfig.Logging.Format != "json" {
+		t.Fatalf("logging format %q, configz %q", o.loggingFormat, o.kubeletConfig.Logging.Format)
+	}
+	var o2 options
+	err := o2.parse([]string{"--config", writeFile(t, dir, "xml.yaml", kcHeader+"logging:\n  format: xml\n")})
+	if err == nil || !strings.Contains(err.Error(), `logging.format: Invalid value: "xml": Unsupported log format`) {
+		t.Errorf("xml: %v", err)
+	}
+
+	var buf strings.Builder
+	oldOut, oldFormatter, oldKey := log.StandardLogger().Out, log.StandardLogger().Formatter, log.ErrorKey
+	defer func() { log.SetOutput(oldOut); log.SetFormatter(oldFormatter); log.ErrorKey = oldKey }()
+	log.SetOutput(&buf)
+	setLogFormat(o.loggingFormat)
+	log.WithError(errors.New("boom")).WithField("pod", "ns/p").Warn("pull failed")
+	var line map[string]any
+	if err := json.Unmarshal([]byte(buf.String()), &line); err != nil {
+		t.Fatalf("not JSON: %q: %v", buf.String(), err)
+	}
+	if line["msg"] != "pull failed" || line["err"] != "boom" || line["pod"] != "ns/p" || line["ts"] == nil {
+		t.Errorf("JSON line %q: want the kubelet's msg, err and ts keys", buf.String())
 	}
 }

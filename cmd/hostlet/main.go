@@ -57,6 +57,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	setLogFormat(o.loggingFormat)
 	if o.verbosity >= 3 {
 		log.SetLevel(log.DebugLevel)
 	}
