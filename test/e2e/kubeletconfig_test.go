@@ -350,9 +350,9 @@ func TestKubeletConfigCFSQuota(t *testing.T) {
 }
 
 // The kubelet's image puller: with registryPullQPS 1 and registryBurst 1,
-// a pod's second pull right after its first fails "pull QPS exceeded"
-// (ErrImagePull) without reaching the registry, and goes through after
-// the back-off.
+// of three pods pulling at once (one at a time, serializeImagePulls) the
+// pulls right after the first fail "pull QPS exceeded" (ErrImagePull)
+// without reaching the registry, and go through after the back-off.
 func TestKubeletConfigRegistryQPS(t *testing.T) {
 	skipIfNoCluster(t)
 	const name = "hostlet-kubeletconfig-pulls"
@@ -363,13 +363,57 @@ func TestKubeletConfigRegistryQPS(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := cluster.NewNamespace(t)
-	pod := imagePod(ns, "two-pulls", ref, v1.PullAlways)
-	pod.Spec.NodeName = name
-	second := pod.Spec.Containers[0]
-	second.Name = "d"
-	pod.Spec.Containers = append(pod.Spec.Containers, second)
-	cluster.CreatePod(t, pod)
+	var names []string
+	for i := range 3 {
+		pod := imagePod(ns, fmt.Sprintf("pull-%d", i), ref, v1.PullAlways)
+		pod.Spec.NodeName = name
+		cluster.CreatePod(t, pod)
+		names = append(names, pod.Name)
+	}
 	want := fmt.Sprintf("Failed to pull image %q: pull QPS exceeded", ref)
-	awaitEvent(t, ns, pod.Name, func(reason, msg string) bool { return reason == "Failed" && msg == want })
-	waitPhase(t, ns, pod.Name, v1.PodRunning)
+	ctx := ctxT(t)
+	for found := false; !found; {
+		evs, err := cluster.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			found = found || (e.Reason == "Failed" && e.Message == want)
+		}
+		if found {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no event %q: %+v", want, evs.Items)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	for _, n := range names {
+		waitPhase(t, ns, n, v1.PodRunning)
+	}
+}
+
+// logging.format: json: the node's log is JSON lines with the kubelet's
+// keys (client libraries' klog lines aside).
+func TestKubeletConfigJSONLogs(t *testing.T) {
+	skipIfNoCluster(t)
+	h := extraNode(t, harness.HostletOptions{NodeName: "hostlet-kubeletconfig-json", KubeletConfig: kcHeader + "logging:\n  format: json\n"})
+	b, err := os.ReadFile(h.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range strings.Split(string(b), "\n") {
+		var line map[string]any
+		if json.Unmarshal([]byte(l), &line) != nil {
+			continue
+		}
+		if line["msg"] == "node registered" && line["ts"] != nil && line["node"] == "hostlet-kubeletconfig-json" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no JSON line saying the node registered:\n%.3000s", b)
+	}
 }
