@@ -8,7 +8,10 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/containerd/errdefs"
 	"github.com/hostlet/hostlet/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/dump"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -53,29 +56,58 @@ func (s *server) ListContainers(ctx context.Context, r *criapi.ListContainersReq
 }
 
 func (s *server) ContainerStatus(ctx context.Context, r *criapi.ContainerStatusRequest) (*criapi.ContainerStatusResponse, error) {
-	pods, containers, err := s.snapshotWithContainers(ctx)
-	if err != nil {
-		return nil, err
+	id := r.GetContainerId()
+	if !isFullID(id) {
+		// A prefix: resolved against the node's containers. crictl resolves
+		// prefixes itself (ListContainers with the id filter) and passes full
+		// ids, so this is the rare path; a full id asks one container only.
+		_, containers, err := s.snapshotWithContainers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, 0, len(containers))
+		for _, c := range containers {
+			ids = append(ids, c.ID)
+		}
+		if id, err = resolveID(ids, id); err != nil {
+			return nil, fmt.Errorf("an error occurred when try to find container %q: %w", r.GetContainerId(), err)
+		}
 	}
-	ids := make([]string, 0, len(containers))
-	for _, c := range containers {
-		ids = append(ids, c.ID)
-	}
-	id, err := resolveID(ids, r.GetContainerId())
-	if err != nil {
-		return nil, fmt.Errorf("an error occurred when try to find container %q: %w", r.GetContainerId(), err)
-	}
-	// Read again: the list may be a moment old, and a status is asked of
-	// one container to see it now.
 	c, err := s.cfg.Runtime.ContainerStatus(ctx, id)
 	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil, status.Errorf(codes.NotFound, "an error occurred when try to find container %q: not found", id)
+		}
 		return nil, fmt.Errorf("container %q: %w", id, err)
+	}
+	if c.PodUID == "" {
+		// Not one of a pod's containers: not in the view, as ListContainers.
+		return nil, status.Errorf(codes.NotFound, "an error occurred when try to find container %q: not found", id)
+	}
+	// The pods are read from records and the container list, no task asked.
+	pods, err := s.snapshot(ctx)
+	if err != nil {
+		return nil, err
 	}
 	mounts, err := s.cfg.Runtime.ContainerMounts(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("mounts of container %q: %w", id, err)
 	}
 	return &criapi.ContainerStatusResponse{Status: containerStatus(pods[c.PodUID], c, mounts)}, nil
+}
+
+// isFullID is whether id is a whole containerd id as hostlet makes them (64
+// hex digits, as CRI's), not a prefix of one.
+func isFullID(id string) bool {
+	if len(id) != 64 {
+		return false
+	}
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // imageIDs maps every name of an image to its CRI id (its config digest).

@@ -44,6 +44,8 @@ type Runtime interface {
 	ListContainers(ctx context.Context, podUID string) ([]runtime.ContainerStatus, error)
 	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
 	ContainerMounts(ctx context.Context, id string) ([]runtime.Mount, error)
+	// ContainerStats samples every live task (/stats/summary's numbers).
+	ContainerStats(ctx context.Context) (map[string]runtime.ContainerStats, error)
 }
 
 // Images is what the image service reads.
@@ -75,6 +77,8 @@ type server struct {
 	criapi.UnimplementedRuntimeServiceServer
 	criapi.UnimplementedImageServiceServer
 	cfg Config
+	// samples are the containers' previous CPU samples (usageNanoCores).
+	samples cpuSamples
 }
 
 // Serve listens on the socket (a stale one from before is replaced) and

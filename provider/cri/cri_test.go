@@ -3,12 +3,14 @@ package cri
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"github.com/hostlet/hostlet/provider/grpcsock"
 	"github.com/hostlet/hostlet/runtime"
 	"google.golang.org/grpc/codes"
@@ -42,6 +44,13 @@ type fakeRuntime struct {
 	containers []runtime.ContainerStatus
 	mounts     map[string][]runtime.Mount
 	imgs       []runtime.CRIImage
+	// lists counts ListContainers calls: each asks every task.
+	lists   int
+	metrics map[string]runtime.ContainerStats
+}
+
+func (f *fakeRuntime) ContainerStats(context.Context) (map[string]runtime.ContainerStats, error) {
+	return f.metrics, nil
 }
 
 func (f *fakeRuntime) Version(context.Context) (string, error) { return "containerd://2.2.9", nil }
@@ -53,6 +62,7 @@ func (f *fakeRuntime) ContainerPods(context.Context) (map[string]runtime.PodRef,
 	return f.refs, nil
 }
 func (f *fakeRuntime) ListContainers(context.Context, string) ([]runtime.ContainerStatus, error) {
+	f.lists++
 	return f.containers, nil
 }
 func (f *fakeRuntime) ContainerStatus(_ context.Context, id string) (runtime.ContainerStatus, error) {
@@ -61,7 +71,7 @@ func (f *fakeRuntime) ContainerStatus(_ context.Context, id string) (runtime.Con
 			return c, nil
 		}
 	}
-	return runtime.ContainerStatus{}, errors.New("not found")
+	return runtime.ContainerStatus{}, fmt.Errorf("container %q: %w", id, errdefs.ErrNotFound)
 }
 func (f *fakeRuntime) ContainerMounts(_ context.Context, id string) ([]runtime.Mount, error) {
 	return f.mounts[id], nil
@@ -358,6 +368,72 @@ func TestContainerStatus(t *testing.T) {
 	}
 	if _, err := s.ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: "nope"}); status.Code(errors.Unwrap(err)) != codes.NotFound {
 		t.Errorf("unknown container: %v", err)
+	}
+}
+
+// A full id is asked of the runtime alone; only a prefix lists the node's
+// containers (each of whose tasks is asked).
+func TestContainerStatusFullID(t *testing.T) {
+	s := newServer()
+	rt := s.cfg.Runtime.(*fakeRuntime)
+	full := strings.Repeat("ab", 32)
+	c := rt.containers[1]
+	c.ID = full
+	rt.containers = append(rt.containers, c)
+	ctx := context.Background()
+	resp, err := s.ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status.Id != full || resp.Status.Labels[labelPodName] != "web" || rt.lists != 0 {
+		t.Errorf("full id: %v, %d lists", resp.Status, rt.lists)
+	}
+	if _, err := s.ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: strings.Repeat("cd", 32)}); status.Code(err) != codes.NotFound {
+		t.Errorf("unknown full id: %v", err)
+	}
+	resp, err = s.ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: "abab"})
+	if err != nil || resp.Status.Id != full || rt.lists != 1 {
+		t.Errorf("prefix: %v, %v, %d lists", resp, err, rt.lists)
+	}
+	for id, want := range map[string]bool{full: true, strings.ToUpper(full): false, full[:63]: false, full[:63] + "g": false} {
+		if isFullID(id) != want {
+			t.Errorf("isFullID(%q) != %v", id, want)
+		}
+	}
+}
+
+// Stats are the running containers' metrics; usageNanoCores the rate since
+// the previous sample, absent on the first.
+func TestContainerStats(t *testing.T) {
+	s := newServer()
+	rt := s.cfg.Runtime.(*fakeRuntime)
+	t0 := time.Now()
+	rt.metrics = map[string]runtime.ContainerStats{"app1": {Time: t0, CPUUsageNanos: 1e9, WorkingSet: 100, MemoryUsage: 200, RSS: 50, PageFaults: 7}}
+	ctx := context.Background()
+	resp, err := s.ListContainerStats(ctx, &criapi.ListContainerStatsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Stats) != 1 {
+		t.Fatalf("stats %v", resp.Stats)
+	}
+	st := resp.Stats[0]
+	if st.Attributes.Id != "app1" || st.Attributes.Metadata.Name != "test_container" || st.Cpu.UsageCoreNanoSeconds.Value != 1e9 ||
+		st.Cpu.UsageNanoCores != nil || st.Memory.WorkingSetBytes.Value != 100 || st.Memory.UsageBytes.Value != 200 ||
+		st.Memory.RssBytes.Value != 50 || st.Memory.PageFaults.Value != 7 {
+		t.Errorf("first: %v", st)
+	}
+	rt.metrics["app1"] = runtime.ContainerStats{Time: t0.Add(2 * time.Second), CPUUsageNanos: 2e9}
+	one, err := s.ContainerStats(ctx, &criapi.ContainerStatsRequest{ContainerId: "app1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc := one.Stats.Cpu.UsageNanoCores; nc == nil || nc.Value != 5e8 {
+		t.Errorf("nano cores %v", nc)
+	}
+	// init0 is exited: no task, no stats.
+	if _, err := s.ContainerStats(ctx, &criapi.ContainerStatsRequest{ContainerId: "init0"}); status.Code(err) != codes.NotFound {
+		t.Errorf("exited: %v", err)
 	}
 }
 

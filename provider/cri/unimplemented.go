@@ -87,14 +87,6 @@ func (s *server) PortForward(context.Context, *criapi.PortForwardRequest) (*cria
 	return nil, unimplemented("PortForward", notYet+" (kubectl port-forward through the kubelet API works)")
 }
 
-func (s *server) ContainerStats(context.Context, *criapi.ContainerStatsRequest) (*criapi.ContainerStatsResponse, error) {
-	return nil, unimplemented("ContainerStats", notYet+" (the kubelet API's /stats/summary has them)")
-}
-
-func (s *server) ListContainerStats(context.Context, *criapi.ListContainerStatsRequest) (*criapi.ListContainerStatsResponse, error) {
-	return nil, unimplemented("ListContainerStats", notYet+" (the kubelet API's /stats/summary has them)")
-}
-
 func (s *server) PodSandboxStats(context.Context, *criapi.PodSandboxStatsRequest) (*criapi.PodSandboxStatsResponse, error) {
 	return nil, unimplemented("PodSandboxStats", notYet+" (the kubelet API's /stats/summary has them)")
 }

@@ -234,6 +234,28 @@ func TestCRICrictl(t *testing.T) {
 		t.Errorf("crictl imagefsinfo: %s", out)
 	}
 
+	// stats: the running container's cgroup figures, by the id ps shows;
+	// the exited ones have no task and no stats, as containerd's CRI. The
+	// table samples twice (its CPU %), which needs the timestamps to move.
+	var stats criapi.ListContainerStatsResponse
+	decode(t, run("stats", "--label", "io.kubernetes.pod.namespace="+ns, "-o", "json"), &stats)
+	if len(stats.Stats) != 1 {
+		t.Fatalf("crictl stats: %v", stats.Stats)
+	}
+	if st := stats.Stats[0]; st.Attributes.GetId() != runningID || st.Attributes.GetMetadata().GetName() != "c" ||
+		st.Attributes.GetLabels()["io.kubernetes.pod.uid"] != string(webPod.UID) || st.Cpu.GetUsageCoreNanoSeconds().GetValue() == 0 ||
+		st.Cpu.GetTimestamp() == 0 || st.Memory.GetWorkingSetBytes().GetValue() == 0 || st.Memory.GetTimestamp() == 0 {
+		t.Errorf("crictl stats: %v", st)
+	}
+	var one criapi.ListContainerStatsResponse
+	decode(t, run("stats", "--id", runningID[:13], "-o", "json"), &one)
+	if len(one.Stats) != 1 || one.Stats[0].Attributes.GetId() != runningID {
+		t.Errorf("crictl stats --id: %v", one.Stats)
+	}
+	if out := run("stats", "--label", "io.kubernetes.pod.namespace="+ns); !strings.Contains(out, "CPU %") || !strings.Contains(out, runningID[:13]) {
+		t.Errorf("crictl stats:\n%s", out)
+	}
+
 	// What hostlet does not do is refused with why.
 	if _, err := node.Crictl(ctxT(t), crictl, "stopp", webID); err == nil || !strings.Contains(err.Error(), "only the pods the API server binds") {
 		t.Errorf("crictl stopp: %v", err)
