@@ -46,6 +46,11 @@ type Runtime interface {
 	ContainerMounts(ctx context.Context, id string) ([]runtime.Mount, error)
 	// ContainerStats samples every live task (/stats/summary's numbers).
 	ContainerStats(ctx context.Context) (map[string]runtime.ContainerStats, error)
+	// PodCgroupNames, CgroupStats and PodNetworkStats are a sandbox's
+	// figures (PodSandboxStats).
+	PodCgroupNames(uid string, ids []string) (string, map[string]string, error)
+	CgroupStats(name string) (runtime.CgroupStats, error)
+	PodNetworkStats(uid string) ([]runtime.InterfaceStats, error)
 }
 
 // Images is what the image service reads.

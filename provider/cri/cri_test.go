@@ -47,11 +47,29 @@ type fakeRuntime struct {
 	// lists counts ListContainers calls: each asks every task.
 	lists   int
 	metrics map[string]runtime.ContainerStats
+	cgroups map[string]runtime.CgroupStats
+	ifaces  []runtime.InterfaceStats
 }
 
 func (f *fakeRuntime) ContainerStats(context.Context) (map[string]runtime.ContainerStats, error) {
 	return f.metrics, nil
 }
+
+func (f *fakeRuntime) PodCgroupNames(uid string, ids []string) (string, map[string]string, error) {
+	out := map[string]string{}
+	for _, id := range ids {
+		out[id] = "pod" + uid + "/" + id
+	}
+	return "pod" + uid, out, nil
+}
+func (f *fakeRuntime) CgroupStats(name string) (runtime.CgroupStats, error) {
+	st, ok := f.cgroups[name]
+	if !ok {
+		return st, errors.New("no cgroup")
+	}
+	return st, nil
+}
+func (f *fakeRuntime) PodNetworkStats(string) ([]runtime.InterfaceStats, error) { return f.ifaces, nil }
 
 func (f *fakeRuntime) Version(context.Context) (string, error) { return "containerd://2.2.9", nil }
 func (f *fakeRuntime) RuntimeHandlers(context.Context) ([]runtime.RuntimeHandler, error) {
@@ -434,6 +452,44 @@ func TestContainerStats(t *testing.T) {
 	// init0 is exited: no task, no stats.
 	if _, err := s.ContainerStats(ctx, &criapi.ContainerStatsRequest{ContainerId: "init0"}); status.Code(err) != codes.NotFound {
 		t.Errorf("exited: %v", err)
+	}
+}
+
+// A ready sandbox's stats are its pod cgroup's, eth0's counters and its
+// containers' stats; a stopped one has none.
+func TestPodSandboxStats(t *testing.T) {
+	s := newServer()
+	rt := s.cfg.Runtime.(*fakeRuntime)
+	now := time.Now()
+	rt.metrics = map[string]runtime.ContainerStats{"app1": {Time: now, CPUUsageNanos: 5, WorkingSet: 10}}
+	rt.cgroups = map[string]runtime.CgroupStats{
+		"pod" + webUID: {Time: now, CPU: runtime.CgroupCPU{Total: 7e9}, Memory: runtime.CgroupMemoryStats{WorkingSet: 100, Usage: 300, RSS: 50},
+			Spec: runtime.CgroupSpec{HasMemory: true, MemoryLimit: 1000}},
+		"pod" + webUID + "/app1": {Threads: 3},
+	}
+	rt.ifaces = []runtime.InterfaceStats{{Name: "eth0", RxBytes: 11, TxBytes: 22}}
+	ctx := context.Background()
+	resp, err := s.PodSandboxStats(ctx, &criapi.PodSandboxStatsRequest{PodSandboxId: sandboxID(webUID)[:10]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := resp.Stats.Linux
+	if resp.Stats.Attributes.Id != sandboxID(webUID) || resp.Stats.Attributes.Metadata.Name != "web" || l.Cpu.UsageCoreNanoSeconds.Value != 7e9 ||
+		l.Cpu.UsageNanoCores.GetValue() != 0 || l.Memory.WorkingSetBytes.Value != 100 || l.Memory.AvailableBytes.Value != 900 ||
+		l.Network.DefaultInterface.Name != "eth0" || l.Network.DefaultInterface.RxBytes.Value != 11 || l.Process.ProcessCount.Value != 3 ||
+		len(l.Containers) != 1 || l.Containers[0].Attributes.Id != "app1" {
+		t.Errorf("web: %v", resp.Stats)
+	}
+	if _, err := s.PodSandboxStats(ctx, &criapi.PodSandboxStatsRequest{PodSandboxId: sandboxID(hostUID)}); status.Code(err) != codes.Unavailable {
+		t.Errorf("stopped sandbox: %v", err)
+	}
+	list, err := s.ListPodSandboxStats(ctx, &criapi.ListPodSandboxStatsRequest{})
+	if err != nil || len(list.Stats) != 1 || list.Stats[0].Attributes.Id != sandboxID(webUID) {
+		t.Errorf("list: %v, %v", list, err)
+	}
+	list, err = s.ListPodSandboxStats(ctx, &criapi.ListPodSandboxStatsRequest{Filter: &criapi.PodSandboxStatsFilter{LabelSelector: map[string]string{"app": "other"}}})
+	if err != nil || len(list.Stats) != 0 {
+		t.Errorf("list by label: %v, %v", list, err)
 	}
 }
 

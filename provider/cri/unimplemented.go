@@ -87,14 +87,6 @@ func (s *server) PortForward(context.Context, *criapi.PortForwardRequest) (*cria
 	return nil, unimplemented("PortForward", notYet+" (kubectl port-forward through the kubelet API works)")
 }
 
-func (s *server) PodSandboxStats(context.Context, *criapi.PodSandboxStatsRequest) (*criapi.PodSandboxStatsResponse, error) {
-	return nil, unimplemented("PodSandboxStats", notYet+" (the kubelet API's /stats/summary has them)")
-}
-
-func (s *server) ListPodSandboxStats(context.Context, *criapi.ListPodSandboxStatsRequest) (*criapi.ListPodSandboxStatsResponse, error) {
-	return nil, unimplemented("ListPodSandboxStats", notYet+" (the kubelet API's /stats/summary has them)")
-}
-
 func (s *server) ListMetricDescriptors(context.Context, *criapi.ListMetricDescriptorsRequest) (*criapi.ListMetricDescriptorsResponse, error) {
 	return nil, unimplemented("ListMetricDescriptors", notYet+" (the kubelet API's /metrics/cadvisor has the series)")
 }

@@ -256,6 +256,23 @@ func TestCRICrictl(t *testing.T) {
 		t.Errorf("crictl stats:\n%s", out)
 	}
 
+	// statsp: the ready sandbox's pod cgroup, eth0 and its running
+	// container; the ended pod's sandbox has none, as containerd's.
+	var podStats criapi.ListPodSandboxStatsResponse
+	decode(t, run("statsp", "--label", "io.kubernetes.pod.namespace="+ns, "-o", "json"), &podStats)
+	if len(podStats.Stats) != 1 {
+		t.Fatalf("crictl statsp: %v", podStats.Stats)
+	}
+	if ps := podStats.Stats[0]; ps.Attributes.GetId() != webID || ps.Linux.GetCpu().GetUsageCoreNanoSeconds().GetValue() == 0 ||
+		ps.Linux.GetMemory().GetWorkingSetBytes().GetValue() == 0 || ps.Linux.GetNetwork().GetDefaultInterface().GetName() != "eth0" ||
+		len(ps.Linux.GetContainers()) != 1 || ps.Linux.GetContainers()[0].GetAttributes().GetId() != runningID ||
+		ps.Linux.GetProcess().GetProcessCount().GetValue() == 0 {
+		t.Errorf("crictl statsp: %v", ps)
+	}
+	if out := run("statsp", "--label", "io.kubernetes.pod.namespace="+ns); !strings.Contains(out, "web") || !strings.Contains(out, webID[:13]) {
+		t.Errorf("crictl statsp:\n%s", out)
+	}
+
 	// What hostlet does not do is refused with why.
 	if _, err := node.Crictl(ctxT(t), crictl, "stopp", webID); err == nil || !strings.Contains(err.Error(), "only the pods the API server binds") {
 		t.Errorf("crictl stopp: %v", err)
