@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hostlet/hostlet/provider/grpcsock"
@@ -51,6 +52,10 @@ type Runtime interface {
 	PodCgroupNames(uid string, ids []string) (string, map[string]string, error)
 	CgroupStats(name string) (runtime.CgroupStats, error)
 	PodNetworkStats(uid string) ([]runtime.InterfaceStats, error)
+	// StopContainer signals a container's task, SIGKILLs it after grace,
+	// and returns once its exit is recorded: the pod's worker sees the
+	// exit as any other (lifecycle's stop uses it too).
+	StopContainer(ctx context.Context, id string, sig syscall.Signal, grace time.Duration) error
 }
 
 // Images is what the image service reads.

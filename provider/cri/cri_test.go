@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +50,7 @@ type fakeRuntime struct {
 	metrics map[string]runtime.ContainerStats
 	cgroups map[string]runtime.CgroupStats
 	ifaces  []runtime.InterfaceStats
+	stopped []string
 }
 
 func (f *fakeRuntime) ContainerStats(context.Context) (map[string]runtime.ContainerStats, error) {
@@ -70,6 +72,11 @@ func (f *fakeRuntime) CgroupStats(name string) (runtime.CgroupStats, error) {
 	return st, nil
 }
 func (f *fakeRuntime) PodNetworkStats(string) ([]runtime.InterfaceStats, error) { return f.ifaces, nil }
+
+func (f *fakeRuntime) StopContainer(_ context.Context, id string, sig syscall.Signal, grace time.Duration) error {
+	f.stopped = append(f.stopped, fmt.Sprintf("%s %d %s", id, sig, grace))
+	return nil
+}
 
 func (f *fakeRuntime) Version(context.Context) (string, error) { return "containerd://2.2.9", nil }
 func (f *fakeRuntime) RuntimeHandlers(context.Context) ([]runtime.RuntimeHandler, error) {
@@ -490,6 +497,26 @@ func TestPodSandboxStats(t *testing.T) {
 	list, err = s.ListPodSandboxStats(ctx, &criapi.ListPodSandboxStatsRequest{Filter: &criapi.PodSandboxStatsFilter{LabelSelector: map[string]string{"app": "other"}}})
 	if err != nil || len(list.Stats) != 0 {
 		t.Errorf("list by label: %v, %v", list, err)
+	}
+}
+
+// StopContainer stops a running container of a pod through the runtime;
+// an exited one is left be; an id not of hostlet's pods is not found.
+func TestStopContainer(t *testing.T) {
+	s := newServer()
+	rt := s.cfg.Runtime.(*fakeRuntime)
+	ctx := context.Background()
+	if _, err := s.StopContainer(ctx, &criapi.StopContainerRequest{ContainerId: "app", Timeout: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StopContainer(ctx, &criapi.StopContainerRequest{ContainerId: "init0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StopContainer(ctx, &criapi.StopContainerRequest{ContainerId: "other"}); status.Code(err) != codes.NotFound {
+		t.Errorf("not hostlet's: %v", err)
+	}
+	if len(rt.stopped) != 1 || rt.stopped[0] != "app1 15 2s" {
+		t.Errorf("stopped %v", rt.stopped)
 	}
 }
 

@@ -47,10 +47,6 @@ func (s *server) StartContainer(context.Context, *criapi.StartContainerRequest) 
 	return nil, unimplemented("StartContainer", notOurs)
 }
 
-func (s *server) StopContainer(context.Context, *criapi.StopContainerRequest) (*criapi.StopContainerResponse, error) {
-	return nil, unimplemented("StopContainer", notYet)
-}
-
 func (s *server) RemoveContainer(context.Context, *criapi.RemoveContainerRequest) (*criapi.RemoveContainerResponse, error) {
 	return nil, unimplemented("RemoveContainer", notYet)
 }

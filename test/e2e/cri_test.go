@@ -277,6 +277,18 @@ func TestCRICrictl(t *testing.T) {
 	if _, err := node.Crictl(ctxT(t), crictl, "stopp", webID); err == nil || !strings.Contains(err.Error(), "only the pods the API server binds") {
 		t.Errorf("crictl stopp: %v", err)
 	}
+
+	// stop: the container dies as on a kubelet node (SIGKILL with no
+	// timeout); the pod's worker sees the exit and, restartPolicy Never,
+	// the pod fails with the container's 137.
+	if _, err := node.Crictl(ctxT(t), crictl, "stop", strings.Repeat("0", 64)); err == nil {
+		t.Errorf("crictl stop of an id not hostlet's: no error")
+	}
+	run("stop", runningID[:13])
+	stopped := waitPhase(t, ns, "web", v1.PodFailed)
+	if term := stopped.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 137 {
+		t.Errorf("after crictl stop: %+v", stopped.Status.ContainerStatuses[0].State)
+	}
 }
 
 // decode reads crictl's -o json (protojson, a newer API than ours: fields
