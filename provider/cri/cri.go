@@ -56,6 +56,9 @@ type Runtime interface {
 	// and returns once its exit is recorded: the pod's worker sees the
 	// exit as any other (lifecycle's stop uses it too).
 	StopContainer(ctx context.Context, id string, sig syscall.Signal, grace time.Duration) error
+	// Exec runs a command in a running container, as the kubelet API's
+	// exec does, and returns its exit code.
+	Exec(ctx context.Context, id string, cmd []string, eio runtime.ExecIO) (int, error)
 }
 
 // Images is what the image service reads.

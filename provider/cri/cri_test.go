@@ -78,6 +78,12 @@ func (f *fakeRuntime) StopContainer(_ context.Context, id string, sig syscall.Si
 	return nil
 }
 
+func (f *fakeRuntime) Exec(_ context.Context, id string, cmd []string, eio runtime.ExecIO) (int, error) {
+	fmt.Fprintf(eio.Stdout, "%s: %s", id, strings.Join(cmd, " "))
+	fmt.Fprint(eio.Stderr, "warn")
+	return 3, nil
+}
+
 func (f *fakeRuntime) Version(context.Context) (string, error) { return "containerd://2.2.9", nil }
 func (f *fakeRuntime) RuntimeHandlers(context.Context) ([]runtime.RuntimeHandler, error) {
 	return []runtime.RuntimeHandler{{Name: ""}, {Name: "runc", UserNamespaces: true}}, nil
@@ -517,6 +523,23 @@ func TestStopContainer(t *testing.T) {
 	}
 	if len(rt.stopped) != 1 || rt.stopped[0] != "app1 15 2s" {
 		t.Errorf("stopped %v", rt.stopped)
+	}
+}
+
+// ExecSync gathers a command's output and exit code in a running
+// container; an exited one is refused.
+func TestExecSync(t *testing.T) {
+	s := newServer()
+	ctx := context.Background()
+	resp, err := s.ExecSync(ctx, &criapi.ExecSyncRequest{ContainerId: "app", Cmd: []string{"echo", "hi"}, Timeout: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(resp.Stdout) != "app1: echo hi" || string(resp.Stderr) != "warn" || resp.ExitCode != 3 {
+		t.Errorf("exec: %v", resp)
+	}
+	if _, err := s.ExecSync(ctx, &criapi.ExecSyncRequest{ContainerId: "init0", Cmd: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "CONTAINER_EXITED") {
+		t.Errorf("exited: %v", err)
 	}
 }
 

@@ -67,10 +67,6 @@ func (s *server) ReopenContainerLog(context.Context, *criapi.ReopenContainerLogR
 	return nil, unimplemented("ReopenContainerLog", notYet+" (hostlet rotates the logs itself)")
 }
 
-func (s *server) ExecSync(context.Context, *criapi.ExecSyncRequest) (*criapi.ExecSyncResponse, error) {
-	return nil, unimplemented("ExecSync", notYet+" (kubectl exec through the kubelet API works)")
-}
-
 func (s *server) Exec(context.Context, *criapi.ExecRequest) (*criapi.ExecResponse, error) {
 	return nil, unimplemented("Exec", notYet+" (kubectl exec through the kubelet API works)")
 }

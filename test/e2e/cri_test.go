@@ -278,6 +278,16 @@ func TestCRICrictl(t *testing.T) {
 		t.Errorf("crictl stopp: %v", err)
 	}
 
+	// exec --sync (ExecSync): the command's output and exit code, as
+	// through the kubelet API's exec (crictl prints stdout, then stderr,
+	// each with a newline after).
+	if out := run("exec", "--sync", runningID[:13], "sh", "-c", "echo hi $HOSTNAME"); out != "hi web\n\n\n" {
+		t.Errorf("crictl exec --sync: %q", out)
+	}
+	if _, err := node.Crictl(ctxT(t), crictl, "exec", "--sync", runningID, "sh", "-c", "exit 4"); err == nil || !strings.Contains(err.Error(), "exited with 4") {
+		t.Errorf("crictl exec --sync exit 4: %v", err)
+	}
+
 	// stop: the container dies as on a kubelet node (SIGKILL with no
 	// timeout); the pod's worker sees the exit and, restartPolicy Never,
 	// the pod fails with the container's 137.
