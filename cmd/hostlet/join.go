@@ -29,6 +29,7 @@ func runJoin(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.NodeName, "node-name", "", "node name (default: the host name)")
 	fs.StringVar(&cfg.Layout.StateDir, "state-dir", "/var/lib/hostlet", "where the node's credentials, KubeletConfiguration (config.yaml) and flags (hostlet-flags.env) are written")
 	fs.StringVar(&cfg.Layout.UnitDir, "unit-dir", "/etc/systemd/system", "where the systemd unit is written")
+	fs.StringVar(&cfg.Layout.CrictlConfig, "crictl-config", "/etc/crictl.yaml", "crictl's config, pointed at the CRI socket; written with the systemd unit, only if none exists (empty: never)")
 	fs.StringVar(&cfg.RootDir, "root-dir", "/var/lib/kubelet", "hostlet's --root-dir (pods' state and plugin sockets, the kubelet's by default)")
 	fs.StringVar(&cfg.Preflight.RuntimeEndpoint, "container-runtime-endpoint", "unix:///run/containerd/containerd.sock", "containerd endpoint")
 	fs.StringVar(&cfg.Preflight.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI network configs")

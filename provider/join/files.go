@@ -24,6 +24,9 @@ import (
 type Layout struct {
 	StateDir string // default /var/lib/hostlet
 	UnitDir  string // default /etc/systemd/system
+	// CrictlConfig is crictl's config file, written only if none exists
+	// (default /etc/crictl.yaml; empty: not written).
+	CrictlConfig string
 }
 
 // clientPairPrefix names the client certificate files, as the kubelet's

@@ -96,6 +96,11 @@ func Join(ctx context.Context, cfg Config) error {
 	files := append([]file{{path: cfg.Layout.CAFile(), mode: 0o644, data: cluster.CAPEM}, kubeconfig, conf, flagsFile(cfg.Layout, flags)}, serving...)
 	if !cfg.SkipSystemd {
 		files = append(files, unitFile(cfg.Layout, cfg.Executable))
+		// With the unit, as the host's /etc is join's to write then only
+		// (--skip-systemd leaves it alone: tests, other supervisors).
+		if f, ok := crictlFile(cfg.Layout, flags); ok {
+			files = append(files, f)
+		}
 		if cfg.Preflight.ImageSnapshotter != "" {
 			files = append(files, stargzUnitFile(cfg.Layout, cfg.Executable, flags["registry-config-dir"]))
 		}
