@@ -19,11 +19,7 @@ const defaultIfName = "eth0"
 const unlimitedMemory = uint64(1 << 62)
 
 func (s *server) PodSandboxStats(ctx context.Context, r *criapi.PodSandboxStatsRequest) (*criapi.PodSandboxStatsResponse, error) {
-	pods, err := s.snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := findSandbox(pods, r.GetPodSandboxId())
+	p, err := s.sandbox(ctx, r.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}

@@ -120,15 +120,20 @@ func (s *server) ListPodSandbox(ctx context.Context, r *criapi.ListPodSandboxReq
 }
 
 func (s *server) PodSandboxStatus(ctx context.Context, r *criapi.PodSandboxStatusRequest) (*criapi.PodSandboxStatusResponse, error) {
-	pods, err := s.snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := findSandbox(pods, r.GetPodSandboxId())
+	p, err := s.sandbox(ctx, r.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}
 	return &criapi.PodSandboxStatusResponse{Status: sandboxStatus(p)}, nil
+}
+
+// sandbox is the node's sandbox id names (findSandbox), now.
+func (s *server) sandbox(ctx context.Context, id string) (*podSandbox, error) {
+	pods, err := s.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return findSandbox(pods, id)
 }
 
 // sortedSandboxes lists the sandboxes, newest first as crictl shows them.
