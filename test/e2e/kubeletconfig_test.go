@@ -17,6 +17,7 @@ import (
 	"github.com/hostlet/hostlet/test/harness"
 	"github.com/hostlet/hostlet/test/images"
 	"github.com/opencontainers/cgroups"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,11 +164,14 @@ nodeLeaseDurationSeconds: 8
 	if pods := n.Status.Capacity[v1.ResourcePods]; pods.Value() != min(cpus, 50) {
 		t.Errorf("pod capacity %v with %d CPUs and podsPerCore 1, want %d", pods.String(), cpus, min(cpus, 50))
 	}
+	// The Lease is made once the Node is (as the kubelet's controller
+	// makes it on its own schedule): a Ready node may not have it yet.
 	leases := cluster.Client().CoordinationV1().Leases(v1.NamespaceNodeLease)
-	l, err := leases.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var l *coordinationv1.Lease
+	pollUntil(t, 30*time.Second, "the node's Lease", func() bool {
+		l, err = leases.Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	})
 	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != 8 {
 		t.Errorf("leaseDurationSeconds %v, want 8", l.Spec.LeaseDurationSeconds)
 	}
