@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hostlet/hostlet/kubeletconfig"
+	"github.com/hostlet/hostlet/provider/cri"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/hostlet/hostlet/stargz"
@@ -147,7 +148,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/kubelet", "directory for pod state, volumes and the plugin sockets (the kubelet's, so DaemonSets that mount /var/lib/kubelet/{pods,device-plugins,plugins_registry} work unchanged)")
 	fs.StringVar(&o.runtimeEndpoint, "container-runtime-endpoint", "unix:///run/containerd/containerd.sock", "containerd endpoint")
 	fs.StringVar(&o.containerdNS, "containerd-namespace", "hostlet", "containerd namespace holding hostlet's images and containers")
-	fs.StringVar(&o.criSocket, "cri-socket", "/run/hostlet/cri.sock", "unix socket serving a CRI view of the node's pods, containers and images to root (crictl --runtime-endpoint unix://<path>); empty: not served")
+	fs.StringVar(&o.criSocket, "cri-socket", cri.DefaultSocket, "unix socket serving a CRI view of the node's pods, containers and images to root (crictl --runtime-endpoint unix://<path>); empty: not served")
 	fs.StringVar(&o.cniConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI network configs")
 	fs.StringSliceVar(&o.cniBinDirs, "cni-bin-dir", []string{"/opt/cni/bin", "/usr/lib/cni"}, "CNI plugin directories")
 	fs.StringVar(&o.cniCacheDir, "cni-cache-dir", "/var/lib/cni", "CNI result cache")

@@ -138,6 +138,10 @@ func (s *server) Version(ctx context.Context, _ *criapi.VersionRequest) (*criapi
 // kubeAPIVersion is what containerd's CRI answers as Version's version.
 const kubeAPIVersion = "0.1.0"
 
+// DefaultSocket is where the view is served unless --cri-socket says
+// otherwise; join points crictl.yaml at it.
+const DefaultSocket = "/run/hostlet/cri.sock"
+
 // Status has containerd's conditions: RuntimeReady while containerd
 // answers (hostlet's view of it), NetworkReady from the CNI config.
 func (s *server) Status(ctx context.Context, r *criapi.StatusRequest) (*criapi.StatusResponse, error) {

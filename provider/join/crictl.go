@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-)
 
-// defaultCRISocket is hostlet's --cri-socket default (cmd/hostlet).
-const defaultCRISocket = "/run/hostlet/cri.sock"
+	"github.com/hostlet/hostlet/provider/cri"
+)
 
 // crictlFile is /etc/crictl.yaml pointing crictl at hostlet's CRI socket,
 // as a kubelet node's points it at containerd's: written only where none
@@ -17,7 +16,7 @@ const defaultCRISocket = "/run/hostlet/cri.sock"
 func crictlFile(l Layout, flags map[string]string) (file, bool) {
 	socket, set := flags["cri-socket"]
 	if !set {
-		socket = defaultCRISocket
+		socket = cri.DefaultSocket
 	}
 	if l.CrictlConfig == "" || socket == "" {
 		return file{}, false
