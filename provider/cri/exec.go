@@ -27,7 +27,7 @@ func (s *server) ExecSync(ctx context.Context, r *criapi.ExecSyncRequest) (*cria
 	id := st.Status.Id
 	if st.Status.State != criapi.ContainerState_CONTAINER_RUNNING {
 		// containerd's words for an exec into a container not running.
-		return nil, fmt.Errorf("failed to exec in container: container is in %s state", containerStateName(st.Status.State))
+		return nil, fmt.Errorf("failed to exec in container: container is in %s state", st.Status.State.String())
 	}
 	if t := r.GetTimeout(); t > 0 {
 		var cancel context.CancelFunc
@@ -44,17 +44,4 @@ func (s *server) ExecSync(ctx context.Context, r *criapi.ExecSyncRequest) (*cria
 		return nil, fmt.Errorf("failed to exec in container: %w", err)
 	}
 	return &criapi.ExecSyncResponse{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: int32(code)}, nil
-}
-
-// containerStateName is a state as containerd's CRI names it in errors.
-func containerStateName(s criapi.ContainerState) string {
-	switch s {
-	case criapi.ContainerState_CONTAINER_CREATED:
-		return "CONTAINER_CREATED"
-	case criapi.ContainerState_CONTAINER_EXITED:
-		return "CONTAINER_EXITED"
-	case criapi.ContainerState_CONTAINER_RUNNING:
-		return "CONTAINER_RUNNING"
-	}
-	return "CONTAINER_UNKNOWN"
 }
