@@ -168,11 +168,7 @@ func New(ctx context.Context, cfg Config) *Provider {
 func (p *Provider) Run(ctx context.Context) {
 	p.rt.ResumeLogs(ctx)
 	go p.retryResizesPeriodically(ctx)
-	p.rt.WatchExits(ctx, func(st runtime.ContainerStatus) {
-		if e := p.entry(types.UID(st.PodUID)); e != nil {
-			e.worker.Exited(p.host.ContainerInfo(p.Pod(types.UID(st.PodUID)), st))
-		}
-	})
+	p.rt.WatchExits(ctx, p.ContainerExited)
 }
 
 func key(ns, name string) string { return ns + "/" + name }

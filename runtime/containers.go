@@ -641,6 +641,12 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, sig syscall.Sign
 
 // RemoveContainer deletes the container, its task and its snapshot.
 func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+	return r.removeContainer(ctx, id, false)
+}
+
+// removeContainer is RemoveContainer; keepLogs leaves the container's log
+// files and their /var/log/containers link (the CRI view's removal).
+func (r *Runtime) removeContainer(ctx context.Context, id string, keepLogs bool) error {
 	waitTaskDelete(ctx, id)
 	c, err := r.client.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
@@ -665,7 +671,9 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	}
 	// The symlink first, as the kubelet: a crash after the delete would
 	// leave it dangling until the pod is cleaned up.
-	r.unlinkLog(labels, id)
+	if !keepLogs {
+		r.unlinkLog(labels, id)
+	}
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return err
 	}
@@ -674,7 +682,9 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if p := labels[labelTermLog]; p != "" {
 		_ = os.Remove(p)
 	}
-	removeLogFiles(labels[labelLogPath])
+	if !keepLogs {
+		removeLogFiles(labels[labelLogPath])
+	}
 	return nil
 }
 

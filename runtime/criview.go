@@ -229,3 +229,21 @@ func imageUser(user string) (*int64, string) {
 	}
 	return nil, name
 }
+
+// FinalStatus records a stopped container's exit on it, as the exit
+// watcher does (finalize: the exit code, OOMKilled), and returns its
+// status: the CRI view's RemoveContainer hands it to the pod's worker
+// before the container goes, since the watcher's own report reads the
+// container again and finds nothing once it is removed.
+func (r *Runtime) FinalStatus(ctx context.Context, id string) (ContainerStatus, error) {
+	r.finalize(ctx, id)
+	return r.ContainerStatus(ctx, id)
+}
+
+// RemoveContainerKeepingLogs is RemoveContainer as containerd's CRI
+// removes a container: its log files (and their /var/log/containers link)
+// stay, since on a kubelet node the log is the kubelet's to clean up (its
+// container GC), and crictl rm removes it itself unless --keep-logs.
+func (r *Runtime) RemoveContainerKeepingLogs(ctx context.Context, id string) error {
+	return r.removeContainer(ctx, id, true)
+}

@@ -33,6 +33,9 @@ type Pods interface {
 	GetPodByUID(ctx context.Context, uid types.UID) (*v1.Pod, error)
 	// SeenAt is when the node first saw the pod (config.seen).
 	SeenAt(uid types.UID) (time.Time, bool)
+	// ContainerExited tells the pod's worker of a container's exit (it
+	// ignores one it has), before RemoveContainer takes the container.
+	ContainerExited(st runtime.ContainerStatus)
 }
 
 // Runtime is what the view reads of the runtime.
@@ -59,6 +62,10 @@ type Runtime interface {
 	// Exec runs a command in a running container, as the kubelet API's
 	// exec does, and returns its exit code.
 	Exec(ctx context.Context, id string, cmd []string, eio runtime.ExecIO) (int, error)
+	// FinalStatus records a stopped container's exit and returns its
+	// status; RemoveContainerKeepingLogs removes it, its logs left.
+	FinalStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
+	RemoveContainerKeepingLogs(ctx context.Context, id string) error
 }
 
 // Images is what the image service reads.

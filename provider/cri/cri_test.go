@@ -39,6 +39,18 @@ func (f fakePods) SeenAt(uid types.UID) (time.Time, bool) {
 	return seen, ok
 }
 
+func (f fakePods) ContainerExited(runtime.ContainerStatus) {}
+
+// exitsPods records the exits handed to the pods' workers.
+type exitsPods struct {
+	fakePods
+	exits *[]string
+}
+
+func (p exitsPods) ContainerExited(st runtime.ContainerStatus) {
+	*p.exits = append(*p.exits, fmt.Sprintf("%s %s", st.ID, st.State))
+}
+
 type fakeRuntime struct {
 	recs       []runtime.SandboxRecord
 	refs       map[string]runtime.PodRef
@@ -51,6 +63,29 @@ type fakeRuntime struct {
 	cgroups map[string]runtime.CgroupStats
 	ifaces  []runtime.InterfaceStats
 	stopped []string
+	removed []string
+}
+
+// FinalStatus has the container exited, as a stopped one's record is.
+func (f *fakeRuntime) FinalStatus(_ context.Context, id string) (runtime.ContainerStatus, error) {
+	for i, c := range f.containers {
+		if c.ID == id {
+			f.containers[i].State = runtime.StateExited
+			return f.containers[i], nil
+		}
+	}
+	return runtime.ContainerStatus{}, errdefs.ErrNotFound
+}
+
+func (f *fakeRuntime) RemoveContainerKeepingLogs(_ context.Context, id string) error {
+	f.removed = append(f.removed, id)
+	for i, c := range f.containers {
+		if c.ID == id {
+			f.containers = append(f.containers[:i], f.containers[i+1:]...)
+			break
+		}
+	}
+	return nil
 }
 
 func (f *fakeRuntime) ContainerStats(context.Context) (map[string]runtime.ContainerStats, error) {
@@ -523,6 +558,36 @@ func TestStopContainer(t *testing.T) {
 	}
 	if len(rt.stopped) != 1 || rt.stopped[0] != "app1 15 2s" {
 		t.Errorf("stopped %v", rt.stopped)
+	}
+}
+
+// RemoveContainer removes an exited container, and a running one once
+// stopped at once (SIGKILL), the pod's worker told of the exit first; an
+// id not found is no error, as containerd's; a created one (being
+// started) is refused.
+func TestRemoveContainer(t *testing.T) {
+	s := newServer()
+	rt := s.cfg.Runtime.(*fakeRuntime)
+	var exits []string
+	s.cfg.Pods = exitsPods{fakePods: s.cfg.Pods.(fakePods), exits: &exits}
+	ctx := context.Background()
+	for _, id := range []string{"init0", "app1", "app1", "other"} {
+		if _, err := s.RemoveContainer(ctx, &criapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	if strings.Join(rt.removed, ",") != "init0,app1" {
+		t.Errorf("removed %v", rt.removed)
+	}
+	if len(rt.stopped) != 1 || rt.stopped[0] != "app1 9 0s" {
+		t.Errorf("stopped %v", rt.stopped)
+	}
+	if strings.Join(exits, ",") != "init0 exited,app1 exited" {
+		t.Errorf("exits told %v", exits)
+	}
+	rt.containers = append(rt.containers, runtime.ContainerStatus{ID: "new0", Name: "c", PodUID: webUID, State: runtime.StateCreated})
+	if _, err := s.RemoveContainer(ctx, &criapi.RemoveContainerRequest{ContainerId: "new0"}); err == nil || !strings.Contains(err.Error(), "starting state") {
+		t.Errorf("created: %v", err)
 	}
 }
 

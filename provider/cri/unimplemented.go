@@ -15,12 +15,11 @@ import (
 const (
 	// hostlet's pods come from the API server (and its static pod
 	// manifests), each run by its own worker: a sandbox or container made
-	// from outside would be one no worker knows.
-	notOurs = "hostlet runs only the pods the API server binds to it (and its static pods): sandboxes and containers are not made or removed through CRI"
-	// A pod's worker decides its containers' life (restarts, probes,
-	// termination); stopping or changing one behind its back is not
-	// served yet.
-	notYet = "not served by hostlet's CRI view yet"
+	// from outside would be one no worker knows, and a sandbox stopped or
+	// removed behind its worker's back a pod it still runs. (A container
+	// stopped or removed is one that died: StopContainer, RemoveContainer.)
+	notOurs = "hostlet runs only the pods the API server binds to it (and its static pods): sandboxes are not made, stopped or removed, nor containers made or started, through CRI"
+	notYet  = "not served by hostlet's CRI view yet"
 )
 
 func unimplemented(rpc, why string) error {
@@ -45,10 +44,6 @@ func (s *server) CreateContainer(context.Context, *criapi.CreateContainerRequest
 
 func (s *server) StartContainer(context.Context, *criapi.StartContainerRequest) (*criapi.StartContainerResponse, error) {
 	return nil, unimplemented("StartContainer", notOurs)
-}
-
-func (s *server) RemoveContainer(context.Context, *criapi.RemoveContainerRequest) (*criapi.RemoveContainerResponse, error) {
-	return nil, unimplemented("RemoveContainer", notYet)
 }
 
 func (s *server) UpdateContainerResources(context.Context, *criapi.UpdateContainerResourcesRequest) (*criapi.UpdateContainerResourcesResponse, error) {
