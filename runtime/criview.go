@@ -247,3 +247,19 @@ func (r *Runtime) FinalStatus(ctx context.Context, id string) (ContainerStatus, 
 func (r *Runtime) RemoveContainerKeepingLogs(ctx context.Context, id string) error {
 	return r.removeContainer(ctx, id, true)
 }
+
+// PullCRIImage pulls an image as PullImage does (the node's registry
+// hosts, the peer mirror, lazy pulls) and returns its ID as containerd's
+// CRI answers a pull: the digest of its config, which the kubelet then
+// gives CreateContainer as the image.
+func (r *Runtime) PullCRIImage(ctx context.Context, ref string, creds Credentials) (string, error) {
+	img, _, err := r.PullImage(ctx, ref, creds)
+	if err != nil {
+		return "", err
+	}
+	desc, err := img.image.Config(ctx)
+	if err != nil {
+		return "", fmt.Errorf("config of image %s: %w", img.Ref, err)
+	}
+	return desc.Digest.String(), nil
+}

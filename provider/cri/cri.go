@@ -72,6 +72,11 @@ type Runtime interface {
 type Images interface {
 	CRIImages(ctx context.Context) ([]runtime.CRIImage, error)
 	ImageFsDir(ctx context.Context) (string, error)
+	// PullCRIImage pulls through the runtime's puller and returns the
+	// image's config digest; RemoveImage removes every name of the image
+	// whose names point to that (target) digest.
+	PullCRIImage(ctx context.Context, ref string, creds runtime.Credentials) (string, error)
+	RemoveImage(ctx context.Context, id string) error
 }
 
 // Network says whether pods can get a network (the CNI config's state):

@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -64,6 +65,8 @@ type fakeRuntime struct {
 	ifaces  []runtime.InterfaceStats
 	stopped []string
 	removed []string
+	pulled  []string
+	rmis    []string
 }
 
 // FinalStatus has the container exited, as a stopped one's record is.
@@ -143,7 +146,23 @@ func (f *fakeRuntime) ContainerMounts(_ context.Context, id string) ([]runtime.M
 	return f.mounts[id], nil
 }
 func (f *fakeRuntime) CRIImages(context.Context) ([]runtime.CRIImage, error) { return f.imgs, nil }
-func (f *fakeRuntime) ImageFsDir(context.Context) (string, error)            { return os.TempDir(), nil }
+
+// PullCRIImage records the ref and what the credentials offer
+// registry.example.
+func (f *fakeRuntime) PullCRIImage(_ context.Context, ref string, creds runtime.Credentials) (string, error) {
+	user, secret, err := creds("registry.example")
+	if err != nil {
+		return "", err
+	}
+	f.pulled = append(f.pulled, ref+" "+user+":"+secret)
+	return cfgID, nil
+}
+
+func (f *fakeRuntime) RemoveImage(_ context.Context, id string) error {
+	f.rmis = append(f.rmis, id)
+	return nil
+}
+func (f *fakeRuntime) ImageFsDir(context.Context) (string, error) { return os.TempDir(), nil }
 
 type fakeNetwork struct{ err error }
 
@@ -608,6 +627,54 @@ func TestExecSync(t *testing.T) {
 	}
 }
 
+// PullImage offers the request's credentials (containerd's reading of
+// them) and answers the image's config digest.
+func TestPullImage(t *testing.T) {
+	s := newServer()
+	rt := s.cfg.Runtime.(*fakeRuntime)
+	ctx := context.Background()
+	for _, auth := range []*criapi.AuthConfig{
+		nil,
+		{Username: "u", Password: "p"},
+		{Auth: base64.StdEncoding.EncodeToString([]byte("a:b\x00"))},
+		{IdentityToken: "tok"},
+		{Username: "u", Password: "p", ServerAddress: "https://registry.example"},
+		{Username: "u", Password: "p", ServerAddress: "https://other.example"},
+		{Username: "u", Password: "p", ServerAddress: "registry.example"},
+	} {
+		resp, err := s.PullImage(ctx, &criapi.PullImageRequest{Image: &criapi.ImageSpec{Image: "foo/image:v1"}, Auth: auth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ImageRef != cfgID {
+			t.Errorf("image ref %q", resp.ImageRef)
+		}
+	}
+	want := "foo/image:v1 :,foo/image:v1 u:p,foo/image:v1 a:b,foo/image:v1 :tok,foo/image:v1 u:p,foo/image:v1 :,foo/image:v1 :"
+	if got := strings.Join(rt.pulled, ","); got != want {
+		t.Errorf("pulled %s\nwant   %s", got, want)
+	}
+	if _, err := s.PullImage(ctx, &criapi.PullImageRequest{Image: &criapi.ImageSpec{Image: "x"}, Auth: &criapi.AuthConfig{Auth: "bm9jb2xvbg=="}}); err == nil {
+		t.Error("auth without a colon: no error")
+	}
+}
+
+// RemoveImage removes the image by any name or ID of it, by its target
+// digest; one not found is no error.
+func TestRemoveImage(t *testing.T) {
+	s := newServer()
+	rt := s.cfg.Runtime.(*fakeRuntime)
+	ctx := context.Background()
+	for _, ref := range []string{"foo/image:v1", "c0ffee", "nothere:v1"} {
+		if _, err := s.RemoveImage(ctx, &criapi.RemoveImageRequest{Image: &criapi.ImageSpec{Image: ref}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Join(rt.rmis, ",") != "sha256:f00,sha256:f00" {
+		t.Errorf("removed %v", rt.rmis)
+	}
+}
+
 func TestImages(t *testing.T) {
 	s := newServer()
 	ctx := context.Background()
@@ -698,8 +765,8 @@ func TestServe(t *testing.T) {
 	if err != nil || len(imgs.Images) != 1 {
 		t.Errorf("images %v %v", imgs, err)
 	}
-	if _, err := criapi.NewImageServiceClient(conn).PullImage(ctx, &criapi.PullImageRequest{}); status.Code(err) != codes.Unimplemented {
-		t.Errorf("PullImage: %v", err)
+	if _, err := criapi.NewImageServiceClient(conn).PullImage(ctx, &criapi.PullImageRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("PullImage of nothing: %v", err)
 	}
 }
 

@@ -89,11 +89,3 @@ func (s *server) CheckpointContainer(context.Context, *criapi.CheckpointContaine
 func (s *server) GetContainerEvents(*criapi.GetEventsRequest, grpc.ServerStreamingServer[criapi.ContainerEventResponse]) error {
 	return unimplemented("GetContainerEvents", notYet)
 }
-
-func (s *server) PullImage(context.Context, *criapi.PullImageRequest) (*criapi.PullImageResponse, error) {
-	return nil, unimplemented("PullImage", notYet+" (hostlet pulls a pod's images itself)")
-}
-
-func (s *server) RemoveImage(context.Context, *criapi.RemoveImageRequest) (*criapi.RemoveImageResponse, error) {
-	return nil, unimplemented("RemoveImage", notYet+" (hostlet's image garbage collection removes unused images)")
-}
