@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -25,6 +26,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/kubelet/pkg/cri/streaming"
 )
 
 // Pods is what the view reads of the provider: the pods the node runs, by
@@ -62,6 +64,11 @@ type Runtime interface {
 	// Exec runs a command in a running container, as the kubelet API's
 	// exec does, and returns its exit code.
 	Exec(ctx context.Context, id string, cmd []string, eio runtime.ExecIO) (int, error)
+	// Attach joins a running container's own stdio and DialPod connects to
+	// a port of a pod's localhost, as the kubelet API's attach and
+	// port-forward.
+	Attach(ctx context.Context, id string, eio runtime.ExecIO) error
+	DialPod(ctx context.Context, uid string, port int32) (net.Conn, error)
 	// FinalStatus records a stopped container's exit and returns its
 	// status; RemoveContainerKeepingLogs removes it, its logs left.
 	FinalStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
@@ -104,11 +111,14 @@ type server struct {
 	cfg Config
 	// samples are the containers' previous CPU samples (usageNanoCores).
 	samples cpuSamples
+	// streams serves Exec's, Attach's and PortForward's URLs.
+	streams streaming.Server
 }
 
 // Serve listens on the socket (a stale one from before is replaced) and
-// serves until ctx ends. The socket answers for every container of the
-// node, exec included later: only root reaches it (the directory 0700,
+// serves until ctx ends, with the streaming server of its exec, attach
+// and port-forward URLs. The socket answers for every container of the
+// node, exec included: only root reaches it (the directory 0700,
 // the socket 0600), as containerd's socket.
 func Serve(ctx context.Context, cfg Config) error {
 	dir := filepath.Dir(cfg.Socket)
@@ -120,6 +130,11 @@ func Serve(ctx context.Context, cfg Config) error {
 		return err
 	}
 	s := &server{cfg: cfg}
+	streams, err := startStreams(ctx, s)
+	if err != nil {
+		return err
+	}
+	s.streams = streams
 	if err := grpcsock.Serve(ctx, cfg.Socket, "cri", func(srv *grpc.Server) {
 		criapi.RegisterRuntimeServiceServer(srv, s)
 		criapi.RegisterImageServiceServer(srv, s)

@@ -1,10 +1,14 @@
 package cri
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +24,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	utilexec "k8s.io/utils/exec"
 	"k8s.io/utils/ptr"
 )
 
@@ -120,6 +127,25 @@ func (f *fakeRuntime) Exec(_ context.Context, id string, cmd []string, eio runti
 	fmt.Fprintf(eio.Stdout, "%s: %s", id, strings.Join(cmd, " "))
 	fmt.Fprint(eio.Stderr, "warn")
 	return 3, nil
+}
+
+// Attach writes what it reads from stdin to stdout.
+func (f *fakeRuntime) Attach(_ context.Context, id string, eio runtime.ExecIO) error {
+	fmt.Fprintf(eio.Stdout, "%s: ", id)
+	_, err := io.Copy(eio.Stdout, eio.Stdin)
+	return err
+}
+
+// DialPod connects to an echo of what it is sent, prefixed with the pod
+// and port.
+func (f *fakeRuntime) DialPod(_ context.Context, uid string, port int32) (net.Conn, error) {
+	a, b := net.Pipe()
+	go func() {
+		defer b.Close()
+		fmt.Fprintf(b, "%s:%d ", uid, port)
+		_, _ = io.Copy(b, b)
+	}()
+	return a, nil
 }
 
 func (f *fakeRuntime) Version(context.Context) (string, error) { return "containerd://2.2.9", nil }
@@ -672,6 +698,91 @@ func TestRemoveImage(t *testing.T) {
 	}
 	if strings.Join(rt.rmis, ",") != "sha256:f00,sha256:f00" {
 		t.Errorf("removed %v", rt.rmis)
+	}
+}
+
+// Exec and Attach answer URLs of the streaming server, for running
+// containers only; a session through them (the client-go SPDY client, as
+// crictl's) runs in the runtime, a non-zero exit its exit code.
+func TestStreaming(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := newServer()
+	streams, err := startStreams(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.streams = streams
+	if _, err := s.Exec(ctx, &criapi.ExecRequest{ContainerId: "init0", Cmd: []string{"true"}, Stdout: true}); err == nil || !strings.Contains(err.Error(), "CONTAINER_EXITED") {
+		t.Errorf("exec into an exited container: %v", err)
+	}
+	stream := func(u string, opts remotecommand.StreamOptions) error {
+		parsed, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parsed.Hostname() != "127.0.0.1" {
+			t.Errorf("URL %s not on loopback", u)
+		}
+		ex, err := remotecommand.NewSPDYExecutor(&rest.Config{}, "POST", parsed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ex.StreamWithContext(ctx, opts)
+	}
+	resp, err := s.Exec(ctx, &criapi.ExecRequest{ContainerId: "app", Cmd: []string{"echo", "hi"}, Stdout: true, Stderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err = stream(resp.Url, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+	var exit utilexec.ExitError
+	if !errors.As(err, &exit) || exit.ExitStatus() != 3 || stdout.String() != "app1: echo hi" || stderr.String() != "warn" {
+		t.Errorf("exec: %v, %q, %q", err, stdout.String(), stderr.String())
+	}
+	// A token is good once.
+	if err := stream(resp.Url, remotecommand.StreamOptions{Stdout: &stdout}); err == nil {
+		t.Error("a URL used twice")
+	}
+	att, err := s.Attach(ctx, &criapi.AttachRequest{ContainerId: "app", Stdin: true, Stdout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	if err := stream(att.Url, remotecommand.StreamOptions{Stdin: strings.NewReader("typed"), Stdout: &stdout}); err != nil || stdout.String() != "app1: typed" {
+		t.Errorf("attach: %v, %q", err, stdout.String())
+	}
+	webID := sandboxID(webUID)
+	if _, err := s.PortForward(ctx, &criapi.PortForwardRequest{PodSandboxId: sandboxID(hostUID)}); err == nil {
+		t.Error("port-forward into a sandbox not ready: no error")
+	}
+	if pf, err := s.PortForward(ctx, &criapi.PortForwardRequest{PodSandboxId: webID[:12], Port: []int32{80}}); err != nil || !strings.Contains(pf.Url, "/portforward/") {
+		t.Errorf("port-forward: %v %v", pf, err)
+	}
+}
+
+// A forwarded stream reaches the pod's port and is copied both ways.
+func TestPortForwardStream(t *testing.T) {
+	s := newServer()
+	local, remote := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- streamRuntime{s}.PortForward(context.Background(), sandboxID(webUID), 8080, remote) }()
+	if _, err := local.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(webUID)+len(":8080 ping"))
+	if _, err := io.ReadFull(local, buf); err != nil {
+		t.Fatal(err)
+	}
+	if string(buf) != webUID+":8080 ping" {
+		t.Errorf("forwarded %q", buf)
+	}
+	local.Close()
+	if err := <-done; err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("port-forward ended: %v", err)
+	}
+	if err := (streamRuntime{s}).PortForward(context.Background(), sandboxID(webUID), 70000, remote); err == nil {
+		t.Error("port 70000: no error")
 	}
 }
 

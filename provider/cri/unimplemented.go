@@ -62,18 +62,6 @@ func (s *server) ReopenContainerLog(context.Context, *criapi.ReopenContainerLogR
 	return nil, unimplemented("ReopenContainerLog", notYet+" (hostlet rotates the logs itself)")
 }
 
-func (s *server) Exec(context.Context, *criapi.ExecRequest) (*criapi.ExecResponse, error) {
-	return nil, unimplemented("Exec", notYet+" (kubectl exec through the kubelet API works)")
-}
-
-func (s *server) Attach(context.Context, *criapi.AttachRequest) (*criapi.AttachResponse, error) {
-	return nil, unimplemented("Attach", notYet+" (kubectl attach through the kubelet API works)")
-}
-
-func (s *server) PortForward(context.Context, *criapi.PortForwardRequest) (*criapi.PortForwardResponse, error) {
-	return nil, unimplemented("PortForward", notYet+" (kubectl port-forward through the kubelet API works)")
-}
-
 func (s *server) ListMetricDescriptors(context.Context, *criapi.ListMetricDescriptorsRequest) (*criapi.ListMetricDescriptorsResponse, error) {
 	return nil, unimplemented("ListMetricDescriptors", notYet+" (the kubelet API's /metrics/cadvisor has the series)")
 }
