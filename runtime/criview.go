@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	apievents "github.com/containerd/containerd/api/events"
+	"github.com/containerd/typeurl/v2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -262,4 +264,95 @@ func (r *Runtime) PullCRIImage(ctx context.Context, ref string, creds Credential
 		return "", fmt.Errorf("config of image %s: %w", img.Ref, err)
 	}
 	return desc.Digest.String(), nil
+}
+
+// ContainerEventType is what happened to a container, as CRI's container
+// events name it.
+type ContainerEventType int
+
+const (
+	ContainerCreated ContainerEventType = iota
+	ContainerStarted
+	ContainerStopped
+	ContainerDeleted
+)
+
+// ContainerEvent is one event of a pod's container.
+type ContainerEvent struct {
+	ID, PodUID string
+	Type       ContainerEventType
+	// At is when containerd published it.
+	At time.Time
+}
+
+// WatchContainerEvents calls fn with every event of the pods' containers
+// as containerd publishes them (no polling): created and deleted (the
+// container's record), started and stopped (its own process's task, not
+// an exec's). A deleted container's pod is known from the containers seen
+// since the watch began, listed at its start. It returns when ctx ends
+// (nil) or containerd's stream breaks: the caller's stream ends with it,
+// as a CRI client (evented PLEG) expects, and it relists.
+func (r *Runtime) WatchContainerEvents(ctx context.Context, fn func(ContainerEvent)) error {
+	ns := `namespace==` + r.ns + `,topic==`
+	events, errs := r.client.EventService().Subscribe(ctx,
+		ns+`"/containers/create"`, ns+`"/containers/delete"`, ns+`"/tasks/start"`, ns+`"/tasks/exit"`)
+	// Listed after subscribing: a container made in between is in both.
+	cs, err := r.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelPodUID))
+	if err != nil {
+		return err
+	}
+	pods := make(map[string]string, len(cs))
+	for _, c := range cs {
+		pods[c.ID] = c.Labels[LabelPodUID]
+	}
+	podOf := func(id string) string {
+		if uid, ok := pods[id]; ok {
+			return uid
+		}
+		c, err := r.client.ContainerService().Get(ctx, id)
+		if err != nil {
+			return ""
+		}
+		pods[id] = c.Labels[LabelPodUID]
+		return pods[id]
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		case env := <-events:
+			ev, err := typeurl.UnmarshalAny(env.Event)
+			if err != nil {
+				continue
+			}
+			out := ContainerEvent{At: env.Timestamp}
+			switch e := ev.(type) {
+			case *apievents.ContainerCreate:
+				out.ID, out.Type = e.ID, ContainerCreated
+				out.PodUID = podOf(e.ID)
+			case *apievents.ContainerDelete:
+				out.ID, out.Type, out.PodUID = e.ID, ContainerDeleted, pods[e.ID]
+				delete(pods, e.ID)
+			case *apievents.TaskStart:
+				out.ID, out.Type = e.ContainerID, ContainerStarted
+				out.PodUID = podOf(e.ContainerID)
+			case *apievents.TaskExit:
+				if e.ID != e.ContainerID {
+					continue // an exec'd process
+				}
+				out.ID, out.Type = e.ContainerID, ContainerStopped
+				out.PodUID = podOf(e.ContainerID)
+			default:
+				continue
+			}
+			if out.PodUID != "" {
+				fn(out)
+			}
+		}
+	}
 }

@@ -73,6 +73,9 @@ type Runtime interface {
 	// status; RemoveContainerKeepingLogs removes it, its logs left.
 	FinalStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
 	RemoveContainerKeepingLogs(ctx context.Context, id string) error
+	// WatchContainerEvents calls fn with the pods' containers' events as
+	// containerd publishes them, until ctx ends or the stream breaks.
+	WatchContainerEvents(ctx context.Context, fn func(runtime.ContainerEvent)) error
 }
 
 // Images is what the image service reads.

@@ -19,6 +19,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/hostlet/hostlet/provider/grpcsock"
 	"github.com/hostlet/hostlet/runtime"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
@@ -73,6 +74,7 @@ type fakeRuntime struct {
 	stopped []string
 	removed []string
 	pulled  []string
+	events  []runtime.ContainerEvent
 	rmis    []string
 }
 
@@ -148,6 +150,18 @@ func (f *fakeRuntime) DialPod(_ context.Context, uid string, port int32) (net.Co
 	return a, nil
 }
 
+// WatchContainerEvents sends the events given, then ends as a broken
+// stream.
+func (f *fakeRuntime) WatchContainerEvents(ctx context.Context, fn func(runtime.ContainerEvent)) error {
+	for _, e := range f.events {
+		if ctx.Err() != nil {
+			return nil
+		}
+		fn(e)
+	}
+	return errors.New("stream broken")
+}
+
 func (f *fakeRuntime) Version(context.Context) (string, error) { return "containerd://2.2.9", nil }
 func (f *fakeRuntime) RuntimeHandlers(context.Context) ([]runtime.RuntimeHandler, error) {
 	return []runtime.RuntimeHandler{{Name: ""}, {Name: "runc", UserNamespaces: true}}, nil
@@ -156,9 +170,18 @@ func (f *fakeRuntime) SandboxRecords() ([]runtime.SandboxRecord, error) { return
 func (f *fakeRuntime) ContainerPods(context.Context) (map[string]runtime.PodRef, error) {
 	return f.refs, nil
 }
-func (f *fakeRuntime) ListContainers(context.Context, string) ([]runtime.ContainerStatus, error) {
+func (f *fakeRuntime) ListContainers(_ context.Context, uid string) ([]runtime.ContainerStatus, error) {
 	f.lists++
-	return f.containers, nil
+	if uid == "" {
+		return f.containers, nil
+	}
+	var out []runtime.ContainerStatus
+	for _, c := range f.containers {
+		if c.PodUID == uid {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 func (f *fakeRuntime) ContainerStatus(_ context.Context, id string) (runtime.ContainerStatus, error) {
 	for _, c := range f.containers {
@@ -783,6 +806,53 @@ func TestPortForwardStream(t *testing.T) {
 	}
 	if err := (streamRuntime{s}).PortForward(context.Background(), sandboxID(webUID), 70000, remote); err == nil {
 		t.Error("port 70000: no error")
+	}
+}
+
+type eventStream struct {
+	grpc.ServerStream
+	sent []*criapi.ContainerEventResponse
+}
+
+func (e *eventStream) Context() context.Context { return context.Background() }
+func (e *eventStream) Send(r *criapi.ContainerEventResponse) error {
+	e.sent = append(e.sent, r)
+	return nil
+}
+
+// GetContainerEvents sends each container event with its pod's sandbox
+// status and containers' statuses, the types as CRI's; a pod without a
+// sandbox gets none (evented PLEG skips it); the stream ends when the
+// runtime's breaks.
+func TestGetContainerEvents(t *testing.T) {
+	s := newServer()
+	rt := s.cfg.Runtime.(*fakeRuntime)
+	rt.events = []runtime.ContainerEvent{
+		{ID: "app1", PodUID: webUID, Type: runtime.ContainerCreated},
+		{ID: "app1", PodUID: webUID, Type: runtime.ContainerStarted},
+		{ID: "app1", PodUID: webUID, Type: runtime.ContainerStopped},
+		{ID: "init0", PodUID: webUID, Type: runtime.ContainerDeleted},
+		{ID: "x", PodUID: "44444444-aaaa-bbbb-cccc-000000000004", Type: runtime.ContainerDeleted},
+	}
+	var stream eventStream
+	if err := s.GetContainerEvents(&criapi.GetEventsRequest{}, &stream); err == nil || err.Error() != "stream broken" {
+		t.Errorf("stream ended with %v", err)
+	}
+	if len(stream.sent) != 5 {
+		t.Fatalf("sent %v", stream.sent)
+	}
+	for i, want := range []criapi.ContainerEventType{criapi.ContainerEventType_CONTAINER_CREATED_EVENT, criapi.ContainerEventType_CONTAINER_STARTED_EVENT,
+		criapi.ContainerEventType_CONTAINER_STOPPED_EVENT, criapi.ContainerEventType_CONTAINER_DELETED_EVENT} {
+		e := stream.sent[i]
+		if e.ContainerEventType != want || e.ContainerId != rt.events[i].ID || e.CreatedAt == 0 {
+			t.Errorf("event %d: %v", i, e)
+		}
+		if e.PodSandboxStatus.GetMetadata().GetUid() != webUID || e.PodSandboxStatus.GetId() != sandboxID(webUID) || len(e.ContainersStatuses) != 2 {
+			t.Errorf("event %d: statuses %v %v", i, e.PodSandboxStatus, e.ContainersStatuses)
+		}
+	}
+	if e := stream.sent[4]; e.PodSandboxStatus != nil || e.ContainerId != "x" {
+		t.Errorf("event of a pod with no sandbox: %v", e)
 	}
 }
 

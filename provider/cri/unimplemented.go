@@ -3,7 +3,6 @@ package cri
 import (
 	"context"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -72,8 +71,4 @@ func (s *server) ListPodSandboxMetrics(context.Context, *criapi.ListPodSandboxMe
 
 func (s *server) CheckpointContainer(context.Context, *criapi.CheckpointContainerRequest) (*criapi.CheckpointContainerResponse, error) {
 	return nil, unimplemented("CheckpointContainer", "hostlet does not checkpoint containers")
-}
-
-func (s *server) GetContainerEvents(*criapi.GetEventsRequest, grpc.ServerStreamingServer[criapi.ContainerEventResponse]) error {
-	return unimplemented("GetContainerEvents", notYet)
 }
