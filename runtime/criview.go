@@ -356,3 +356,33 @@ func (r *Runtime) WatchContainerEvents(ctx context.Context, fn func(ContainerEve
 		}
 	}
 }
+
+// ReopenContainerLog has a running container's log writer open its log
+// path anew, as containerd's CRI does on the kubelet's ReopenContainerLog:
+// whoever renamed the live file (a rotation not hostlet's own) gets new
+// records in a new file at the path, and none in the renamed one after
+// this returns. hostlet's own rotation reopens under the same lock.
+func (r *Runtime) ReopenContainerLog(id string) error {
+	r.sinksMu.Lock()
+	sink := r.sinks[id]
+	r.sinksMu.Unlock()
+	if sink == nil {
+		return fmt.Errorf("container %s: no log writer (not running)", id)
+	}
+	return sink.reopen()
+}
+
+func (s *logSink) reopen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("the log writer is closed (the container exited)")
+	}
+	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return err
+	}
+	_ = s.f.Close()
+	s.f = f
+	return nil
+}

@@ -1,7 +1,11 @@
 package runtime
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -49,5 +53,34 @@ func TestImageUser(t *testing.T) {
 		if got != want.uid || name != want.name {
 			t.Errorf("%q: %d %q, want %d %q", user, got, name, want.uid, want.name)
 		}
+	}
+}
+
+// A reopened log writer writes to a new file at its path once the old one
+// was renamed away; the renamed file gets nothing more; a closed writer
+// is not reopened.
+func TestLogSinkReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	s, err := newLogSink(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(s.out, "before")
+	if err := os.Rename(path, path+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.reopen(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(s.out, "after")
+	s.close()
+	old, _ := os.ReadFile(path + ".old")
+	cur, _ := os.ReadFile(path)
+	if !strings.HasSuffix(string(old), " stdout F before\n") || !strings.HasSuffix(string(cur), " stdout F after\n") ||
+		strings.Count(string(old)+string(cur), "\n") != 2 {
+		t.Errorf("old %q, new %q", old, cur)
+	}
+	if err := s.reopen(); err == nil {
+		t.Error("a closed writer reopened")
 	}
 }

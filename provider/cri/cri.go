@@ -76,6 +76,9 @@ type Runtime interface {
 	// WatchContainerEvents calls fn with the pods' containers' events as
 	// containerd publishes them, until ctx ends or the stream breaks.
 	WatchContainerEvents(ctx context.Context, fn func(runtime.ContainerEvent)) error
+	// ReopenContainerLog has a running container's log writer open its
+	// log path anew.
+	ReopenContainerLog(id string) error
 }
 
 // Images is what the image service reads.

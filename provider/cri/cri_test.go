@@ -75,7 +75,9 @@ type fakeRuntime struct {
 	removed []string
 	pulled  []string
 	events  []runtime.ContainerEvent
-	rmis    []string
+	// reopened are the containers whose logs were reopened.
+	reopened []string
+	rmis     []string
 }
 
 // FinalStatus has the container exited, as a stopped one's record is.
@@ -160,6 +162,11 @@ func (f *fakeRuntime) WatchContainerEvents(ctx context.Context, fn func(runtime.
 		fn(e)
 	}
 	return errors.New("stream broken")
+}
+
+func (f *fakeRuntime) ReopenContainerLog(id string) error {
+	f.reopened = append(f.reopened, id)
+	return nil
 }
 
 func (f *fakeRuntime) Version(context.Context) (string, error) { return "containerd://2.2.9", nil }
@@ -853,6 +860,23 @@ func TestGetContainerEvents(t *testing.T) {
 	}
 	if e := stream.sent[4]; e.PodSandboxStatus != nil || e.ContainerId != "x" {
 		t.Errorf("event of a pod with no sandbox: %v", e)
+	}
+}
+
+// ReopenContainerLog reopens a running container's log; an exited one is
+// refused, as containerd's.
+func TestReopenContainerLog(t *testing.T) {
+	s := newServer()
+	rt := s.cfg.Runtime.(*fakeRuntime)
+	ctx := context.Background()
+	if _, err := s.ReopenContainerLog(ctx, &criapi.ReopenContainerLogRequest{ContainerId: "app"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReopenContainerLog(ctx, &criapi.ReopenContainerLogRequest{ContainerId: "init0"}); err == nil || err.Error() != "container is not running" {
+		t.Errorf("exited: %v", err)
+	}
+	if strings.Join(rt.reopened, ",") != "app1" {
+		t.Errorf("reopened %v", rt.reopened)
 	}
 }
 

@@ -57,10 +57,6 @@ func (s *server) UpdateRuntimeConfig(context.Context, *criapi.UpdateRuntimeConfi
 	return nil, unimplemented("UpdateRuntimeConfig", "hostlet sets the pod CIDR itself, from its Node")
 }
 
-func (s *server) ReopenContainerLog(context.Context, *criapi.ReopenContainerLogRequest) (*criapi.ReopenContainerLogResponse, error) {
-	return nil, unimplemented("ReopenContainerLog", notYet+" (hostlet rotates the logs itself)")
-}
-
 func (s *server) ListMetricDescriptors(context.Context, *criapi.ListMetricDescriptorsRequest) (*criapi.ListMetricDescriptorsResponse, error) {
 	return nil, unimplemented("ListMetricDescriptors", notYet+" (the kubelet API's /metrics/cadvisor has the series)")
 }
