@@ -35,7 +35,7 @@ BENCH_APT_PACKAGES := libsystemd-dev libcap-dev pkg-config
 # Only make hosttest needs these: the VM image's build and qemu.
 HOSTTEST_APT_PACKAGES := mmdebstrap qemu-system-x86 qemu-utils openssh-client e2fsprogs
 
-.PHONY: all build deps bench-deps hosttest-deps components images dev dev-down test unit e2e vet clean conformance conformance-compare conformance-storage bench compat e2e-prometheus release release-test hosttest conformance-full crashtest
+.PHONY: all build deps bench-deps hosttest-deps components images dev dev-down test unit e2e vet clean conformance conformance-compare conformance-storage bench compat e2e-prometheus release release-test hosttest conformance-full crashtest node-e2e
 
 all: build
 
@@ -192,6 +192,19 @@ conformance-full: deps components
 ## CONFORMANCE_FLAGS='-focus sig-network' for the Services and DNS part.
 conformance-compare: deps components
 	HOSTLET_CACHE=$(CACHE) go run ./test/conformance -node-kind hostlet,kubelet $(CONFORMANCE_FLAGS)
+
+## node-e2e: the kubelet's own suite (test/e2e_node of the pinned release,
+## e2e_node.test, built on first use and cached) on a hostlet node as
+## upstream's node conformance runs it against an existing node
+## (--start-services=false): its [NodeConformance] specs, in parallel, then
+## the [Serial] ones; the suite on the node (its network namespace), reading
+## the node's /configz, its read-only port and static pod dir, and its CRI
+## socket (hostlet's --cri-socket). Fails on a hostlet failure outside
+## test/conformance/node-known-failures.txt. CONFORMANCE_FLAGS='-node-kind
+## hostlet,kubelet' runs it on the upstream kubelet too, side by side;
+## CONFORMANCE_FLAGS='-focus Lifecycle' narrows it. Not in make test.
+node-e2e: deps components
+	HOSTLET_CACHE=$(CACHE) go run ./test/conformance -node-e2e $(CONFORMANCE_FLAGS)
 
 ## conformance-storage: the [sig-storage] specs one node runs without any
 ## CSI driver image (test/conformance/storage.txt: the in-tree local,

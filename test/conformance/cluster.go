@@ -17,14 +17,10 @@ import (
 	"github.com/hostlet/hostlet/test/harness"
 )
 
-// prepareImages builds the archives of every upstream image the suite
-// lists that has a local stand-in.
-func prepareImages(ctx context.Context, c config, tools tooling) ([]builtImage, error) {
+// prepareImages builds the archives of every upstream image of list (the
+// suite's --list-images) that has a local stand-in.
+func prepareImages(ctx context.Context, c config, tools tooling, list []string) ([]builtImage, error) {
 	t0 := time.Now()
-	list, err := tools.listImages(ctx)
-	if err != nil {
-		return nil, err
-	}
 	wanted := wantedImages(list)
 	scratch, err := os.MkdirTemp("", "hostlet-conformance-")
 	if err != nil {
@@ -115,7 +111,8 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 			return nil, err
 		}
 	}
-	opts := harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: network || kind == kindKubelet}
+	// The node e2e suite runs on the node: in its namespace (nodee2e.go).
+	opts := harness.Options{Logf: logf, KeepDir: c.keep, NodeNetns: network || kind == kindKubelet || c.nodeE2E}
 	if kind == kindHostlet {
 		opts.Runtime = c.runtime
 	}
@@ -167,6 +164,9 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 		if network {
 			opts.ClusterDNS, opts.ClusterDomain = harness.ClusterDNS, harness.ClusterDomain
 		}
+		if c.nodeE2E {
+			nodeE2EKubeletOptions(cl, &opts)
+		}
 		if env.kubelet, err = cl.StartKubelet(ctx, opts); err != nil {
 			return fail(fmt.Errorf("kubelet: %w (logs: %s)", err, cl.LogDir()))
 		}
@@ -181,6 +181,13 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 		var extra []string
 		if network {
 			extra = []string{"--cluster-dns", harness.ClusterDNS, "--cluster-domain", harness.ClusterDomain}
+		}
+		if c.nodeE2E {
+			more, err := nodeE2EHostletArgs(cl)
+			if err != nil {
+				return fail(err)
+			}
+			extra = append(extra, more...)
 		}
 		if env.node, err = cl.StartHostlet(ctx, harness.HostletOptions{Binary: bin, NodeName: name, ExtraArgs: extra}); err != nil {
 			return fail(fmt.Errorf("hostlet: %w (log: %s)", err, env.logTail()))

@@ -54,8 +54,8 @@ const (
 
 // imageInputs are the files the images are made of.
 type imageInputs struct {
-	busybox, agnhost, nnp, curl, nc, pause []byte
-	dig, getent                            []byte // test/images/cmd: the DNS probe pods' tools
+	busybox, agnhost, nnp, curl, nc, pause, nmeter []byte
+	dig, getent                                    []byte // test/images/cmd: the DNS probe pods' tools
 	// agnhostBusybox is busybox without its nc applet (see renameApplet).
 	agnhostBusybox []byte
 	// dnsutilsBusybox is busybox without its dd applet, dd coreutils' dd
@@ -186,6 +186,9 @@ func baseLayer(in imageInputs) []layerEntry {
 		layerEntry{name: "bin/busybox", mode: 0o755, data: in.busybox},
 		layerEntry{name: "etc/passwd", mode: 0o644, data: []byte(basePasswd)},
 		layerEntry{name: "etc/group", mode: 0o644, data: []byte(baseGroup)},
+		// Upstream's busybox has the nmeter applet, Debian's not: the
+		// node e2e suite's lifecycle specs time their log lines with it.
+		layerEntry{name: "bin/nmeter", mode: 0o755, data: in.nmeter},
 	)
 	// Upstream's busybox image has every applet in /bin (tests run
 	// /bin/sysctl); Debian's own paths (sbin/sysctl, usr/bin/env) stay too.
@@ -403,6 +406,7 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 		dst *[]byte
 		pkg string
 	}{{&in.curl, "./test/conformance/curl"}, {&in.nc, "./test/conformance/nc"}, {&in.pause, "./test/conformance/pause"},
+		{&in.nmeter, "./test/conformance/nmeter"},
 		{&in.dig, "./test/images/cmd/dig"}, {&in.getent, "./test/images/cmd/getent"}} {
 		out := filepath.Join(scratch, filepath.Base(p.pkg))
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, p.pkg)

@@ -74,6 +74,9 @@ type config struct {
 	csiMock bool
 	skip    string
 	join    bool // -full's nodes joined with the chart and `hostlet join`
+	// nodeE2E runs the kubelet's own suite, e2e_node.test, instead
+	// (nodee2e.go).
+	nodeE2E bool
 }
 
 func main() {
@@ -98,6 +101,7 @@ func main() {
 	flag.BoolVar(&c.storage, "storage", false, "run storage.txt's tests instead of selection.txt's: the [sig-storage] specs one node runs without a CSI driver (in-tree local, hostPath and emptyDir drivers, local PVs, hostPath types), too long for make conformance (make conformance-storage)")
 	flag.BoolVar(&c.csiHostpath, "csi-hostpath", false, "run e2e.test's \"[sig-storage] CSI Volumes [Driver: csi-hostpath]\" testsuites (not selection.txt's tests), with stand-ins for the driver images the module proxy does not serve (see csiimages.go)")
 	flag.BoolVar(&c.csiMock, "csi-mock", false, "run e2e.test's \"[sig-storage] CSI Mock\" specs (not selection.txt's tests; with -csi-hostpath too): the node's CSI behaviours against e2e.test's own mock driver, reached through the hostpathplugin stand-in's proxy (see csiimages.go)")
+	flag.BoolVar(&c.nodeE2E, "node-e2e", false, "run the kubelet's own suite (e2e_node.test of the pinned release: its [NodeConformance] specs, the parallel ones then the [Serial] ones) instead of e2e.test's, on a node in its own network namespace with the kubelet's fixed healthz and read-only ports and a static pod dir (make node-e2e); -focus, -skip, -skip-known, -node-kind apply; node-known-failures.txt lists hostlet's known failures")
 	flag.StringVar(&c.skip, "skip", "", "do not run the tests whose name matches this regexp")
 	flag.BoolVar(&c.join, "join", true, "with -full: join the nodes as a user does (the chart installed with helm, `hostlet join` with its bootstrap token on each node, serving certificates from the chart's approver); -join=false starts them with certificates the harness mints (quicker)")
 	controlPlane := flag.String("control-plane", "", "run the cluster on the control plane (kube-apiserver, controller-manager, scheduler, kubectl, kube-proxy) of another minor version, e.g. 1.37 (test/cluster/kube137, what make compat uses); empty: the pinned 1.35")
@@ -164,6 +168,10 @@ func run(ctx context.Context, c config) (int, error) {
 		return 1, err
 	}
 	logf("e2e tooling in %s (%v)", tools.dir, time.Since(t0).Round(time.Second))
+	if c.nodeE2E {
+		// e2e.test's tooling makes the test images; the suite is another.
+		return runNodeE2E(ctx, c, tools)
+	}
 
 	sel, known, err := loadLists(ctx, c, tools)
 	if err != nil {
@@ -216,7 +224,11 @@ func run(ctx context.Context, c config) (int, error) {
 		return 1, err
 	}
 	logf("results in %s", runDir)
-	images, err := prepareImages(ctx, c, tools)
+	list, err := tools.listImages(ctx)
+	if err != nil {
+		return 1, err
+	}
+	images, err := prepareImages(ctx, c, tools, list)
 	if err != nil {
 		return 1, err
 	}

@@ -48,6 +48,12 @@ type KubeletOptions struct {
 	// the Node to be Ready (it is not until a CNI DaemonSet wrote its
 	// config).
 	NoWaitReady bool
+	// ReadOnlyPort and HealthzPort, if set, are the kubelet's (on the node
+	// address and 127.0.0.1, in the node's network namespace);
+	// StaticPodPath its static pod manifests' directory (made). The node
+	// e2e suite reads all three through /configz.
+	ReadOnlyPort, HealthzPort int
+	StaticPodPath             string
 }
 
 // Kubelet is the upstream kubelet (test/cluster/build.sh kubelet, the
@@ -77,20 +83,25 @@ type KubeletConfig struct {
 	ClusterDNS, ClusterDomain   string // optional
 	// MaxPods is the node's pod capacity; 0: the kubelet's default (110).
 	MaxPods int
+	// ReadOnlyPort, HealthzPort (on 127.0.0.1) and StaticPodPath, optional:
+	// off without them.
+	ReadOnlyPort, HealthzPort int
+	StaticPodPath             string
 }
 
 // KubeletConfigYAML is the kubelet's KubeletConfiguration: cgroupfs, the
 // same authn/authz a real node has (x509 client CA and webhooks), and what
 // would act on the shared machine switched off or made lenient (no eviction
-// or image GC, no iptables chains, no healthz port on a fixed number, pod
-// logs and plugins where the caller says).
+// or image GC, no iptables chains, no healthz port on a fixed number unless
+// asked for, pod logs and plugins where the caller says).
 func KubeletConfigYAML(k KubeletConfig) string {
 	s := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %[1]s
 port: %[2]d
-readOnlyPort: 0
-healthzPort: 0
+readOnlyPort: %[10]d
+healthzPort: %[11]d
+healthzBindAddress: 127.0.0.1
 tlsCertFile: %[3]q
 tlsPrivateKeyFile: %[4]q
 authentication:
@@ -118,12 +129,16 @@ makeIPTablesUtilChains: false
 oomScoreAdj: 0
 podLogsDir: %[8]q
 volumePluginDir: %[9]q
-`, k.Address, k.Port, k.CertFile, k.KeyFile, k.ClientCA, k.CgroupRoot, k.CRISocket, k.PodLogsDir, k.VolumePluginDir)
+`, k.Address, k.Port, k.CertFile, k.KeyFile, k.ClientCA, k.CgroupRoot, k.CRISocket, k.PodLogsDir, k.VolumePluginDir,
+		k.ReadOnlyPort, k.HealthzPort)
 	if k.ClusterDNS != "" {
 		s += fmt.Sprintf("clusterDNS: [%q]\nclusterDomain: %q\n", k.ClusterDNS, k.ClusterDomain)
 	}
 	if k.MaxPods > 0 {
 		s += fmt.Sprintf("maxPods: %d\n", k.MaxPods)
+	}
+	if k.StaticPodPath != "" {
+		s += fmt.Sprintf("staticPodPath: %q\n", k.StaticPodPath)
 	}
 	return s
 }
@@ -196,7 +211,13 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 		CgroupRoot: cgroupRoot, CRISocket: ContainerdSocketIn(k.criDir()),
 		PodLogsDir: filepath.Join(k.dir, "pod-logs"), VolumePluginDir: filepath.Join(k.dir, "volume-plugins"),
 		ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain,
+		ReadOnlyPort: opts.ReadOnlyPort, HealthzPort: opts.HealthzPort, StaticPodPath: opts.StaticPodPath,
 	})
+	if opts.StaticPodPath != "" {
+		if err := os.MkdirAll(opts.StaticPodPath, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	cfgPath := filepath.Join(k.dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
@@ -250,6 +271,9 @@ func (k *Kubelet) NodeName() string { return k.name }
 func (k *Kubelet) Process() *Process { return k.kubelet }
 
 func (k *Kubelet) criDir() string { return filepath.Join(k.dir, "containerd") }
+
+// CRISocket is the kubelet's containerd socket (its CRI endpoint).
+func (k *Kubelet) CRISocket() string { return ContainerdSocketIn(k.criDir()) }
 
 // startCRI starts the kubelet's containerd (CRI on, the cluster's CNI
 // config and plugins) and imports the images into its CRI namespace.
