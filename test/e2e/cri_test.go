@@ -1,19 +1,34 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/hostlet/hostlet/test/harness"
 	"github.com/hostlet/hostlet/test/images"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -211,24 +226,24 @@ func TestCRICrictl(t *testing.T) {
 	// images: the pods' image by its tag, its ID the one ps shows.
 	var imgs criapi.ListImagesResponse
 	decode(t, run("images", "-o", "json"), &imgs)
-	var busybox *criapi.Image
+	var busyboxImg *criapi.Image
 	for _, img := range imgs.Images {
 		for _, tag := range img.RepoTags {
 			if tag == webPod.Status.ContainerStatuses[0].Image {
-				busybox = img
+				busyboxImg = img
 			}
 		}
 	}
-	if busybox == nil {
+	if busyboxImg == nil {
 		t.Fatalf("crictl images: no %s in %v", webPod.Status.ContainerStatuses[0].Image, imgs.Images)
 	}
 	runningID := strings.TrimPrefix(webPod.Status.ContainerStatuses[0].ContainerID, "containerd://")
-	if c := containers[runningID]; c != nil && c.Image.GetImage() != busybox.Id {
-		t.Errorf("ps image %s, images id %s", c.Image.GetImage(), busybox.Id)
+	if c := containers[runningID]; c != nil && c.Image.GetImage() != busyboxImg.Id {
+		t.Errorf("ps image %s, images id %s", c.Image.GetImage(), busyboxImg.Id)
 	}
-	digests := strings.Join(busybox.RepoDigests, ",")
-	if !strings.Contains(digests, webPod.Status.ContainerStatuses[0].ImageID) || busybox.Size == 0 {
-		t.Errorf("image %v: repo digests lack %s", busybox, webPod.Status.ContainerStatuses[0].ImageID)
+	digests := strings.Join(busyboxImg.RepoDigests, ",")
+	if !strings.Contains(digests, webPod.Status.ContainerStatuses[0].ImageID) || busyboxImg.Size == 0 {
+		t.Errorf("image %v: repo digests lack %s", busyboxImg, webPod.Status.ContainerStatuses[0].ImageID)
 	}
 	if out := run("imagefsinfo", "-o", "json"); !strings.Contains(out, "mountpoint") {
 		t.Errorf("crictl imagefsinfo: %s", out)
@@ -288,6 +303,103 @@ func TestCRICrictl(t *testing.T) {
 		t.Errorf("crictl exec --sync exit 4: %v", err)
 	}
 
+	// exec (streaming: crictl's SPDY client on the URL Exec answers): the
+	// command's output, stdin with -i, its exit code; -it in a terminal
+	// (script(1) gives crictl one).
+	if out := run("exec", runningID[:13], "sh", "-c", "echo out; echo err >&2"); out != "out\n" {
+		t.Errorf("crictl exec: %q", out)
+	}
+	if out, err := crictlStdin(t, crictl, "piped\n", "exec", "-i", runningID, "cat"); err != nil || out != "piped\n" {
+		t.Errorf("crictl exec -i: %q %v", out, err)
+	}
+	if _, err := node.Crictl(ctxT(t), crictl, "exec", runningID, "sh", "-c", "exit 5"); err == nil || !strings.Contains(err.Error(), "exit code 5") {
+		t.Errorf("crictl exec exit 5: %v", err)
+	}
+	if _, err := exec.LookPath("script"); err == nil {
+		line := strings.Join(node.CrictlCommand(ctxT(t), crictl, "exec", "-it", runningID, "tty").Args, " ")
+		b, err := exec.CommandContext(ctxT(t), "script", "-qec", line, "/dev/null").CombinedOutput()
+		if err != nil || !strings.Contains(string(b), "/dev/pts/") {
+			t.Errorf("crictl exec -it tty: %q %v", b, err)
+		}
+	}
+
+	// port-forward into the sandbox's network namespace: a server bound
+	// to the pod's own localhost is reached.
+	cluster.CreatePod(t, testapp(ns, "pf", "--http=127.0.0.1:9090"))
+	pfPod := waitPhase(t, ns, "pf", v1.PodRunning)
+	var pfPods criapi.ListPodSandboxResponse
+	decode(t, run("pods", "--label", "io.kubernetes.pod.uid="+string(pfPod.UID), "-o", "json"), &pfPods)
+	if len(pfPods.Items) != 1 {
+		t.Fatalf("crictl pods of pf: %v", pfPods.Items)
+	}
+	var body string
+	pollUntil(t, 30*time.Second, "crictl port-forward", func() bool {
+		body, err = crictlForward(t, crictl, pfPods.Items[0].Id[:13], 9090, "/echo?msg=forwarded")
+		return err == nil
+	})
+	if body != "forwarded" {
+		t.Errorf("through crictl port-forward: %q", body)
+	}
+
+	// attach: a session joins the container's own stdin and stdout.
+	talk := busybox(ns, "talk", "sh", "-c", `while read l; do echo "got $l"; done`)
+	talk.Spec.RestartPolicy = v1.RestartPolicyAlways
+	talk.Spec.Containers[0].Stdin = true
+	cluster.CreatePod(t, talk)
+	talkPod := waitPhase(t, ns, "talk", v1.PodRunning)
+	talkID := strings.TrimPrefix(talkPod.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	if err := crictlAttach(t, crictl, talkID, "hi\n", "got hi"); err != nil {
+		t.Errorf("crictl attach: %v", err)
+	}
+
+	// events, while the next steps run: the container events evented
+	// PLEG consumes, with the pod's sandbox status.
+	events := crictlEvents(t, crictl)
+
+	// rm: an exited container goes from ps -a; the pod's worker keeps its
+	// last status. A running one is refused by crictl itself, and with -f
+	// stopped first; the worker restarts it (restartPolicy Always) as a new
+	// container.
+	initID := strings.TrimPrefix(webPod.Status.InitContainerStatuses[0].ContainerID, "containerd://")
+	if out := run("rm", initID[:13]); strings.TrimSpace(out) != initID[:13] {
+		t.Errorf("crictl rm: %q", out)
+	}
+	if _, err := node.Crictl(ctxT(t), crictl, "inspect", initID); err == nil {
+		t.Errorf("crictl inspect of a removed container: no error")
+	}
+	if _, err := node.Crictl(ctxT(t), crictl, "rm", talkID); err == nil || !strings.Contains(err.Error(), "please stop it first") {
+		t.Errorf("crictl rm of a running container: %v", err)
+	}
+	run("rm", "-f", talkID)
+	restarted := waitFor(t, ns, "talk", time.Minute, "restarted after crictl rm -f", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].State.Running != nil && cs[0].ContainerID != "containerd://"+talkID
+	})
+	if cs := restarted.Status.ContainerStatuses[0]; cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil ||
+		cs.LastTerminationState.Terminated.ContainerID != "containerd://"+talkID || cs.LastTerminationState.Terminated.ExitCode != 137 {
+		t.Errorf("talk after crictl rm -f: %+v", cs)
+	}
+	newTalkID := strings.TrimPrefix(restarted.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	if got := mustGet(t, ns, "web"); got.Status.Phase != v1.PodRunning || got.Status.InitContainerStatuses[0].State.Terminated == nil ||
+		got.Status.InitContainerStatuses[0].ContainerID != "containerd://"+initID {
+		t.Errorf("web after crictl rm of its init container: %+v", got.Status)
+	}
+	for _, w := range []struct {
+		id  string
+		typ criapi.ContainerEventType
+	}{
+		{initID, criapi.ContainerEventType_CONTAINER_DELETED_EVENT},
+		{talkID, criapi.ContainerEventType_CONTAINER_STOPPED_EVENT},
+		{talkID, criapi.ContainerEventType_CONTAINER_DELETED_EVENT},
+		{newTalkID, criapi.ContainerEventType_CONTAINER_CREATED_EVENT},
+		{newTalkID, criapi.ContainerEventType_CONTAINER_STARTED_EVENT},
+	} {
+		e := events.wait(t, w.id, w.typ)
+		if uid := e.PodSandboxStatus.GetMetadata().GetUid(); w.id != initID && uid != string(talkPod.UID) || w.id == initID && uid != string(webPod.UID) {
+			t.Errorf("event %s of %s: sandbox %v", w.typ, w.id, e.PodSandboxStatus)
+		}
+	}
+
 	// stop: the container dies as on a kubelet node (SIGKILL with no
 	// timeout); the pod's worker sees the exit and, restartPolicy Never,
 	// the pod fails with the container's 137.
@@ -299,6 +411,210 @@ func TestCRICrictl(t *testing.T) {
 	if term := stopped.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 137 {
 		t.Errorf("after crictl stop: %+v", stopped.Status.ContainerStatuses[0].State)
 	}
+	// Removed once exited, the pod keeps its status.
+	run("rm", runningID)
+	time.Sleep(time.Second)
+	if got := mustGet(t, ns, "web"); got.Status.Phase != v1.PodFailed || got.Status.ContainerStatuses[0].State.Terminated == nil ||
+		got.Status.ContainerStatuses[0].State.Terminated.ExitCode != 137 {
+		t.Errorf("web after crictl rm: %+v", got.Status)
+	}
+
+	// pull into hostlet's namespace with the request's credentials (an
+	// image of its own: rmi takes every name of an image), the image's ID
+	// back; rmi removes it.
+	reg := privateRegistry(t, &images.BasicAuth{User: "puller", Password: "pw"})
+	img, err := random.Image(1024, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := reg.Addr() + "/cri/random:v1"
+	if err := remote.Write(mustRef(t, ref), img, remote.WithAuth(&authn.Basic{Username: "puller", Password: "pw"})); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Crictl(ctxT(t), crictl, "pull", ref); err == nil {
+		t.Errorf("crictl pull without credentials: no error")
+	}
+	if out := run("pull", "--creds", "puller:pw", ref); strings.TrimSpace(out) != "Image is up to date for "+cfg.String() {
+		t.Errorf("crictl pull: %q, want the ID %s", out, cfg)
+	}
+	var pulled struct{ Status struct{ ID string } }
+	if err := json.Unmarshal([]byte(run("inspecti", "-o", "json", ref)), &pulled); err != nil || pulled.Status.ID != cfg.String() {
+		t.Errorf("crictl inspecti: %+v %v", pulled, err)
+	}
+	run("rmi", ref)
+	if out, err := node.Crictl(ctxT(t), crictl, "inspecti", ref); err == nil {
+		t.Errorf("crictl inspecti after rmi: %s", out)
+	}
+	if !strings.Contains(run("images"), strings.Split(images.BusyboxRef, ":")[0]) {
+		t.Errorf("crictl rmi took other images")
+	}
+}
+
+func mustGet(t *testing.T, ns, name string) *v1.Pod {
+	t.Helper()
+	p, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustRef(t *testing.T, ref string) name.Reference {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// crictlStdin runs crictl with stdin, returning its stdout.
+func crictlStdin(t *testing.T, crictl, stdin string, args ...string) (string, error) {
+	t.Helper()
+	cmd := node.CrictlCommand(ctxT(t), crictl, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// crictlForward runs crictl port-forward to the sandbox's port from a
+// local port of crictl's choosing and GETs path through it.
+func crictlForward(t *testing.T, crictl, sandbox string, port int, path string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+	defer cancel()
+	cmd := node.CrictlCommand(ctx, crictl, "port-forward", sandbox, ":"+strconv.Itoa(port))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	// "Forwarding from 127.0.0.1:<local> -> <port>"
+	local := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> `)
+	sc := bufio.NewScanner(out)
+	var addr string
+	for addr == "" && sc.Scan() {
+		if m := local.FindStringSubmatch(sc.Text()); m != nil {
+			addr = "127.0.0.1:" + m[1]
+		}
+	}
+	if addr == "" {
+		return "", errors.New("crictl port-forward did not listen")
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %d: %q", resp.StatusCode, b)
+	}
+	return string(b), err
+}
+
+// crictlAttach attaches to the container with stdin, writes input and
+// waits for want in its output.
+func crictlAttach(t *testing.T, crictl, id, input, want string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctxT(t), 30*time.Second)
+	defer cancel()
+	cmd := node.CrictlCommand(ctx, crictl, "attach", "-i", id)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	if _, err := io.WriteString(in, input); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(out)
+	var seen []string
+	for sc.Scan() {
+		if sc.Text() == want {
+			return nil
+		}
+		seen = append(seen, sc.Text())
+	}
+	return fmt.Errorf("no %q in %q", want, seen)
+}
+
+// criEvents are what crictl events streams, kept as they come.
+type criEvents struct {
+	mu   sync.Mutex
+	seen []*criapi.ContainerEventResponse
+}
+
+// crictlEvents runs crictl events until the test ends.
+func crictlEvents(t *testing.T, crictl string) *criEvents {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cmd := node.CrictlCommand(ctx, crictl, "events")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	ev := &criEvents{}
+	go func() {
+		dec := json.NewDecoder(out)
+		for {
+			var raw json.RawMessage
+			if dec.Decode(&raw) != nil {
+				return
+			}
+			var e criapi.ContainerEventResponse
+			if (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, &e) != nil {
+				continue
+			}
+			ev.mu.Lock()
+			ev.seen = append(ev.seen, &e)
+			ev.mu.Unlock()
+		}
+	}()
+	// The stream is up once crictl asked; nothing says so but time.
+	time.Sleep(time.Second)
+	return ev
+}
+
+// wait is the event of that type for that container, once seen.
+func (ev *criEvents) wait(t *testing.T, id string, typ criapi.ContainerEventType) *criapi.ContainerEventResponse {
+	t.Helper()
+	var found *criapi.ContainerEventResponse
+	pollUntil(t, 30*time.Second, fmt.Sprintf("event %s of %s", typ, id), func() bool {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		for _, e := range ev.seen {
+			if e.ContainerId == id && e.ContainerEventType == typ {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found
 }
 
 // decode reads crictl's -o json (protojson, a newer API than ours: fields

@@ -27,13 +27,19 @@ func BuildCrictl(ctx context.Context, logf func(string, ...any)) (string, error)
 // Crictl runs crictl against the node's CRI socket, with no config file
 // (crictl would read /etc/crictl.yaml otherwise), and returns its stdout.
 func (h *Hostlet) Crictl(ctx context.Context, crictl string, args ...string) (string, error) {
-	endpoint := "unix://" + h.CRISocket()
-	cmd := exec.CommandContext(ctx, crictl, append([]string{"--config", os.DevNull,
-		"--runtime-endpoint", endpoint, "--image-endpoint", endpoint, "--timeout", "20s"}, args...)...)
+	cmd := h.CrictlCommand(ctx, crictl, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return stdout.String(), fmt.Errorf("crictl %v: %w\n%s%s", args, err, stdout.String(), stderr.String())
 	}
 	return stdout.String(), nil
+}
+
+// CrictlCommand is the command Crictl runs, for a caller that streams its
+// input or output (exec -i, attach, port-forward, events).
+func (h *Hostlet) CrictlCommand(ctx context.Context, crictl string, args ...string) *exec.Cmd {
+	endpoint := "unix://" + h.CRISocket()
+	return exec.CommandContext(ctx, crictl, append([]string{"--config", os.DevNull,
+		"--runtime-endpoint", endpoint, "--image-endpoint", endpoint, "--timeout", "20s"}, args...)...)
 }
