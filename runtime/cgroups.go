@@ -307,10 +307,11 @@ func (c *Cgroups) exists(n CgroupName) bool {
 	return err == nil && m.Exists()
 }
 
-// Setup makes kubepods (limited to the node's allocatable CPU and memory,
-// as the kubelet's node allocatable cgroup; 0 leaves one unlimited) and the
-// burstable and besteffort QoS cgroups, or refreshes their settings.
-func (c *Cgroups) Setup(allocatableMilliCPU, allocatableMemory int64) error {
+// Setup makes kubepods (limited to the node's allocatable CPU, memory and
+// process IDs, as the kubelet's node allocatable cgroup; 0 leaves one
+// unlimited) and the burstable and besteffort QoS cgroups, or refreshes
+// their settings.
+func (c *Cgroups) Setup(allocatableMilliCPU, allocatableMemory, allocatablePIDs int64) error {
 	if !c.perQOS {
 		return nil
 	}
@@ -322,6 +323,9 @@ func (c *Cgroups) Setup(allocatableMilliCPU, allocatableMemory int64) error {
 	}
 	if allocatableMemory > 0 {
 		pods.Memory = &allocatableMemory
+	}
+	if allocatablePIDs > 0 {
+		pods.PidsLimit = &allocatablePIDs
 	}
 	if err := c.ensure(c.pods, pods); err != nil {
 		return err

@@ -3,11 +3,14 @@ package main
 import (
 	"fmt"
 
+	"github.com/hostlet/hostlet/provider/nodecontainers"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/record"
 )
 
 // cgroupFlags are the kubelet's cgroup settings.
@@ -17,6 +20,13 @@ type cgroupFlags struct {
 	cgroupsPerQOS bool
 	failSwapOn    bool
 	swapBehavior  string
+	// The kubelet's node allocatable enforcement and system containers.
+	enforceNodeAllocatable []string
+	systemReservedCgroup   string
+	kubeReservedCgroup     string
+	kubeletCgroups         string
+	systemCgroups          string
+	systemCgroupsFrom      string
 }
 
 func (c *cgroupFlags) flags(fs *pflag.FlagSet) {
@@ -24,6 +34,15 @@ func (c *cgroupFlags) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "/", "cgroup (cgroupfs form) the kubepods hierarchy goes below")
 	fs.BoolVar(&c.cgroupsPerQOS, "cgroups-per-qos", true, "make the kubepods, QoS and pod cgroups; false: containers go straight below --cgroup-root")
 	fs.BoolVar(&c.failSwapOn, "fail-swap-on", true, "refuse to start while the host has swap on")
+	fs.StringSliceVar(&c.enforceNodeAllocatable, "enforce-node-allocatable", []string{nodecontainers.EnforcePods}, "where node allocatable is enforced: pods (kubepods limited to the capacity less the reservations), system-reserved and kube-reserved (their cgroups limited to the reservation), their -compressible forms (CPU only), or none")
+	fs.StringVar(&c.systemReservedCgroup, "system-reserved-cgroup", "", "existing cgroup (the driver's form) --system-reserved is enforced on with --enforce-node-allocatable system-reserved")
+	fs.StringVar(&c.kubeReservedCgroup, "kube-reserved-cgroup", "", "existing cgroup (the driver's form) --kube-reserved is enforced on with --enforce-node-allocatable kube-reserved")
+	fs.StringVar(&c.kubeletCgroups, "kubelet-cgroups", "", "cgroup (a cgroupfs path) hostlet moves itself into, at start and every minute; empty: where its unit put it")
+	fs.StringVar(&c.systemCgroups, "system-cgroups", "", "cgroup (a cgroupfs path, not /; needs --cgroup-root) the processes of the root cgroup (but PID 1 and kernel threads) are moved into, at start and every minute")
+	// Tests only: the cgroup --system-cgroups takes processes from, in
+	// place of the host's root (whose processes are not a test's).
+	fs.StringVar(&c.systemCgroupsFrom, "test-system-cgroups-from", "/", "")
+	_ = fs.MarkHidden("test-system-cgroups-from")
 	fs.StringVar(&c.swapBehavior, "memory-swap-behavior", "", "the kubelet's memorySwap.swapBehavior: NoSwap (the default: containers never swap) or LimitedSwap (Burstable pods' containers get their memory request's share of the swap; cgroup v2 only)")
 }
 
@@ -41,19 +60,39 @@ func (c *cgroupFlags) cgroupConfig() (runtime.CgroupConfig, error) {
 	return runtime.CgroupConfig{Driver: c.cgroupDriver, Root: c.cgroupRoot, PerQOS: c.cgroupsPerQOS}, nil
 }
 
-// setupCgroups makes kubepods and the QoS cgroups, kubepods limited to the
-// capacity less the reserved resources, as the kubelet enforces node
-// allocatable on "pods" (its default): eviction thresholds are not taken
-// off, so eviction acts before the kernel's OOM killer.
-func setupCgroups(cg *runtime.Cgroups, capacity, reserved v1.ResourceList) error {
-	cpu, mem := capacity.Cpu().DeepCopy(), capacity.Memory().DeepCopy()
-	if r, ok := reserved[v1.ResourceCPU]; ok {
-		cpu.Sub(r)
+// newNodeContainers is the kubelet's node container manager over the
+// runtime's cgroups: what kubepods and the reserved cgroups are limited
+// to, and the system containers.
+func (c *cgroupFlags) newNodeContainers(name string, systemReserved, kubeReserved v1.ResourceList, events record.EventRecorder, cg *runtime.Cgroups) (*nodecontainers.Manager, error) {
+	return nodecontainers.New(nodecontainers.Config{
+		NodeName: name, Enforce: c.enforceNodeAllocatable, PerQOS: c.cgroupsPerQOS,
+		SystemReserved: systemReserved, KubeReserved: kubeReserved,
+		SystemReservedCgroup: c.systemReservedCgroup, KubeReservedCgroup: c.kubeReservedCgroup,
+		KubeletCgroups: c.kubeletCgroups, SystemCgroups: c.systemCgroups, SystemCgroupsFrom: c.systemCgroupsFrom,
+		Events: events,
+	}, cg)
+}
+
+// reservations are --system-reserved and --kube-reserved apart: each
+// reserved cgroup is limited to its own.
+func (o *options) reservations() (system, kube v1.ResourceList, err error) {
+	if system, err = parseResources(o.systemReserved); err != nil {
+		return nil, nil, err
 	}
-	if r, ok := reserved[v1.ResourceMemory]; ok {
-		mem.Sub(r)
+	if kube, err = parseResources(o.kubeReserved); err != nil {
+		return nil, nil, err
 	}
-	return cg.Setup(max(cpu.MilliValue(), 0), max(mem.Value(), 0))
+	return system, kube, nil
+}
+
+// enforceNodeAllocatable limits kubepods and the reserved cgroups from the
+// node's capacity and task limit.
+func enforceNodeAllocatable(m *nodecontainers.Manager, capacity v1.ResourceList) error {
+	capacity = capacity.DeepCopy()
+	if pids := runtime.MaxPIDs("/proc/sys"); pids > 0 {
+		capacity[nodecontainers.ResourcePID] = *resource.NewQuantity(pids, resource.DecimalSI)
+	}
+	return m.Enforce(capacity)
 }
 
 // swap checks the host's swap as the kubelet does at start and says what

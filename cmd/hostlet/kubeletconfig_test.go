@@ -628,3 +628,33 @@ func TestLoggingFormat(t *testing.T) {
 		t.Errorf("JSON line %q: want the kubelet's msg, err and ts keys", buf.String())
 	}
 }
+
+// The node container manager's fields set their flags; systemCgroups
+// without cgroupRoot is refused with the kubelet's message.
+func TestNodeAllocatableFields(t *testing.T) {
+	dir := t.TempDir()
+	conf := writeFile(t, dir, "k.yaml", kcHeader+`enforceNodeAllocatable: [pods, kube-reserved, system-reserved-compressible]
+kubeReservedCgroup: /kube.slice
+systemReservedCgroup: system.slice
+kubeletCgroups: /system.slice/kubelet.service
+systemCgroups: /system.slice
+cgroupRoot: /
+`)
+	o := parseArgs(t, "--config", conf)
+	if strings.Join(o.enforceNodeAllocatable, ",") != "pods,kube-reserved,system-reserved-compressible" || o.kubeReservedCgroup != "/kube.slice" ||
+		o.systemReservedCgroup != "system.slice" || o.kubeletCgroups != "/system.slice/kubelet.service" || o.systemCgroups != "/system.slice" {
+		t.Errorf("flags %+v", o.cgroupFlags)
+	}
+	if len(o.warnings) != 0 {
+		t.Errorf("warnings %q", o.warnings)
+	}
+	conf = writeFile(t, dir, "none.yaml", kcHeader+"enforceNodeAllocatable: []\n")
+	if o := parseArgs(t, "--config", conf); len(o.enforceNodeAllocatable) != 0 || len(o.kubeletConfig.EnforceNodeAllocatable) != 0 {
+		t.Errorf("an empty enforceNodeAllocatable: %q", o.enforceNodeAllocatable)
+	}
+	var o2 options
+	err := o2.parse([]string{"--system-cgroups", "/system.slice", "--cgroup-root", ""})
+	if err == nil || !strings.Contains(err.Error(), "systemCgroups (--system-cgroups) was specified and cgroupRoot (--cgroup-root) was not specified") {
+		t.Errorf("systemCgroups without cgroupRoot: %v", err)
+	}
+}

@@ -149,9 +149,18 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	if err := setupCgroups(rt.Cgroups(), nd.Capacity(), s.node.Reserved); err != nil {
-		return fmt.Errorf("QoS cgroups: %w", err)
+	systemReserved, kubeReserved, err := o.reservations()
+	if err != nil {
+		return err
 	}
+	ncm, err := o.newNodeContainers(s.name, systemReserved, kubeReserved, events, rt.Cgroups())
+	if err != nil {
+		return fmt.Errorf("failed to start ContainerManager: %w", err)
+	}
+	if err := enforceNodeAllocatable(ncm, nd.Capacity()); err != nil {
+		return fmt.Errorf("failed to start ContainerManager: %w", err)
+	}
+	go ncm.Run(ctx)
 	capacity := nd.Capacity()
 	swap, err := o.swap(rt.Cgroups().V2(), capacity.Memory().Value())
 	if err != nil {
