@@ -9,11 +9,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hostlet/hostlet/runtime"
 	"github.com/hostlet/hostlet/test/harness"
 	"github.com/hostlet/hostlet/test/images"
 	"github.com/opencontainers/cgroups"
@@ -420,4 +423,353 @@ func TestKubeletConfigJSONLogs(t *testing.T) {
 	if !found {
 		t.Errorf("no JSON line saying the node registered:\n%.3000s", b)
 	}
+}
+
+// realConfig is a file of testdata/kubeletconfigs with its placeholders
+// filled in.
+func realConfig(t *testing.T, file string, subs map[string]string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "kubeletconfigs", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for k, v := range subs {
+		s = strings.ReplaceAll(s, k, v)
+	}
+	if strings.Contains(s, "@") && strings.Contains(s, "@\n") {
+		t.Fatalf("%s: a placeholder left unfilled", file)
+	}
+	return s
+}
+
+// untunedKernel is what the kubelet's protectKernelDefaults says of this
+// host's tunables: nothing on a host tuned as it wants.
+func untunedKernel(t *testing.T) []string {
+	want := map[string]int{"vm/overcommit_memory": 1, "vm/panic_on_oom": 0, "kernel/panic": 10, "kernel/panic_on_oops": 1,
+		"kernel/keys/root_maxkeys": 1000000, "kernel/keys/root_maxbytes": 25000000}
+	var off []string
+	for k, v := range want {
+		b, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := strconv.Atoi(strings.TrimSpace(string(b))); got != v {
+			off = append(off, fmt.Sprintf("invalid kernel flag: %s, expected value: %d, actual value: %d", k, v, got))
+		}
+	}
+	return off
+}
+
+// refusedWith starts a node expected to stop at start and checks its log
+// says each of want; it never registers.
+func refusedWith(t *testing.T, opts harness.HostletOptions, want ...string) {
+	t.Helper()
+	opts.NoWaitReady = true
+	h := extraNode(t, opts)
+	select {
+	case <-h.Done():
+	case <-ctxT(t).Done():
+		t.Fatal("hostlet did not stop")
+	}
+	b, err := os.ReadFile(h.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("%s's log does not say %q:\n%s", opts.NodeName, w, b)
+		}
+	}
+}
+
+// makeCgroup makes cgroup rel in every hierarchy the kubelet validates (on
+// cgroup v1 with the parent's CPUs and memory nodes in cpuset, as systemd
+// and kubespray's ExecStartPre make them), removed with the cluster's
+// cgroups.
+func makeCgroup(t *testing.T, rel string) {
+	t.Helper()
+	if cgroups.IsCgroup2UnifiedMode() {
+		dir := filepath.Join("/sys/fs/cgroup", rel)
+		for d := filepath.Dir(dir); d != "/sys/fs/cgroup"; d = filepath.Dir(d) {
+			defer func(d string) {
+				_ = os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte("+cpu +memory +pids"), 0o644)
+			}(d)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	for _, ctl := range []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb", "systemd"} {
+		root := filepath.Join("/sys/fs/cgroup", ctl)
+		if _, err := os.Stat(root); err != nil {
+			continue
+		}
+		// Each level of cpuset must have CPUs and memory nodes before a
+		// process can join the next.
+		p := root
+		for _, part := range strings.Split(strings.Trim(rel, "/"), "/") {
+			parent := p
+			p = filepath.Join(p, part)
+			if err := os.Mkdir(p, 0o755); err != nil && !os.IsExist(err) {
+				t.Fatal(err)
+			}
+			if ctl == "cpuset" {
+				for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+					if cur, _ := os.ReadFile(filepath.Join(p, f)); strings.TrimSpace(string(cur)) == "" {
+						v, _ := os.ReadFile(filepath.Join(parent, f))
+						_ = os.WriteFile(filepath.Join(p, f), v, 0o644)
+					}
+				}
+			}
+		}
+	}
+}
+
+// baitProcess is a sleep in a cgroup of the test's own (rel, the cpu
+// controller's, as the kubelet finds the root's processes by it), for
+// systemCgroups to take in place of the host's root's processes.
+func baitProcess(t *testing.T, rel string) int {
+	t.Helper()
+	makeCgroup(t, rel)
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if err := os.WriteFile(filepath.Join(cgroupDir("cpu", rel), "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// processCgroup is pid's cgroup in controller's hierarchy.
+func processCgroup(t *testing.T, pid int, controller string) string {
+	t.Helper()
+	cgs, err := cgroups.ParseCgroupFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cgroups.IsCgroup2UnifiedMode() {
+		return cgs[""]
+	}
+	return cgs[controller]
+}
+
+// inKubeletCgroups checks hostlet moved itself into its kubeletCgroups,
+// as the kubelet does once it knows it runs in the host's PID namespace;
+// where PID 1's namespace cannot be read (a sandbox's protected init) it
+// logs the kubelet's error and stays where it is, as the kubelet would.
+func inKubeletCgroups(t *testing.T, h *harness.Hostlet, want string) {
+	t.Helper()
+	if _, err := os.Readlink("/proc/1/ns/pid"); err != nil {
+		pollUntil(t, 10*time.Second, "the kubelet's error that it cannot tell its PID namespace", func() bool {
+			b, _ := os.ReadFile(h.LogPath())
+			return strings.Contains(string(b), "failed to find pid namespace of init process")
+		})
+		return
+	}
+	pollUntil(t, 10*time.Second, "hostlet in kubeletCgroups "+want, func() bool { return processCgroup(t, h.Pid(), "cpu") == want })
+}
+
+// tlsHandshake to the kubelet API with at most version max and, if given,
+// only those cipher suites.
+func tlsHandshake(h *harness.Hostlet, max uint16, suites ...uint16) error {
+	addr := net.JoinHostPort(cluster.NodeIP(), fmt.Sprint(h.Port()))
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
+		&tls.Config{InsecureSkipVerify: true, MaxVersion: max, CipherSuites: suites})
+	if err == nil {
+		c.Close()
+	}
+	return err
+}
+
+// runningPod runs a busybox pod on node and returns it.
+func runningPod(t *testing.T, node, name string) *v1.Pod {
+	t.Helper()
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, name, "sleep", "3600")
+	pod.Spec.NodeName = node
+	cluster.CreatePod(t, pod)
+	return waitPhase(t, ns, pod.Name, v1.PodRunning)
+}
+
+// The configurations real installs write run unchanged, their settings in
+// effect: kubeadm's /var/lib/kubelet/config.yaml, kubespray's template with
+// its defaults and with its hardening settings, and RKE2's drop-in with the
+// CIS profile (testdata/kubeletconfigs, each saying where it came from and
+// what the test environment substituted). Those setting
+// protectKernelDefaults stop on a host whose tunables differ, with the
+// kubelet's messages, as the kubelet does; there they run again with a
+// drop-in turning it off, as an operator of such a host would.
+func TestKubeletConfigRealConfigurations(t *testing.T) {
+	skipIfNoCluster(t)
+	untuned := untunedKernel(t)
+	const noProtect = kcHeader + "protectKernelDefaults: false\n"
+	// start runs the node of a configuration that sets
+	// protectKernelDefaults: refused on an untuned host first.
+	start := func(t *testing.T, opts harness.HostletOptions) *harness.Hostlet {
+		t.Helper()
+		if len(untuned) > 0 {
+			refused := opts
+			refused.NodeName += "-untuned"
+			refusedWith(t, refused, untuned...)
+			dropins := map[string]string{"99-e2e-untuned-host.conf": noProtect}
+			for k, v := range opts.KubeletConfigDropins {
+				dropins[k] = v
+			}
+			opts.KubeletConfigDropins = dropins
+		}
+		return extraNode(t, opts)
+	}
+	subs := func(t *testing.T, node string) map[string]string {
+		return map[string]string{
+			"@STATIC_POD_PATH@":     t.TempDir(),
+			"@CONTAINERD_ENDPOINT@": "unix://" + cluster.ContainerdSocket(),
+			"@CGROUP@":              cluster.CgroupRoot() + "/" + node + ".host",
+		}
+	}
+
+	t.Run("kubeadm", func(t *testing.T) {
+		const name = "hostlet-real-kubeadm"
+		s := subs(t, name)
+		manifest := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: static
+  namespace: default
+spec:
+  containers:
+  - name: c
+    image: %s
+    command: [sleep, "3600"]
+`, images.BusyboxRef)
+		if err := os.WriteFile(filepath.Join(s["@STATIC_POD_PATH@"], "static.yaml"), []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h := extraNode(t, harness.HostletOptions{NodeName: name, KubeletConfig: realConfig(t, "kubeadm.yaml", s)})
+		// staticPodPath: the manifest's mirror pod.
+		if _, err := cluster.WaitForPod(ctxT(t), "default", "static-"+name, 2*time.Minute, harness.PodPhase(v1.PodRunning)); err != nil {
+			t.Errorf("the static pod of staticPodPath: %v", err)
+		}
+		t.Cleanup(func() {
+			_ = cluster.Client().CoreV1().Pods("default").Delete(context.Background(), "static-"+name, metav1.DeleteOptions{})
+		})
+		// clusterDNS and clusterDomain.
+		p := runningPod(t, name, "dns")
+		if out := execIn(t, p.Namespace, p.Name, "c", "cat", "/etc/resolv.conf"); !strings.Contains(out, "nameserver 10.96.0.10") ||
+			!strings.Contains(out, "search "+p.Namespace+".svc.cluster.local svc.cluster.local cluster.local") {
+			t.Errorf("resolv.conf under kubeadm's clusterDNS:\n%s", out)
+		}
+		// anonymous: false: no certificate, no answer.
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		resp, err := client.Get("https://" + net.JoinHostPort(cluster.NodeIP(), fmt.Sprint(h.Port())) + "/pods")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("/pods without a certificate: %d, want 401", resp.StatusCode)
+		}
+	})
+
+	t.Run("kubespray", func(t *testing.T) {
+		const name = "hostlet-real-kubespray"
+		s := subs(t, name)
+		bait := baitProcess(t, s["@CGROUP@"]+"/root")
+		h := start(t, harness.HostletOptions{NodeName: name, KubeletConfig: realConfig(t, "kubespray.yaml", s),
+			ExtraArgs: []string{"--test-system-cgroups-from", s["@CGROUP@"] + "/root"}})
+		// kubeletCgroups and systemCgroups.
+		inKubeletCgroups(t, h, s["@CGROUP@"]+"/system.slice/kubelet.service")
+		pollUntil(t, 10*time.Second, "the bait process in systemCgroups", func() bool {
+			return processCgroup(t, bait, "cpu") == s["@CGROUP@"]+"/system.slice"
+		})
+		// Both reservations, pids included, off kubepods (enforceNodeAllocatable: pods).
+		n, err := cluster.Client().CoreV1().Nodes().Get(ctxT(t), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu := n.Status.Capacity.Cpu().DeepCopy()
+		cpu.Sub(resource.MustParse("600m"))
+		if a := n.Status.Allocatable.Cpu(); a.Cmp(cpu) != 0 {
+			t.Errorf("allocatable cpu %v, want capacity less 600m (%v)", a, &cpu)
+		}
+		maxPIDs := runtime.MaxPIDs("/proc/sys")
+		if got := readCgroupFile(t, cgroupDir("pids", filepath.Join(h.CgroupRoot(), "kubepods")), "pids.max"); got != strconv.FormatInt(maxPIDs-2000, 10) {
+			t.Errorf("kubepods pids.max %s, want the task limit %d less 2000 reserved", got, maxPIDs)
+		}
+		p := runningPod(t, name, "dns")
+		if out := execIn(t, p.Namespace, p.Name, "c", "cat", "/etc/resolv.conf"); !strings.Contains(out, "nameserver 169.254.25.10") {
+			t.Errorf("resolv.conf under nodelocaldns's clusterDNS:\n%s", out)
+		}
+	})
+
+	t.Run("kubespray-hardened", func(t *testing.T) {
+		const name = "hostlet-real-kubespray-hardened"
+		s := subs(t, name)
+		baitProcess(t, s["@CGROUP@"]+"/root")
+		opts := harness.HostletOptions{NodeName: name, KubeletConfig: realConfig(t, "kubespray-hardened.yaml", s),
+			ExtraArgs: []string{"--test-system-cgroups-from", s["@CGROUP@"] + "/root"}}
+		// The reserved cgroups are not made by the kubelet: without them it
+		// stops (system-reserved is enforced first).
+		missing := opts
+		missing.NodeName += "-nocgroups"
+		missing.KubeletConfigDropins = map[string]string{"99-e2e-untuned-host.conf": noProtect}
+		refusedWith(t, missing, fmt.Sprintf(`Failed to enforce System Reserved Cgroup Limits on \"%s/system.slice\": cgroup `, s["@CGROUP@"]))
+		makeCgroup(t, s["@CGROUP@"]+"/system.slice")
+		makeCgroup(t, s["@CGROUP@"]+"/kube.slice")
+		h := start(t, opts)
+		for _, c := range []struct{ cgroup, shares, memory, pids string }{
+			{"system.slice", "512", "536870912", "1000"},
+			{"kube.slice", "102", "268435456", "1000"},
+		} {
+			dir := s["@CGROUP@"] + "/" + c.cgroup
+			if cgroups.IsCgroup2UnifiedMode() {
+				got := readCgroupFile(t, cgroupDir("", dir), "memory.max") + " " + readCgroupFile(t, cgroupDir("", dir), "pids.max")
+				if got != c.memory+" "+c.pids {
+					t.Errorf("%s: memory.max and pids.max %q", c.cgroup, got)
+				}
+				continue
+			}
+			got := readCgroupFile(t, cgroupDir("cpu", dir), "cpu.shares") + " " + readCgroupFile(t, cgroupDir("memory", dir), "memory.limit_in_bytes") +
+				" " + readCgroupFile(t, cgroupDir("pids", dir), "pids.max")
+			if want := c.shares + " " + c.memory + " " + c.pids; got != want {
+				t.Errorf("%s: cpu.shares, memory limit, pids.max %q, want %q", c.cgroup, got, want)
+			}
+		}
+		// tlsMinVersion VersionTLS12 and tlsCipherSuites.
+		if err := tlsHandshake(h, tls.VersionTLS11); err == nil {
+			t.Error("a TLS 1.1 handshake succeeded under tlsMinVersion VersionTLS12")
+		}
+		if err := tlsHandshake(h, tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384); err == nil {
+			t.Error("TLS 1.2 with a cipher suite outside tlsCipherSuites succeeded")
+		}
+		if err := tlsHandshake(h, tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); err != nil {
+			t.Errorf("TLS 1.2 with a listed cipher suite: %v", err)
+		}
+		// seccompDefault: RuntimeDefault (a filter) for a pod naming none.
+		p := runningPod(t, name, "plain")
+		if out := execIn(t, p.Namespace, p.Name, "c", "grep", "^Seccomp:", "/proc/self/status"); strings.Fields(out)[1] != "2" {
+			t.Errorf("seccomp under seccompDefault: %q, want mode 2", out)
+		}
+	})
+
+	t.Run("rke2-cis", func(t *testing.T) {
+		const name = "hostlet-real-rke2-cis"
+		s := subs(t, name)
+		h := start(t, harness.HostletOptions{NodeName: name, KubeletConfigDropins: map[string]string{
+			"00-rke2-defaults.conf": realConfig(t, "rke2-defaults.conf", s),
+			"50-cis.conf":           realConfig(t, "rke2-cis.conf", s),
+		}})
+		inKubeletCgroups(t, h, s["@CGROUP@"]+"/rke2")
+		p := runningPod(t, name, "limited")
+		podCgroup := filepath.Join(h.CgroupRoot(), "kubepods", "besteffort", "pod"+string(p.UID))
+		if got := readCgroupFile(t, cgroupDir("pids", podCgroup), "pids.max"); got != "4096" {
+			t.Errorf("the pod cgroup's pids.max %s, want podPidsLimit's 4096", got)
+		}
+		if err := tlsHandshake(h, tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA); err == nil {
+			t.Error("TLS 1.2 with a CBC cipher suite outside tlsCipherSuites succeeded")
+		}
+	})
 }

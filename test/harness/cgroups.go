@@ -61,3 +61,8 @@ func RemoveCgroupRoot(root string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// CgroupRoot is the cgroup every node's --cgroup-root is below (removed
+// with the cluster): tests make the cgroups a node's configuration names
+// there.
+func (c *Cluster) CgroupRoot() string { return c.inst.cgroupRoot() }
