@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -190,7 +191,7 @@ var kubeletFields = []kubeletField{
 	refuse("shutdownGracePeriodByPodPriority", "shuts down by shutdownGracePeriod and shutdownGracePeriodCriticalPods"),
 	refuse("reservedMemory", "has no memory manager"),
 	refuse("localStorageCapacityIsolation", "always accounts and limits local ephemeral storage"),
-	refuse("imageServiceEndpoint", "pulls images through containerRuntimeEndpoint's containerd"),
+	{path: "imageServiceEndpoint", use: useCheck, check: checkImageServiceEndpoint},
 	refuse("userNamespaces", "gives each pod 65536 IDs"),
 	{path: "failCgroupV1", use: useCheck, check: checkFailCgroupV1},
 
@@ -414,6 +415,32 @@ func checkFailCgroupV1(kc *kubeletv1beta1.KubeletConfiguration, fromFile bool) (
 		return "ignored: failCgroupV1: true: hostlet runs on this cgroup v1 host (the kubelet would not)", ""
 	}
 	return "", ""
+}
+
+// checkImageServiceEndpoint takes imageServiceEndpoint when it is the
+// containerd of containerRuntimeEndpoint (as the kubelet takes an empty
+// one): hostlet pulls through that containerd's own image store, so
+// another image service would go unused while the file says it is used.
+func checkImageServiceEndpoint(kc *kubeletv1beta1.KubeletConfiguration, _ bool) (warning, refusal string) {
+	if kc.ImageServiceEndpoint == "" || sameEndpoint(kc.ImageServiceEndpoint, kc.ContainerRuntimeEndpoint) {
+		return "", ""
+	}
+	return "", fmt.Sprintf("imageServiceEndpoint: %q (hostlet pulls images into the containerd of containerRuntimeEndpoint %q, whose image store its containers run from; a separate image service is not implemented)",
+		kc.ImageServiceEndpoint, kc.ContainerRuntimeEndpoint)
+}
+
+// sameEndpoint says whether two CRI endpoints are one socket, as the
+// kubelet's CRI client parses them: a path without a scheme is a unix
+// socket's.
+func sameEndpoint(a, b string) bool {
+	norm := func(s string) string {
+		s = strings.TrimPrefix(s, "unix://")
+		if strings.Contains(s, "://") {
+			return s
+		}
+		return filepath.Clean(s)
+	}
+	return norm(a) == norm(b)
 }
 
 // cgroupV1 says whether the host mounts cgroup v1 (no unified hierarchy).

@@ -629,6 +629,31 @@ func TestLoggingFormat(t *testing.T) {
 	}
 }
 
+// imageServiceEndpoint is taken when it is containerRuntimeEndpoint's
+// socket (however written), refused naming both otherwise.
+func TestImageServiceEndpoint(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		image  string
+		refuse bool
+	}{
+		{"unix:///run/containerd/containerd.sock", false},
+		{"/run/containerd/containerd.sock", false},
+		{"unix:///run/containerd//containerd.sock", false},
+		{"unix:///run/stargz.sock", true},
+	} {
+		conf := writeFile(t, dir, "k.yaml", kcHeader+"containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\nimageServiceEndpoint: "+tc.image+"\n")
+		var o options
+		err := o.parse([]string{"--config", conf})
+		if tc.refuse != (err != nil) {
+			t.Errorf("%s: %v", tc.image, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), `imageServiceEndpoint: "unix:///run/stargz.sock" (hostlet pulls images into the containerd of containerRuntimeEndpoint "unix:///run/containerd/containerd.sock"`) {
+			t.Errorf("refusal: %v", err)
+		}
+	}
+}
+
 // The node container manager's fields set their flags; systemCgroups
 // without cgroupRoot is refused with the kubelet's message.
 func TestNodeAllocatableFields(t *testing.T) {
