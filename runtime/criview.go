@@ -16,6 +16,7 @@ import (
 	apievents "github.com/containerd/containerd/api/events"
 	"github.com/containerd/typeurl/v2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	log "github.com/sirupsen/logrus"
 )
 
 // What the CRI view of the node (provider/cri) reads of the runtime's
@@ -277,22 +278,76 @@ const (
 	ContainerDeleted
 )
 
-// ContainerEvent is one event of a pod's container.
+// ContainerEvent is one event of a pod's container, or of its sandbox.
 type ContainerEvent struct {
+	// ID is the container's; empty for the sandbox's event.
 	ID, PodUID string
 	Type       ContainerEventType
-	// At is when containerd published it.
+	// At is when containerd published it (the runtime made the sandbox
+	// event).
 	At time.Time
+}
+
+// sandboxWatchers are the CRI view's event streams, told of the sandboxes'
+// events: a sandbox is no containerd container, its events are the
+// runtime's own.
+type sandboxWatchers struct {
+	mu   sync.Mutex
+	next int
+	m    map[int]chan ContainerEvent
+}
+
+// sandboxQueue is how many sandbox events a watcher may be behind; one
+// further behind loses the oldest (and is told so in the log), rather
+// than hold up the sandbox's making.
+const sandboxQueue = 256
+
+func (w *sandboxWatchers) add() (int, <-chan ContainerEvent) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[int]chan ContainerEvent{}
+	}
+	w.next++
+	ch := make(chan ContainerEvent, sandboxQueue)
+	w.m[w.next] = ch
+	return w.next, ch
+}
+
+func (w *sandboxWatchers) remove(id int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, id)
+}
+
+// sandboxEvent tells the watchers that a pod's sandbox was made whole
+// (created, started) or released (stopped).
+func (r *Runtime) sandboxEvent(uid string, t ContainerEventType) {
+	e := ContainerEvent{PodUID: uid, Type: t, At: time.Now()}
+	w := &r.sandboxWatchers
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ch := range w.m {
+		select {
+		case ch <- e:
+		default:
+			log.WithField("uid", uid).Warn("a CRI event stream is behind: a sandbox event is lost")
+		}
+	}
 }
 
 // WatchContainerEvents calls fn with every event of the pods' containers
 // as containerd publishes them (no polling): created and deleted (the
 // container's record), started and stopped (its own process's task, not
-// an exec's). A deleted container's pod is known from the containers seen
-// since the watch began, listed at its start. It returns when ctx ends
+// an exec's); and with their sandboxes' (made whole: created and started;
+// released: stopped) as the runtime makes and releases them. A deleted
+// container's pod is known from the containers seen since the watch
+// began, listed at its start. It returns when ctx ends
 // (nil) or containerd's stream breaks: the caller's stream ends with it,
 // as a CRI client (evented PLEG) expects, and it relists.
 func (r *Runtime) WatchContainerEvents(ctx context.Context, fn func(ContainerEvent)) error {
+	watcher, sandboxes := r.sandboxWatchers.add()
+	defer r.sandboxWatchers.remove(watcher)
 	ns := `namespace==` + r.ns + `,topic==`
 	events, errs := r.client.EventService().Subscribe(ctx,
 		ns+`"/containers/create"`, ns+`"/containers/delete"`, ns+`"/tasks/start"`, ns+`"/tasks/exit"`)
@@ -325,6 +380,8 @@ func (r *Runtime) WatchContainerEvents(ctx context.Context, fn func(ContainerEve
 				return nil
 			}
 			return err
+		case e := <-sandboxes:
+			fn(e)
 		case env := <-events:
 			ev, err := typeurl.UnmarshalAny(env.Event)
 			if err != nil {

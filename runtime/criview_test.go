@@ -84,3 +84,24 @@ func TestLogSinkReopen(t *testing.T) {
 		t.Error("a closed writer reopened")
 	}
 }
+
+// Sandbox events reach every watcher until it is removed; a watcher too
+// far behind loses events rather than hold up the sandbox's making.
+func TestSandboxWatchers(t *testing.T) {
+	r := &Runtime{}
+	a, ach := r.sandboxWatchers.add()
+	_, bch := r.sandboxWatchers.add()
+	r.sandboxEvent("uid1", ContainerStarted)
+	for _, ch := range []<-chan ContainerEvent{ach, bch} {
+		if e := <-ch; e.PodUID != "uid1" || e.Type != ContainerStarted || e.ID != "" || e.At.IsZero() {
+			t.Errorf("event %+v", e)
+		}
+	}
+	r.sandboxWatchers.remove(a)
+	for range sandboxQueue + 1 {
+		r.sandboxEvent("uid2", ContainerStopped)
+	}
+	if len(ach) != 0 || len(bch) != sandboxQueue {
+		t.Errorf("queued %d (removed) and %d", len(ach), len(bch))
+	}
+}

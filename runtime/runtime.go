@@ -98,6 +98,8 @@ type Runtime struct {
 	rro     bool
 
 	cdi *cdiCache
+	// sandboxWatchers hear the sandboxes' events (criview.go).
+	sandboxWatchers sandboxWatchers
 
 	// podLogsDir and containerLogsDir are where container logs and their
 	// symlinks go (logpaths.go).

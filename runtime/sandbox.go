@@ -227,6 +227,8 @@ func (r *Runtime) EnsureSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbo
 	if err := s.save(); err != nil {
 		return nil, err
 	}
+	r.sandboxEvent(cfg.UID, ContainerCreated)
+	r.sandboxEvent(cfg.UID, ContainerStarted)
 	return s, nil
 }
 
@@ -316,6 +318,9 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, uid string) error {
 	}
 	if err := os.Remove(s.stateFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
+	}
+	if !s.Incomplete {
+		r.sandboxEvent(uid, ContainerStopped)
 	}
 	return nil
 }

@@ -828,55 +828,58 @@ func (e *eventStream) Send(r *criapi.ContainerEventResponse) error {
 }
 
 // GetContainerEvents sends each container event with its pod's sandbox
-// status and containers' statuses, the types as CRI's; a pod without a
-// sandbox gets none (evented PLEG skips it); the stream ends when the
+// status and containers' statuses, the types as CRI's, and the
+// sandboxes' events under the sandbox's id; a pod the view no longer has
+// gets a NOTREADY status while the node knows it (none otherwise: evented
+// PLEG skips it) and one sandbox deletion after; the stream ends when the
 // runtime's breaks.
 func TestGetContainerEvents(t *testing.T) {
+	const endedUID = "55555555-aaaa-bbbb-cccc-000000000005"
 	s := newServer()
+	s.cfg.Pods.(fakePods)[endedUID] = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ended", Namespace: "ns", UID: endedUID}}
 	rt := s.cfg.Runtime.(*fakeRuntime)
 	rt.events = []runtime.ContainerEvent{
+		{PodUID: webUID, Type: runtime.ContainerStarted},
 		{ID: "app1", PodUID: webUID, Type: runtime.ContainerCreated},
 		{ID: "app1", PodUID: webUID, Type: runtime.ContainerStarted},
 		{ID: "app1", PodUID: webUID, Type: runtime.ContainerStopped},
 		{ID: "init0", PodUID: webUID, Type: runtime.ContainerDeleted},
 		{ID: "x", PodUID: "44444444-aaaa-bbbb-cccc-000000000004", Type: runtime.ContainerDeleted},
+		{PodUID: endedUID, Type: runtime.ContainerStopped},
+		{ID: "late", PodUID: endedUID, Type: runtime.ContainerDeleted},
 	}
 	var stream eventStream
 	if err := s.GetContainerEvents(&criapi.GetEventsRequest{}, &stream); err == nil || err.Error() != "stream broken" {
 		t.Errorf("stream ended with %v", err)
 	}
-	if len(stream.sent) != 5 {
-		t.Fatalf("sent %v", stream.sent)
+	type sent struct {
+		id, uid string
+		typ     criapi.ContainerEventType
+		state   criapi.PodSandboxState
+		n       int
 	}
-	for i, want := range []criapi.ContainerEventType{criapi.ContainerEventType_CONTAINER_CREATED_EVENT, criapi.ContainerEventType_CONTAINER_STARTED_EVENT,
-		criapi.ContainerEventType_CONTAINER_STOPPED_EVENT, criapi.ContainerEventType_CONTAINER_DELETED_EVENT} {
-		e := stream.sent[i]
-		if e.ContainerEventType != want || e.ContainerId != rt.events[i].ID || e.CreatedAt == 0 {
-			t.Errorf("event %d: %v", i, e)
+	var got []sent
+	for _, e := range stream.sent {
+		if e.CreatedAt == 0 {
+			t.Errorf("no time: %v", e)
 		}
-		if e.PodSandboxStatus.GetMetadata().GetUid() != webUID || e.PodSandboxStatus.GetId() != sandboxID(webUID) || len(e.ContainersStatuses) != 2 {
-			t.Errorf("event %d: statuses %v %v", i, e.PodSandboxStatus, e.ContainersStatuses)
-		}
+		got = append(got, sent{e.ContainerId, e.PodSandboxStatus.GetMetadata().GetUid(), e.ContainerEventType, e.PodSandboxStatus.GetState(), len(e.ContainersStatuses)})
 	}
-	if e := stream.sent[4]; e.PodSandboxStatus != nil || e.ContainerId != "x" {
-		t.Errorf("event of a pod with no sandbox: %v", e)
+	ready, notReady := criapi.PodSandboxState_SANDBOX_READY, criapi.PodSandboxState_SANDBOX_NOTREADY
+	none := criapi.PodSandboxState(0) // no sandbox status
+	want := []sent{
+		{sandboxID(webUID), webUID, criapi.ContainerEventType_CONTAINER_STARTED_EVENT, ready, 2},
+		{"app1", webUID, criapi.ContainerEventType_CONTAINER_CREATED_EVENT, ready, 2},
+		{"app1", webUID, criapi.ContainerEventType_CONTAINER_STARTED_EVENT, ready, 2},
+		{"app1", webUID, criapi.ContainerEventType_CONTAINER_STOPPED_EVENT, ready, 2},
+		{"init0", webUID, criapi.ContainerEventType_CONTAINER_DELETED_EVENT, ready, 2},
+		{"x", "", criapi.ContainerEventType_CONTAINER_DELETED_EVENT, none, 0},
+		{sandboxID("44444444-aaaa-bbbb-cccc-000000000004"), "", criapi.ContainerEventType_CONTAINER_DELETED_EVENT, none, 0},
+		{sandboxID(endedUID), endedUID, criapi.ContainerEventType_CONTAINER_STOPPED_EVENT, notReady, 0},
+		{sandboxID(endedUID), "", criapi.ContainerEventType_CONTAINER_DELETED_EVENT, none, 0},
 	}
-}
-
-// ReopenContainerLog reopens a running container's log; an exited one is
-// refused, as containerd's.
-func TestReopenContainerLog(t *testing.T) {
-	s := newServer()
-	rt := s.cfg.Runtime.(*fakeRuntime)
-	ctx := context.Background()
-	if _, err := s.ReopenContainerLog(ctx, &criapi.ReopenContainerLogRequest{ContainerId: "app"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.ReopenContainerLog(ctx, &criapi.ReopenContainerLogRequest{ContainerId: "init0"}); err == nil || err.Error() != "container is not running" {
-		t.Errorf("exited: %v", err)
-	}
-	if strings.Join(rt.reopened, ",") != "app1" {
-		t.Errorf("reopened %v", rt.reopened)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("sent\n%v\nwant\n%v", got, want)
 	}
 }
 

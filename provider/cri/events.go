@@ -9,6 +9,7 @@ import (
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/types"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -17,11 +18,14 @@ import (
 // container's own process exited) and deleted, each with its pod's
 // sandbox status and all its containers' statuses as they are when the
 // event is sent (evented PLEG makes the pod's status from those, and
-// ignores an event without a sandbox). Driven by containerd's event
-// stream, no polling; the stream ends when containerd's breaks, and the
-// client resubscribes (evented PLEG relists then). hostlet's sandboxes are
-// no containerd containers, so no sandbox events are sent: their state is
-// in every event's sandbox status.
+// ignores an event without a sandbox). The sandboxes' too, under the
+// sandbox's id: created and started once it is whole, stopped when it is
+// released, deleted once the view no longer has it (its record and its
+// containers gone: the pod was cleaned up), that one without a sandbox
+// status, as containerd's is sent after the sandbox left its store.
+// Driven by containerd's event stream and the runtime's sandbox events,
+// no polling; the stream ends when containerd's breaks, and the client
+// resubscribes (evented PLEG relists then).
 func (s *server) GetContainerEvents(_ *criapi.GetEventsRequest, stream grpc.ServerStreamingServer[criapi.ContainerEventResponse]) (err error) {
 	l := log.WithField("stream", "CRI container events")
 	// The socket's server recovers panics of unary calls only.
@@ -29,12 +33,26 @@ func (s *server) GetContainerEvents(_ *criapi.GetEventsRequest, stream grpc.Serv
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	var sendErr error
+	// deleted are the pods whose sandbox's deletion was sent: a UID is
+	// never a pod's again.
+	deleted := map[string]bool{}
+	send := func(resp *criapi.ContainerEventResponse) {
+		if sendErr == nil {
+			if sendErr = stream.Send(resp); sendErr != nil {
+				cancel()
+			}
+		}
+	}
 	err = s.cfg.Runtime.WatchContainerEvents(ctx, func(e runtime.ContainerEvent) {
-		if sendErr != nil {
+		if deleted[e.PodUID] {
 			return
 		}
-		if sendErr = stream.Send(s.containerEvent(ctx, e)); sendErr != nil {
-			cancel()
+		resp, gone := s.containerEvent(ctx, e)
+		send(resp)
+		if gone {
+			deleted[e.PodUID] = true
+			send(&criapi.ContainerEventResponse{ContainerId: sandboxID(e.PodUID),
+				ContainerEventType: criapi.ContainerEventType_CONTAINER_DELETED_EVENT, CreatedAt: time.Now().UnixNano()})
 		}
 	})
 	if sendErr != nil {
@@ -47,25 +65,42 @@ func (s *server) GetContainerEvents(_ *criapi.GetEventsRequest, stream grpc.Serv
 }
 
 // containerEvent is the response for one event, the pod's statuses read
-// now as containerd's CRI reads them when it sends one.
-func (s *server) containerEvent(ctx context.Context, e runtime.ContainerEvent) *criapi.ContainerEventResponse {
-	resp := &criapi.ContainerEventResponse{
+// now as containerd's CRI reads them when it sends one; gone says the
+// view no longer has the pod's sandbox. A sandbox just gone from the view
+// (released with no containers left) still has a status while the node
+// knows the pod: NOT_READY, as containerd's stopped sandbox until it is
+// removed.
+func (s *server) containerEvent(ctx context.Context, e runtime.ContainerEvent) (resp *criapi.ContainerEventResponse, gone bool) {
+	resp = &criapi.ContainerEventResponse{
 		ContainerId:        e.ID,
 		ContainerEventType: containerEventType(e.Type),
 		CreatedAt:          time.Now().UnixNano(),
 	}
-	l := log.WithFields(log.Fields{"container": e.ID, "uid": e.PodUID})
-	p, err := s.sandbox(ctx, sandboxID(e.PodUID))
+	if e.ID == "" {
+		resp.ContainerId = sandboxID(e.PodUID)
+	}
+	l := log.WithFields(log.Fields{"container": resp.ContainerId, "uid": e.PodUID})
+	pods, err := s.snapshot(ctx)
 	if err != nil {
-		// As containerd's: sent without, evented PLEG skips it.
-		l.WithError(err).Warn("no sandbox status for a container event")
-		return resp
+		l.WithError(err).Error("no sandbox status for a container event")
+		return resp, false
+	}
+	p, ok := pods[e.PodUID]
+	if !ok {
+		gone = true
+		pod, err := s.cfg.Pods.GetPodByUID(ctx, types.UID(e.PodUID))
+		if err != nil || pod == nil {
+			// As containerd's: sent without, evented PLEG skips it.
+			return resp, gone
+		}
+		p = &podSandbox{uid: e.PodUID, ref: runtime.PodRef{UID: e.PodUID, Namespace: pod.Namespace, Name: pod.Name}, pod: pod}
+		p.seen, _ = s.cfg.Pods.SeenAt(pod.UID)
 	}
 	resp.PodSandboxStatus = sandboxStatus(p)
 	cs, err := s.cfg.Runtime.ListContainers(ctx, e.PodUID)
 	if err != nil {
 		l.WithError(err).Error("no container statuses for a container event")
-		return resp
+		return resp, gone
 	}
 	for _, c := range cs {
 		mounts, err := s.cfg.Runtime.ContainerMounts(ctx, c.ID)
@@ -74,7 +109,7 @@ func (s *server) containerEvent(ctx context.Context, e runtime.ContainerEvent) *
 		}
 		resp.ContainersStatuses = append(resp.ContainersStatuses, containerStatus(p, c, mounts))
 	}
-	return resp
+	return resp, gone
 }
 
 func containerEventType(t runtime.ContainerEventType) criapi.ContainerEventType {

@@ -399,6 +399,35 @@ func TestCRICrictl(t *testing.T) {
 			t.Errorf("event %s of %s: sandbox %v", w.typ, w.id, e.PodSandboxStatus)
 		}
 	}
+	// A pod's whole life: its sandbox made, its container, then deleted:
+	// the container stopped and removed, the sandbox stopped and deleted.
+	brief := busybox(ns, "brief", "sleep", "3600")
+	brief.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+	cluster.CreatePod(t, brief)
+	briefPod := waitPhase(t, ns, "brief", v1.PodRunning)
+	var briefPods criapi.ListPodSandboxResponse
+	decode(t, run("pods", "--label", "io.kubernetes.pod.uid="+string(briefPod.UID), "-o", "json"), &briefPods)
+	if len(briefPods.Items) != 1 {
+		t.Fatalf("crictl pods of brief: %v", briefPods.Items)
+	}
+	briefSandbox := briefPods.Items[0].Id
+	briefID := strings.TrimPrefix(briefPod.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	for _, typ := range []criapi.ContainerEventType{criapi.ContainerEventType_CONTAINER_CREATED_EVENT, criapi.ContainerEventType_CONTAINER_STARTED_EVENT} {
+		if e := events.wait(t, briefSandbox, typ); e.PodSandboxStatus.GetState() != criapi.PodSandboxState_SANDBOX_READY {
+			t.Errorf("sandbox event %s: %v", typ, e.PodSandboxStatus)
+		}
+		events.wait(t, briefID, typ)
+	}
+	if err := cluster.Client().CoreV1().Pods(ns).Delete(ctxT(t), "brief", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events.wait(t, briefID, criapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	events.wait(t, briefID, criapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	if e := events.wait(t, briefSandbox, criapi.ContainerEventType_CONTAINER_STOPPED_EVENT); e.PodSandboxStatus.GetState() != criapi.PodSandboxState_SANDBOX_NOTREADY ||
+		e.PodSandboxStatus.GetMetadata().GetUid() != string(briefPod.UID) {
+		t.Errorf("sandbox stopped: %v", e.PodSandboxStatus)
+	}
+	events.wait(t, briefSandbox, criapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 
 	// stop: the container dies as on a kubelet node (SIGKILL with no
 	// timeout); the pod's worker sees the exit and, restartPolicy Never,
