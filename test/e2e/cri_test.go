@@ -25,6 +25,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/hostlet/hostlet/test/harness"
 	"github.com/hostlet/hostlet/test/images"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
@@ -399,6 +403,36 @@ func TestCRICrictl(t *testing.T) {
 			t.Errorf("event %s of %s: sandbox %v", w.typ, w.id, e.PodSandboxStatus)
 		}
 	}
+	// ReopenContainerLog (the kubelet's log manager's call after renaming
+	// a live log; crictl has no command for it): what the container writes
+	// next goes to a new file at its log path.
+	var newTalk criapi.ContainerStatus
+	decodeStatus(t, run("inspect", "-o", "json", newTalkID), &newTalk)
+	if err := os.Rename(newTalk.LogPath, newTalk.LogPath+".renamed"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("unix://"+node.CRISocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := criapi.NewRuntimeServiceClient(conn).ReopenContainerLog(ctxT(t), &criapi.ReopenContainerLogRequest{ContainerId: newTalkID}); err != nil {
+		t.Errorf("ReopenContainerLog: %v", err)
+	}
+	if err := crictlAttach(t, crictl, newTalkID, "again\n", "got again"); err != nil {
+		t.Errorf("crictl attach: %v", err)
+	}
+	pollUntil(t, 10*time.Second, "the line in the reopened log", func() bool {
+		b, _ := os.ReadFile(newTalk.LogPath)
+		return strings.Contains(string(b), "got again")
+	})
+	if b, _ := os.ReadFile(newTalk.LogPath + ".renamed"); strings.Contains(string(b), "got again") {
+		t.Errorf("the renamed log got the line after the reopen: %q", b)
+	}
+	if _, err := criapi.NewRuntimeServiceClient(conn).ReopenContainerLog(ctxT(t), &criapi.ReopenContainerLogRequest{ContainerId: talkID}); grpcstatus.Code(err) != codes.NotFound {
+		t.Errorf("ReopenContainerLog of a removed container: %v", err)
+	}
+
 	// A pod's whole life: its sandbox made, its container, then deleted:
 	// the container stopped and removed, the sandbox stopped and deleted.
 	brief := busybox(ns, "brief", "sleep", "3600")
