@@ -173,6 +173,10 @@ var kubeletFields = []kubeletField{
 	// Whether an OOM kill takes the whole container on cgroup v2
 	// (podspec.OOMKillGroup; the kubelet has no flag for it either).
 	{path: "singleProcessOOMKill", use: useFile},
+	// A shutdown period per pod priority band, replacing the two periods
+	// (node.ShutdownConfig.ByPodPriority; the kubelet has no flag for it
+	// either).
+	{path: "shutdownGracePeriodByPodPriority", use: useFile},
 
 	// Not implemented, and not to be ignored: a node that does not do what
 	// its configuration says would surprise (security, placement, what the
@@ -188,7 +192,6 @@ var kubeletFields = []kubeletField{
 	refuse("runOnce", "has no run-once mode"),
 	refuse("enableControllerAttachDetach", "attaches no volumes: the attach/detach controller does"),
 	refuse("reservedSystemCPUs", "has no CPU manager"),
-	refuse("shutdownGracePeriodByPodPriority", "shuts down by shutdownGracePeriod and shutdownGracePeriodCriticalPods"),
 	refuse("reservedMemory", "has no memory manager"),
 	refuse("localStorageCapacityIsolation", "always accounts and limits local ephemeral storage"),
 	{path: "imageServiceEndpoint", use: useCheck, check: checkImageServiceEndpoint},
@@ -225,6 +228,7 @@ var kubeletFields = []kubeletField{
 // set away from its default is logged as having no effect on hostlet.
 var hostletGates = map[string]string{
 	"GracefulNodeShutdown":                             "gated: shutdownGracePeriod needs it",
+	"GracefulNodeShutdownBasedOnPodPriority":           "gated: shutdownGracePeriodByPodPriority needs it",
 	"KubeletCrashLoopBackOffMax":                       "gated: crashLoopBackOff.maxContainerRestartPeriod needs it",
 	"RotateKubeletServerCertificate":                   "gated: serverTLSBootstrap needs it",
 	"ImageMaximumGCAge":                                "gated: imageMaximumGCAge needs it",

@@ -683,3 +683,25 @@ cgroupRoot: /
 		t.Errorf("systemCgroups without cgroupRoot: %v", err)
 	}
 }
+
+// shutdownGracePeriodByPodPriority reaches the shutdown manager with its
+// gate (on by default); with the gate off it is refused with the kubelet's
+// message, and beside shutdownGracePeriod too.
+func TestShutdownGracePeriodByPodPriority(t *testing.T) {
+	dir := t.TempDir()
+	bands := "shutdownGracePeriodByPodPriority:\n- priority: 0\n  shutdownGracePeriodSeconds: 20\n- priority: 100000\n  shutdownGracePeriodSeconds: 5\n"
+	o := parseArgs(t, "--config", writeFile(t, dir, "k.yaml", kcHeader+bands))
+	got := o.shutdownConfig().ByPodPriority
+	if len(got) != 2 || got[0].Priority != 0 || got[0].GracePeriod != 20*time.Second || got[1].Priority != 100000 || got[1].GracePeriod != 5*time.Second {
+		t.Errorf("bands %+v", got)
+	}
+	var o2 options
+	err := o2.parse([]string{"--config", writeFile(t, dir, "off.yaml", kcHeader+bands+"featureGates:\n  GracefulNodeShutdownBasedOnPodPriority: false\n")})
+	if err == nil || !strings.Contains(err.Error(), "Specifying shutdownGracePeriodByPodPriority requires feature gate GracefulNodeShutdownBasedOnPodPriority") {
+		t.Errorf("gate off: %v", err)
+	}
+	var o3 options
+	if err := o3.parse([]string{"--config", writeFile(t, dir, "both.yaml", kcHeader+bands+"shutdownGracePeriod: 30s\n")}); err == nil {
+		t.Error("shutdownGracePeriodByPodPriority with shutdownGracePeriod accepted")
+	}
+}

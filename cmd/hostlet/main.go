@@ -191,9 +191,7 @@ func run(ctx context.Context, o *options) error {
 	spec := newPodspec(ctx, o, s.nodeIP, podspecParts{client: c.api, inf: inf, events: podEvents, node: nd, rt: rt, pods: reg,
 		devices: dm, claims: claims, csi: csiVolumes, swap: swap, creds: creds, pulls: pulls, podCerts: podCerts, active: activeAllocated})
 	prov := newProvider(ctx, o, s.nodeIP, c.api, pods, inf, rt, spec, podEvents, nd, reg)
-	shutdown := node.NewShutdownManager(node.ShutdownConfig{
-		GracePeriod: o.shutdownGrace, CriticalGracePeriod: o.shutdownCritical,
-	}, nd, prov, pods.Statuses(), events)
+	shutdown := node.NewShutdownManager(o.shutdownConfig(), nd, prov, pods.Statuses(), events)
 
 	go spec.Run(ctx)
 	if podCerts != nil {

@@ -50,9 +50,20 @@ type ShutdownConfig struct {
 	// CriticalGracePeriod is the part of it kept for critical pods
 	// (--shutdown-grace-period-critical-pods).
 	CriticalGracePeriod time.Duration
+	// ByPodPriority is shutdownGracePeriodByPodPriority: a period per
+	// priority band, which replaces the two above when given (with
+	// GracefulNodeShutdownBasedOnPodPriority).
+	ByPodPriority []ShutdownPriority
 	// LogindConfDir receives the InhibitDelayMaxSec override when logind's
 	// limit is shorter than GracePeriod.
 	LogindConfDir string
+}
+
+// ShutdownPriority is one band of shutdownGracePeriodByPodPriority: the
+// pods from Priority up to the next band's get GracePeriod.
+type ShutdownPriority struct {
+	Priority    int32
+	GracePeriod time.Duration
 }
 
 // PodStopper is what the shutdown manager needs from the provider.
@@ -68,8 +79,8 @@ type StatusWaiter interface {
 }
 
 // ShutdownManager delays the host's shutdown with a logind inhibitor lock
-// and uses the delay to stop pods, regular ones first, critical ones last,
-// as the kubelet's node shutdown manager does.
+// and uses the delay to stop pods by priority, the lowest band first, each
+// band within its own period, as the kubelet's node shutdown manager does.
 type ShutdownManager struct {
 	cfg      ShutdownConfig
 	node     *Node
@@ -92,28 +103,72 @@ func NewShutdownManager(cfg ShutdownConfig, node *Node, pods PodStopper, statuse
 
 // shutdownGroup is one priority band of pods and the time it gets.
 type shutdownGroup struct {
-	critical bool
+	priority int32
 	grace    time.Duration
+	pods     []*v1.Pod
 }
 
-// groups splits the grace period as the kubelet's migrated configuration
-// does; nil when the feature is off or the periods make no sense.
+// groups are the priority bands, lowest first, as the kubelet's
+// newPodManager makes them: shutdownGracePeriodByPodPriority, else the
+// two periods migrated (priority 0 gets the total less the critical
+// part, system-critical the critical part); nil when off.
 func (m *ShutdownManager) groups() []shutdownGroup {
-	total, critical := m.cfg.GracePeriod, m.cfg.CriticalGracePeriod
-	if total <= 0 || critical < 0 || critical > total {
-		return nil
+	var out []shutdownGroup
+	if len(m.cfg.ByPodPriority) > 0 {
+		for _, b := range m.cfg.ByPodPriority {
+			out = append(out, shutdownGroup{priority: b.Priority, grace: b.GracePeriod})
+		}
+	} else {
+		total, critical := m.cfg.GracePeriod, m.cfg.CriticalGracePeriod
+		if total <= 0 || critical < 0 || critical > total {
+			return nil
+		}
+		out = []shutdownGroup{{priority: 0, grace: total - critical}, {priority: systemCriticalPriority, grace: critical}}
 	}
-	return []shutdownGroup{{critical: false, grace: total - critical}, {critical: true, grace: critical}}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].priority < out[j].priority })
+	return out
+}
+
+// period is the delay asked of logind: all the bands' periods.
+func (m *ShutdownManager) period() time.Duration {
+	var sum time.Duration
+	for _, g := range m.groups() {
+		sum += g.grace
+	}
+	return sum
+}
+
+// groupByPriority puts each pod in the highest band at or below its
+// priority (below the lowest band: the lowest; above the highest: the
+// highest), as the kubelet's groupByPriority.
+func groupByPriority(groups []shutdownGroup, pods []*v1.Pod) []shutdownGroup {
+	for _, p := range pods {
+		prio := shutdownPriority(p)
+		i := sort.Search(len(groups), func(i int) bool { return groups[i].priority >= prio })
+		switch {
+		case i == len(groups):
+			i = len(groups) - 1
+		case i > 0 && groups[i].priority > prio:
+			i--
+		}
+		groups[i].pods = append(groups[i].pods, p)
+	}
+	return groups
 }
 
 // Run watches logind for shutdowns until ctx ends. Without logind (no
 // system bus, no login1 service) the feature is off, logged once, as with
 // the kubelet, which does not retry a failed start either.
 func (m *ShutdownManager) Run(ctx context.Context) {
-	if m.groups() == nil {
+	groups := m.groups()
+	if m.period() <= 0 {
 		return
 	}
-	log.WithFields(log.Fields{"shutdownGracePeriod": m.cfg.GracePeriod, "shutdownGracePeriodCriticalPods": m.cfg.CriticalGracePeriod}).
+	bands := make([]string, len(groups))
+	for i, g := range groups {
+		bands[i] = fmt.Sprintf("%d:%v", g.priority, g.grace)
+	}
+	log.WithFields(log.Fields{"shutdownGracePeriodRequested": m.period(), "shutdownGracePeriodByPodPriority": bands}).
 		Info("creating node shutdown manager")
 	events, err := m.start(ctx)
 	if err != nil {
@@ -154,7 +209,7 @@ func (m *ShutdownManager) start(ctx context.Context) (<-chan *dbus.Signal, error
 		m.close()
 		return nil, err
 	}
-	if current < m.cfg.GracePeriod {
+	if current < m.period() {
 		if err := m.raiseInhibitDelay(ctx); err != nil {
 			m.close()
 			return nil, err
@@ -210,11 +265,11 @@ func (m *ShutdownManager) raiseInhibitDelay(ctx context.Context) error {
 		if current, err = m.inhibitDelay(); err != nil {
 			return err
 		}
-		if current >= m.cfg.GracePeriod {
+		if current >= m.period() {
 			return nil
 		}
 	}
-	return fmt.Errorf("timed out waiting for logind InhibitDelayMaxSec to update to %v (ShutdownGracePeriod), current value is %v", m.cfg.GracePeriod, current)
+	return fmt.Errorf("timed out waiting for logind InhibitDelayMaxSec to update to %v (ShutdownGracePeriod), current value is %v", m.period(), current)
 }
 
 // writeLogindOverride writes the drop-in, marked as hostlet's.
@@ -222,7 +277,7 @@ func (m *ShutdownManager) writeLogindOverride() error {
 	if err := os.MkdirAll(m.cfg.LogindConfDir, 0o755); err != nil {
 		return err
 	}
-	conf := fmt.Sprintf("%s\n[Login]\nInhibitDelayMaxSec=%.0f\n", logindMarker, m.cfg.GracePeriod.Seconds())
+	conf := fmt.Sprintf("%s\n[Login]\nInhibitDelayMaxSec=%.0f\n", logindMarker, m.period().Seconds())
 	return os.WriteFile(filepath.Join(m.cfg.LogindConfDir, logindDropIn), []byte(conf), 0o644)
 }
 
@@ -378,18 +433,12 @@ func killReserve(period time.Duration) time.Duration {
 // is stopped and its final status written, or the group's period is over,
 // before the next group starts.
 func (m *ShutdownManager) stopPods() {
-	active := m.pods.ActivePods()
-	for _, g := range m.groups() {
-		var pods []*v1.Pod
-		for _, p := range active {
-			if isShutdownCritical(p) == g.critical {
-				pods = append(pods, p)
-			}
-		}
-		if len(pods) == 0 {
+	for _, g := range groupByPriority(m.groups(), m.pods.ActivePods()) {
+		// A band without pods is not waited for.
+		if len(g.pods) == 0 {
 			continue
 		}
-		m.stopGroup(g, pods)
+		m.stopGroup(g, g.pods)
 	}
 }
 
@@ -441,7 +490,7 @@ func (m *ShutdownManager) stopGroup(g shutdownGroup, pods []*v1.Pod) {
 	}
 	all := make(chan struct{})
 	go func() { wg.Wait(); close(all) }()
-	fields := log.Fields{"gracePeriod": g.grace, "critical": g.critical}
+	fields := log.Fields{"gracePeriod": g.grace, "priority": g.priority}
 	select {
 	case <-all:
 		log.WithFields(fields).Info("done waiting for all pods in group to terminate")
@@ -459,11 +508,19 @@ func (m *ShutdownManager) stopGroup(g shutdownGroup, pods []*v1.Pod) {
 	}
 }
 
-// isShutdownCritical puts a pod in the critical group by its priority, as
-// the kubelet does; a pod without resolved priority counts by its class name.
-func isShutdownCritical(p *v1.Pod) bool {
+// shutdownPriority is the priority a pod is banded by: its resolved one,
+// as the kubelet's; one without (a static pod's, which no admission
+// resolves) counts by its system class's value, so a critical static pod
+// still stops last, where the kubelet would count it as 0.
+func shutdownPriority(p *v1.Pod) int32 {
 	if p.Spec.Priority != nil {
-		return *p.Spec.Priority >= systemCriticalPriority
+		return *p.Spec.Priority
 	}
-	return p.Spec.PriorityClassName == "system-node-critical" || p.Spec.PriorityClassName == "system-cluster-critical"
+	switch p.Spec.PriorityClassName {
+	case "system-node-critical":
+		return systemCriticalPriority + 1000
+	case "system-cluster-critical":
+		return systemCriticalPriority
+	}
+	return 0
 }

@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -199,5 +201,65 @@ func TestRemoveLogindOverride(t *testing.T) {
 	}
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Fatalf("hostlet's drop-in left: %v", err)
+	}
+}
+
+// shutdownGracePeriodByPodPriority bands pods as the kubelet's
+// groupByPriority: each into the highest band at or below its priority,
+// below the lowest into the lowest, above the highest into the highest;
+// the bands are stopped lowest first, each pod within its band's period,
+// and logind is asked for all the periods together.
+func TestShutdownByPodPriority(t *testing.T) {
+	pods := []*v1.Pod{shutdownPod("neg", 600, -5), shutdownPod("low", 600, 50), shutdownPod("mid", 600, 10000),
+		shutdownPod("edge", 600, 100000), shutdownPod("top", 600, systemCriticalPriority+1000)}
+	m, stopper, statuses, _ := testShutdown(pods...)
+	m.cfg.ByPodPriority = []ShutdownPriority{
+		{Priority: 100000, GracePeriod: 40 * time.Second},
+		{Priority: 0, GracePeriod: 20 * time.Second},
+		{Priority: 10000, GracePeriod: 8 * time.Second},
+	}
+	if got := m.period(); got != 68*time.Second {
+		t.Errorf("period %v, want 68s", got)
+	}
+	var got []string
+	for _, g := range groupByPriority(m.groups(), pods) {
+		s := fmt.Sprint(g.priority, ":")
+		for _, p := range g.pods {
+			s += " " + p.Name
+		}
+		got = append(got, s)
+	}
+	if want := []string{"0: neg low", "10000: mid", "100000: edge top"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("bands %q, want %q", got, want)
+	}
+
+	finished := make(chan struct{})
+	go func() { m.stopPods(); close(finished) }()
+	// Each band's period less its reserve (a quarter, at most 10 s).
+	bands := []struct {
+		pods  []types.UID
+		grace time.Duration
+	}{{[]types.UID{"neg", "low"}, 15 * time.Second}, {[]types.UID{"mid"}, 6 * time.Second}, {[]types.UID{"edge", "top"}, 30 * time.Second}}
+	for i, band := range bands {
+		for _, uid := range band.pods {
+			if r := waitAsked(t, stopper, uid); r.Grace != band.grace {
+				t.Errorf("%s: grace %v, want %v", uid, r.Grace, band.grace)
+			}
+		}
+		if i+1 < len(bands) {
+			time.Sleep(20 * time.Millisecond)
+			if _, asked := stopper.asked(bands[i+1].pods[0]); asked {
+				t.Errorf("%s stopped before the band below it was done", bands[i+1].pods[0])
+			}
+		}
+		for _, uid := range band.pods {
+			close(stopper.done[uid])
+			close(statuses[uid])
+		}
+	}
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Second):
+		t.Fatal("stopPods did not return")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/hostlet/hostlet/test/harness"
 	"github.com/hostlet/hostlet/test/logind"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -161,5 +162,78 @@ func TestNodeShutdownWritesFinalStatusBeforeRelease(t *testing.T) {
 	// The budget is logind's: a lock kept past it is broken by logind anyway.
 	if held > period+2*time.Second {
 		t.Errorf("lock held %v, longer than the %v shutdown grace period", held, period)
+	}
+}
+
+// shutdownGracePeriodByPodPriority (file only, as the kubelet's): pods are
+// stopped band by band, the lowest priority first, each band waited for
+// before the next, and logind is asked for the bands' periods together.
+func TestNodeShutdownByPodPriority(t *testing.T) {
+	skipIfNoCluster(t)
+	ctx := ctxT(t)
+	ld, err := logind.Start(ctx, t.TempDir(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Close()
+	classes := map[string]int32{"hostlet-e2e-band-mid": 10000, "hostlet-e2e-band-high": 100000}
+	for name, value := range classes {
+		if _, err := cluster.Client().SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cluster.Client().SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	const name = "hostlet-shutdown-bands"
+	h := extraNode(t, harness.HostletOptions{NodeName: name,
+		Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + ld.Address},
+		KubeletConfig: kcHeader + `shutdownGracePeriodByPodPriority:
+- priority: 100000
+  shutdownGracePeriodSeconds: 12
+- priority: 0
+  shutdownGracePeriodSeconds: 12
+- priority: 10000
+  shutdownGracePeriodSeconds: 12
+`})
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return len(ld.HeldBy(h.Pid())) > 0, nil
+	}); err != nil {
+		t.Fatalf("no inhibitor lock: %+v", ld.Locks())
+	}
+
+	ns := cluster.NewNamespace(t)
+	// Each takes 1.5 s to stop: a band that did not wait for the one below
+	// would finish in the same second.
+	slow := []string{"sh", "-c", "trap 'sleep 1.5; exit 0' TERM; while true; do sleep 0.2; done"}
+	order := []string{"low", "mid", "high"}
+	for _, n := range order {
+		p := busybox(ns, n, slow...)
+		p.Spec.NodeName = name
+		if n != "low" {
+			p.Spec.PriorityClassName = "hostlet-e2e-band-" + n
+		}
+		cluster.CreatePod(t, p)
+	}
+	for _, n := range order {
+		waitPhase(t, ns, n, v1.PodRunning)
+	}
+	if err := ld.PrepareForShutdown(true); err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	for _, n := range order {
+		got := waitPhase(t, ns, n, v1.PodFailed)
+		cs := got.Status.ContainerStatuses
+		if got.Status.Reason != "Terminated" || len(cs) != 1 || cs[0].State.Terminated == nil {
+			t.Fatalf("%s: reason %q, container statuses %+v", n, got.Status.Reason, cs)
+		}
+		at := cs[0].State.Terminated.FinishedAt.Time
+		if !at.After(last) {
+			t.Errorf("%s (band %s) finished at %v, not after the band below it (%v)", n, n, at, last)
+		}
+		last = at
 	}
 }
