@@ -831,8 +831,8 @@ func (e *eventStream) Send(r *criapi.ContainerEventResponse) error {
 // status and containers' statuses, the types as CRI's, and the
 // sandboxes' events under the sandbox's id; a pod the view no longer has
 // gets a NOTREADY status while the node knows it (none otherwise: evented
-// PLEG skips it) and one sandbox deletion after; the stream ends when the
-// runtime's breaks.
+// PLEG skips it) and, once, a sandbox deletion after; the stream ends when
+// the runtime's breaks.
 func TestGetContainerEvents(t *testing.T) {
 	const endedUID = "55555555-aaaa-bbbb-cccc-000000000005"
 	s := newServer()
@@ -877,6 +877,7 @@ func TestGetContainerEvents(t *testing.T) {
 		{sandboxID("44444444-aaaa-bbbb-cccc-000000000004"), "", criapi.ContainerEventType_CONTAINER_DELETED_EVENT, none, 0},
 		{sandboxID(endedUID), endedUID, criapi.ContainerEventType_CONTAINER_STOPPED_EVENT, notReady, 0},
 		{sandboxID(endedUID), "", criapi.ContainerEventType_CONTAINER_DELETED_EVENT, none, 0},
+		{"late", endedUID, criapi.ContainerEventType_CONTAINER_DELETED_EVENT, notReady, 0},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("sent\n%v\nwant\n%v", got, want)

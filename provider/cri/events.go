@@ -33,8 +33,9 @@ func (s *server) GetContainerEvents(_ *criapi.GetEventsRequest, stream grpc.Serv
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	var sendErr error
-	// deleted are the pods whose sandbox's deletion was sent: a UID is
-	// never a pod's again.
+	// deleted are the pods whose sandbox's deletion was sent, until the
+	// view has their sandbox again (a static pod's UID is its manifest's,
+	// the same when the manifest comes back).
 	deleted := map[string]bool{}
 	send := func(resp *criapi.ContainerEventResponse) {
 		if sendErr == nil {
@@ -44,12 +45,11 @@ func (s *server) GetContainerEvents(_ *criapi.GetEventsRequest, stream grpc.Serv
 		}
 	}
 	err = s.cfg.Runtime.WatchContainerEvents(ctx, func(e runtime.ContainerEvent) {
-		if deleted[e.PodUID] {
-			return
-		}
 		resp, gone := s.containerEvent(ctx, e)
 		send(resp)
-		if gone {
+		if !gone {
+			delete(deleted, e.PodUID)
+		} else if !deleted[e.PodUID] {
 			deleted[e.PodUID] = true
 			send(&criapi.ContainerEventResponse{ContainerId: sandboxID(e.PodUID),
 				ContainerEventType: criapi.ContainerEventType_CONTAINER_DELETED_EVENT, CreatedAt: time.Now().UnixNano()})
