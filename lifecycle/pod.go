@@ -77,6 +77,9 @@ type container struct {
 	probeCancel    context.CancelFunc
 	// probeKilled: cur was killed by its probe (see afterProbeKill).
 	probeKilled bool
+	// specChanged: cur was killed because its definition (image) changed:
+	// it starts again whatever the restart policy, as the kubelet does.
+	specChanged bool
 	// rerun: an init container that completed in an earlier sandbox and
 	// runs again in the new one.
 	rerun bool

@@ -193,6 +193,39 @@ func (p *Pod) probeKills(ctx context.Context) {
 	}
 }
 
+// definitionKills kills the running containers whose definition changed
+// since they started (the image: the one container field a pod update may
+// change and the kubelet's container hash covers), main containers and
+// sidecars, as the kubelet's computePodActions does; they start again with
+// the new definition whatever the restart policy, with no back-off (the
+// kubelet's back-off is keyed by the container's hash).
+func (p *Pod) definitionKills(ctx context.Context) {
+	spec := &p.pod.Spec
+	var changed []*v1.Container
+	for i := range spec.InitContainers {
+		if c := &spec.InitContainers[i]; IsSidecar(c) {
+			changed = append(changed, c)
+		}
+	}
+	for i := range spec.Containers {
+		changed = append(changed, &spec.Containers[i])
+	}
+	for _, c := range changed {
+		rec := p.containers[c.Name]
+		// An instance whose image is unknown (a stand-in record) is kept.
+		if rec == nil || !rec.cur.Running || rec.cur.Image == "" || rec.cur.Image == c.Image {
+			continue
+		}
+		if rec.probeCancel != nil {
+			rec.probeCancel()
+			rec.probeCancel = nil
+		}
+		p.kill(ctx, c, rec, p.clock.Now().Add(p.specGrace()), fmt.Sprintf("Container %s definition changed, will be restarted", c.Name), nil)
+		rec.specChanged, rec.killFor, rec.probeKilled = true, "", false
+		rec.bo, rec.retryAt, rec.retryDelay = backoffState{}, time.Time{}, 0
+	}
+}
+
 // postStart runs the container's postStart hook; on failure the container
 // is killed, as the kubelet does, and the restart policy applies.
 func (p *Pod) postStart(ctx context.Context, c *v1.Container, rec *container) bool {

@@ -253,3 +253,36 @@ func TestSandboxRetry(t *testing.T) {
 		t.Fatalf("calls %q after the sandbox came up", got)
 	}
 }
+
+// A running container whose image a pod update changes is killed ("definition
+// changed") and started again with the new image at once, whatever the
+// restart policy, as the kubelet does: main containers and sidecars; an
+// init container still running and an exited container are left alone.
+func TestImageChangeRestarts(t *testing.T) {
+	pod := withInit(restartPolicy(testPod("app", "done"), v1.RestartPolicyNever), sidecar("side"))
+	s := newScenario(t, pod)
+	s.exit("done", 0)
+	s.calls("start", "stop")
+	upd := s.w.Object().DeepCopy()
+	upd.Spec.InitContainers[0].Image = "img:2"
+	upd.Spec.Containers[0].Image = "img:2"
+	upd.Spec.Containers[1].Image = "img:2"
+	s.w.Update(upd)
+	s.settle()
+	s.wantCalls("stop side 30s", "stop app 30s", "start side#1", "start app#1")
+	for _, name := range []string{"side", "app"} {
+		if c := s.container(name); c.State.Running == nil || c.RestartCount != 1 || c.Image != "img:2" {
+			t.Errorf("%s after the image change: %+v", name, c)
+		}
+	}
+	if c := s.container("done"); c.State.Terminated == nil || c.RestartCount != 0 {
+		t.Errorf("exited container restarted: %+v", c)
+	}
+	s.wantEvent("Normal Killing: Container app definition changed, will be restarted")
+	s.wantPhase(v1.PodRunning)
+	// Exits after that follow the restart policy again: the pod is done,
+	// its sidecar stopped.
+	s.exit("app", 0)
+	s.wantCalls("stop side 30s")
+	s.wantPhase(v1.PodSucceeded)
+}

@@ -99,7 +99,7 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Con
 		f.containers[info.ID] = info
 		return info, &Failure{Reason: "StartError", Message: msg, Info: &info}
 	}
-	info := ContainerInfo{ID: fmt.Sprintf("id%d", f.n), Name: c.Name, Attempt: attempt, Running: true, StartedAt: f.clock.Now()}
+	info := ContainerInfo{ID: fmt.Sprintf("id%d", f.n), Name: c.Name, Attempt: attempt, Running: true, StartedAt: f.clock.Now(), Image: c.Image}
 	f.containers[info.ID] = info
 	f.started = append(f.started, c.Name)
 	return info, nil
