@@ -363,7 +363,9 @@ func TestCRICrictl(t *testing.T) {
 	// rm: an exited container goes from ps -a; the pod's worker keeps its
 	// last status. A running one is refused by crictl itself, and with -f
 	// stopped first; the worker restarts it (restartPolicy Always) as a new
-	// container.
+	// container, its restart count 1 as the kubelet's with the old log kept
+	// (-k: the kubelet counts a container it no longer finds from its log
+	// files, and starts again at 0 without them; hostlet counts on).
 	initID := strings.TrimPrefix(webPod.Status.InitContainerStatuses[0].ContainerID, "containerd://")
 	if out := run("rm", initID[:13]); strings.TrimSpace(out) != initID[:13] {
 		t.Errorf("crictl rm: %q", out)
@@ -374,7 +376,7 @@ func TestCRICrictl(t *testing.T) {
 	if _, err := node.Crictl(ctxT(t), crictl, "rm", talkID); err == nil || !strings.Contains(err.Error(), "please stop it first") {
 		t.Errorf("crictl rm of a running container: %v", err)
 	}
-	run("rm", "-f", talkID)
+	run("rm", "-f", "-k", talkID)
 	restarted := waitFor(t, ns, "talk", time.Minute, "restarted after crictl rm -f", func(p *v1.Pod) bool {
 		cs := p.Status.ContainerStatuses
 		return len(cs) == 1 && cs[0].State.Running != nil && cs[0].ContainerID != "containerd://"+talkID
