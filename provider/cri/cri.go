@@ -136,7 +136,16 @@ func Serve(ctx context.Context, cfg Config) error {
 		return err
 	}
 	s := &server{cfg: cfg}
-	streams, err := startStreams(ctx, s)
+	// The streaming server ends with ctx, or at once when the socket is
+	// not served.
+	streamsCtx, stopStreams := context.WithCancel(ctx)
+	served := false
+	defer func() {
+		if !served {
+			stopStreams()
+		}
+	}()
+	streams, err := startStreams(streamsCtx, s)
 	if err != nil {
 		return err
 	}
@@ -147,6 +156,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	}); err != nil {
 		return err
 	}
+	served = true
 	return os.Chmod(cfg.Socket, 0o600)
 }
 
