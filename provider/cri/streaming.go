@@ -22,10 +22,12 @@ import (
 )
 
 // Exec, Attach and PortForward answer a URL on a streaming server, as
-// containerd's CRI does: the kubelet's streaming server library (tokens
-// of one use, SPDY and websocket) on loopback at a port of its own, plain
-// HTTP, as containerd's default stream_server_address 127.0.0.1 and
-// port 0. The session itself runs through hostlet's runtime: the exec and
+// containerd's CRI does: the kubelet's streaming server library (SPDY and
+// websocket) on loopback at a port of its own, plain HTTP, as containerd's
+// default stream_server_address 127.0.0.1 and port 0. The server asks no
+// credentials, as containerd's: a URL's random token is the authority,
+// given only to root (through the socket), good for one session within a
+// minute. The session itself runs through hostlet's runtime: the exec and
 // attach of the kubelet API's, the pod's network namespace for port
 // forwarding.
 
