@@ -194,6 +194,11 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 		}
 		importImage = cl.ImportImage
 	}
+	if c.nodeE2E {
+		if err := env.linkKubeletDir(); err != nil {
+			return fail(err)
+		}
+	}
 	if network {
 		t0 := time.Now()
 		if err := cl.DeployNetworkAddons(ctx, harness.AddonImages{ImageDir: filepath.Join(c.cache, "images"), Import: importImage}); err != nil {

@@ -297,6 +297,27 @@ func runNodeKind(ctx context.Context, c config, nt nodeTooling, images []builtIm
 	return all, nil
 }
 
+// kubeletDir is where the suite expects the node's root dir whatever its
+// configuration says: its device plugin specs serve their plugins in
+// /var/lib/kubelet/device-plugins, its pod resources specs dial
+// /var/lib/kubelet/pod-resources.
+const kubeletDir = "/var/lib/kubelet"
+
+// linkKubeletDir points /var/lib/kubelet at the node's root dir for the
+// run, if this machine has none (a link, removed after the run: never a
+// real kubelet's dir).
+func (e *testEnv) linkKubeletDir() error {
+	if _, err := os.Lstat(kubeletDir); err == nil {
+		logf("%s exists: the suite's device plugin and pod resources specs use it, not this node's root dir", kubeletDir)
+		return nil
+	}
+	if err := os.Symlink(e.rootDir(), kubeletDir); err != nil {
+		return err
+	}
+	e.hostDirs = append(e.hostDirs, kubeletDir)
+	return nil
+}
+
 // nodeE2EStaticPodDir is the node's staticPodPath in the cluster's dir.
 func nodeE2EStaticPodDir(cl *harness.Cluster, kind nodeKind) string {
 	return filepath.Join(cl.Dir(), "static-pods-"+string(kind))
