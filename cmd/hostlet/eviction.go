@@ -32,6 +32,9 @@ type evictionFlags struct {
 	// volumeStatsPeriod is how often the pods' disk usage, which eviction
 	// and /stats/summary read, is measured again.
 	volumeStatsPeriod time.Duration
+	// localStorageIsolation off: no ephemeral-storage capacity, no local
+	// storage limits enforced.
+	localStorageIsolation bool
 }
 
 func (e *evictionFlags) flags(fs *pflag.FlagSet) {
@@ -43,6 +46,7 @@ func (e *evictionFlags) flags(fs *pflag.FlagSet) {
 	// The kubelet's housekeeping period; tests shorten it.
 	fs.DurationVar(&e.evictionInterval, "eviction-monitoring-interval", 10*time.Second, "")
 	_ = fs.MarkHidden("eviction-monitoring-interval")
+	fs.BoolVar(&e.localStorageIsolation, "local-storage-capacity-isolation", true, "account local ephemeral storage: the node's ephemeral-storage capacity, and pods evicted over their ephemeral-storage limits and emptyDir sizeLimits; false: neither, as the kubelet's (pods requesting ephemeral-storage then do not fit)")
 	fs.DurationVar(&e.volumeStatsPeriod, "volume-stats-agg-period", diskusage.DefaultPeriod, "how often the disk usage of pods' volumes, logs and writable layers is measured (for stats and local storage eviction)")
 }
 
@@ -124,7 +128,7 @@ func (o *options) evictionConfig(nodeCfg node.Config) (eviction.Config, error) {
 	return eviction.Config{
 		Hard: nodeCfg.EvictionHard, Soft: soft, SoftGrace: grace,
 		MaxPodGrace: time.Duration(o.evictionMaxGrace) * time.Second, MinReclaim: minReclaim,
-		PressureTransitionPeriod: o.pressurePeriod,
+		PressureTransitionPeriod: o.pressurePeriod, NoLocalStorageLimits: !o.localStorageIsolation,
 	}, nil
 }
 

@@ -705,3 +705,15 @@ func TestShutdownGracePeriodByPodPriority(t *testing.T) {
 		t.Error("shutdownGracePeriodByPodPriority with shutdownGracePeriod accepted")
 	}
 }
+
+// localStorageCapacityIsolation: false reaches the node and the eviction
+// manager.
+func TestLocalStorageCapacityIsolationField(t *testing.T) {
+	o := parseArgs(t, "--config", writeFile(t, t.TempDir(), "k.yaml", kcHeader+"localStorageCapacityIsolation: false\n"))
+	if o.localStorageIsolation || o.kubeletConfig.LocalStorageCapacityIsolation == nil || *o.kubeletConfig.LocalStorageCapacityIsolation || len(o.warnings) != 0 {
+		t.Errorf("isolation %v, configz %v, warnings %q", o.localStorageIsolation, o.kubeletConfig.LocalStorageCapacityIsolation, o.warnings)
+	}
+	if o := parseArgs(t); !o.localStorageIsolation {
+		t.Error("isolation off by default")
+	}
+}

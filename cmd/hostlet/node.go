@@ -54,7 +54,7 @@ func (o *options) nodeConfig(name, nodeIP string) (node.Config, error) {
 		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
 		Labels: o.nodeLabels, Taints: taints, ProviderID: o.providerID, MaxPods: o.maxPods, PodsPerCore: int(o.podsPerCore), Reserved: reserved,
 		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: node.KubeletVersion,
-		MaxImages: o.maxImages, DeclaredFeatures: declared, Sysctls: sysctls,
+		MaxImages: o.maxImages, DeclaredFeatures: declared, Sysctls: sysctls, NoLocalStorageCapacity: !o.localStorageIsolation,
 	}, nil
 }
 

@@ -259,6 +259,14 @@ func TestLocalStorageEviction(t *testing.T) {
 		t.Errorf("event %q", ev)
 	}
 
+	// localStorageCapacityIsolation: false: no pod is evicted over its
+	// local storage limits, as the kubelet's.
+	off, _, offPods, _, _ := newTestManager(Config{NoLocalStorageLimits: true}, node.Observations{}, []*v1.Pod{shm, pod, container, fine, free}, fakeStats{})
+	off.stats = f
+	if off.synchronize(context.Background()) != nil || len(offPods.stops) != 0 {
+		t.Errorf("without local storage isolation: stops %+v", offPods.stops)
+	}
+
 	// With an image filesystem a container's limit counts its logs only.
 	m.reclaim, fp.stops = nil, nil
 	m.signals.(*fakeSignals).dedicated = true

@@ -50,6 +50,11 @@ type Config struct {
 	// after its threshold was last observed met
 	// (--eviction-pressure-transition-period).
 	PressureTransitionPeriod time.Duration
+	// NoLocalStorageLimits is localStorageCapacityIsolation: false: pods
+	// are not evicted over their ephemeral-storage limits or emptyDir
+	// sizeLimits (node-level disk thresholds still apply), as the
+	// kubelet's.
+	NoLocalStorageLimits bool
 }
 
 // Signals reads the node's eviction signals (node.Node), and is told when
@@ -269,8 +274,10 @@ func (m *Manager) synchronize(ctx context.Context) <-chan struct{} {
 	m.firstMet = first
 	m.met = due
 	// Pods over their own local storage limits go first, pressure or not.
-	if stopped := m.localStorageEviction(ctx, m.activePods()); stopped != nil {
-		return stopped
+	if !m.cfg.NoLocalStorageLimits {
+		if stopped := m.localStorageEviction(ctx, m.activePods()); stopped != nil {
+			return stopped
+		}
 	}
 	if len(due) == 0 {
 		return nil

@@ -44,8 +44,11 @@ type Config struct {
 	PodsPerCore  int
 	Reserved     v1.ResourceList // system-reserved + kube-reserved
 	EvictionHard Thresholds
-	RootDir      string
-	Port         int32
+	// NoLocalStorageCapacity is localStorageCapacityIsolation: false: no
+	// ephemeral-storage in the capacity or allocatable.
+	NoLocalStorageCapacity bool
+	RootDir                string
+	Port                   int32
 	// Sysctls admits pods' sysctls (nil: the safe ones only).
 	Sysctls *SysctlAllowlist
 	Version string
@@ -352,6 +355,12 @@ func (n *Node) capacity() (v1.ResourceList, error) {
 		v1.ResourceMemory:           *resource.NewQuantity(mem, resource.BinarySI),
 		v1.ResourceEphemeralStorage: *resource.NewQuantity(int64(fs.Blocks)*fs.Bsize, resource.BinarySI),
 		v1.ResourcePods:             *resource.NewQuantity(podCapacity(n.cfg.MaxPods, n.cfg.PodsPerCore, cpus), resource.DecimalSI),
+	}
+	if n.cfg.NoLocalStorageCapacity {
+		// As the kubelet's container manager without local storage
+		// isolation: the scheduler and admission then fit no pod that
+		// requests ephemeral-storage.
+		delete(list, v1.ResourceEphemeralStorage)
 	}
 	for _, hp := range []struct {
 		name string

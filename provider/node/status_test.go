@@ -262,3 +262,20 @@ func TestPodCapacity(t *testing.T) {
 		}
 	}
 }
+
+// localStorageCapacityIsolation: false leaves ephemeral-storage out of the
+// capacity and allocatable, as the kubelet's.
+func TestNoLocalStorageCapacity(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		n := &Node{cfg: Config{RootDir: t.TempDir(), MaxPods: 10, NoLocalStorageCapacity: off}}
+		c, err := n.capacity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, inCap := c[v1.ResourceEphemeralStorage]
+		_, inAlloc := n.allocatableFrom(c)[v1.ResourceEphemeralStorage]
+		if inCap == off || inAlloc == off {
+			t.Errorf("isolation off %v: ephemeral-storage in capacity %v, allocatable %v", off, inCap, inAlloc)
+		}
+	}
+}

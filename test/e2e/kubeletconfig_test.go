@@ -773,3 +773,49 @@ spec:
 		}
 	})
 }
+
+// localStorageCapacityIsolation: false, as the kubelet's: the Node reports
+// no ephemeral-storage, a pod over its emptyDir sizeLimit is not evicted
+// (the pods' disk measured every second, eviction checked every second),
+// and one requesting ephemeral-storage does not fit.
+func TestKubeletConfigNoLocalStorageIsolation(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-kubeletconfig-nolocalstorage"
+	extraNode(t, harness.HostletOptions{NodeName: name, KubeletConfig: kcHeader + "localStorageCapacityIsolation: false\nvolumeStatsAggPeriod: 1s\n",
+		ExtraArgs: []string{"--eviction-monitoring-interval", "1s"}})
+	ctx := ctxT(t)
+	n, err := cluster.Client().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, ok := n.Status.Capacity[v1.ResourceEphemeralStorage]; ok {
+		t.Errorf("capacity ephemeral-storage %v", q.String())
+	}
+	if q, ok := n.Status.Allocatable[v1.ResourceEphemeralStorage]; ok {
+		t.Errorf("allocatable ephemeral-storage %v", q.String())
+	}
+	ns := cluster.NewNamespace(t)
+	limit := resource.MustParse("1Mi")
+	over := busybox(ns, "over", "sh", "-c", "dd if=/dev/zero of=/scratch/f bs=1M count=4; echo written; sleep 3600")
+	over.Spec.NodeName = name
+	over.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: &limit}}}}
+	over.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+	cluster.CreatePod(t, over)
+	waitPhase(t, ns, over.Name, v1.PodRunning)
+	pollUntil(t, 30*time.Second, "the pod's write", func() bool {
+		out, _ := cluster.Kubectl(ctx, "-n", ns, "logs", over.Name)
+		return strings.Contains(out, "written")
+	})
+	// Several measurements and eviction rounds later it still runs.
+	time.Sleep(5 * time.Second)
+	if p, err := cluster.Client().CoreV1().Pods(ns).Get(ctx, over.Name, metav1.GetOptions{}); err != nil || p.Status.Phase != v1.PodRunning {
+		t.Errorf("the pod over its sizeLimit: %v %s %q", err, p.Status.Phase, p.Status.Message)
+	}
+	wants := busybox(ns, "wants", "true")
+	wants.Spec.NodeName = name
+	wants.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("1Mi")}
+	cluster.CreatePod(t, wants)
+	if p := waitPhase(t, ns, wants.Name, v1.PodFailed); p.Status.Reason != "OutOfephemeral-storage" {
+		t.Errorf("a pod requesting ephemeral-storage: %q %q", p.Status.Reason, p.Status.Message)
+	}
+}
