@@ -313,6 +313,12 @@ func TestCRICrictl(t *testing.T) {
 	if out := run("exec", runningID[:13], "sh", "-c", "echo out; echo err >&2"); out != "out\n" {
 		t.Errorf("crictl exec: %q", out)
 	}
+	// crictl's websocket transport speaks only v5.channel.k8s.io, which
+	// the kubelet's streaming server (as containerd's copy of it) does not:
+	// refused in the handshake on a kubelet node too.
+	if _, err := node.Crictl(ctxT(t), crictl, "exec", "--transport", "websocket", runningID, "true"); err == nil || !strings.Contains(err.Error(), "bad handshake (403 Forbidden)") {
+		t.Errorf("crictl exec over websocket: %v", err)
+	}
 	if out, err := crictlStdin(t, crictl, "piped\n", "exec", "-i", runningID, "cat"); err != nil || out != "piped\n" {
 		t.Errorf("crictl exec -i: %q %v", out, err)
 	}
