@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +48,11 @@ type Config struct {
 	// Tracer, if set, traces each sync (the kubelet's syncPod and
 	// syncTerminatingPod spans); nil traces nothing.
 	Tracer trace.Tracer
+	// Previous, if set, is the final status of an earlier run of the pod
+	// (a static pod put back in its source, same UID): its containers'
+	// attempts go on from there and their last states are that run's, as
+	// the kubelet's do from the dead containers it still has of it.
+	Previous *v1.PodStatus
 }
 
 // container is the worker's record of one container name across attempts.
@@ -86,6 +92,9 @@ type container struct {
 	// actual is the resources instance actualFor runs with (see resize.go).
 	actual    *v1.ResourceRequirements
 	actualFor string
+	// nextAttempt is the first start's attempt when an earlier run of the
+	// pod had this container (Config.Previous).
+	nextAttempt int
 }
 
 // Pod runs one pod in a single goroutine (Run). Its fields are of three
@@ -439,9 +448,40 @@ func (p *Pod) drain() bool {
 	return !m.terminating
 }
 
+// continueFrom seeds the containers of an earlier run of the pod (its
+// final status, Config.Previous) that the runtime has nothing of: the next
+// start is the attempt after that run's, its last termination the
+// container's last state, as the kubelet's next instance follows the dead
+// one of the earlier run.
+func (p *Pod) continueFrom(prev *v1.PodStatus) {
+	all := append(append([]v1.ContainerStatus(nil), prev.InitContainerStatuses...), prev.ContainerStatuses...)
+	for _, cs := range all {
+		if rec := p.containers[cs.Name]; rec != nil && rec.cur.ID != "" {
+			continue
+		}
+		t := cs.State.Terminated
+		if t == nil {
+			t = cs.LastTerminationState.Terminated
+		}
+		if t == nil && cs.ContainerID == "" {
+			continue // never ran
+		}
+		rec := p.record(cs.Name)
+		rec.nextAttempt = int(cs.RestartCount) + 1
+		if t != nil {
+			rec.prev = &ContainerInfo{ID: strings.TrimPrefix(t.ContainerID, "containerd://"), Name: cs.Name,
+				Attempt: int(cs.RestartCount), Exited: true, ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message,
+				StartedAt: t.StartedAt.Time, FinishedAt: t.FinishedAt.Time, Image: cs.Image, ImageID: cs.ImageID}
+		}
+	}
+}
+
 // adopt rebuilds state from what the runtime still has of this pod (after a
 // restart of hostlet), so nothing running is restarted.
 func (p *Pod) adopt(ctx context.Context) {
+	if p.cfg.Previous != nil {
+		defer p.continueFrom(p.cfg.Previous)
+	}
 	if p.pod.Status.StartTime != nil {
 		p.startTime = *p.pod.Status.StartTime
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hostlet/hostlet/probes"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A crashing container is restarted at once the first time, then after 10 s
@@ -285,4 +286,26 @@ func TestImageChangeRestarts(t *testing.T) {
 	s.exit("app", 0)
 	s.wantCalls("stop side 30s")
 	s.wantPhase(v1.PodSucceeded)
+}
+
+// A static pod put back in its source runs again with the same UID: its
+// containers' attempts go on from the earlier run's final status and show
+// its last termination, as the kubelet's do from the dead containers it
+// keeps; a container that never ran there starts at attempt 0.
+func TestPreviousRunContinues(t *testing.T) {
+	done := metav1.NewTime(epoch.Add(-time.Second))
+	prev := &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{
+		{Name: "a", RestartCount: 2, ContainerID: "containerd://old", State: v1.ContainerState{
+			Terminated: &v1.ContainerStateTerminated{ExitCode: 2, ContainerID: "containerd://old", FinishedAt: done}}},
+		{Name: "b", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}},
+	}}
+	s := newScenario(t, restartPolicy(testPod("a", "b"), v1.RestartPolicyAlways), func(s *scenario) { s.previous = prev })
+	s.wantCalls("start a#3", "start b#0")
+	a := s.container("a")
+	if a.RestartCount != 3 || a.LastTerminationState.Terminated == nil || a.LastTerminationState.Terminated.ExitCode != 2 {
+		t.Errorf("a continues %+v", a)
+	}
+	if b := s.container("b"); b.RestartCount != 0 || b.LastTerminationState.Terminated != nil {
+		t.Errorf("b %+v", b)
+	}
 }

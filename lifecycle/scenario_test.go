@@ -39,6 +39,8 @@ type scenario struct {
 	tracer trace.Tracer
 	// releasing, when set, holds the worker in Released until closed.
 	releasing chan struct{}
+	// previous is Config.Previous (set by a setup function).
+	previous *v1.PodStatus
 }
 
 // TestMain keeps the workers' logs out of the test output unless -v.
@@ -71,6 +73,7 @@ func newScenario(t *testing.T, pod *v1.Pod, setup ...func(*scenario)) *scenario 
 		Runtime: rt, Recorder: s.ev, Backoff: DefaultBackoff, Prober: s.pr, Clock: clk,
 		HostIPs:    []string{"192.0.2.1"},
 		Tracer:     s.tracer,
+		Previous:   s.previous,
 		Terminated: func(p *v1.Pod) { s.done <- p },
 		Released: func(p *v1.Pod) {
 			rt.mu.Lock()

@@ -281,7 +281,7 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		}
 		return rec.retryAt
 	}
-	attempt := 0
+	attempt := rec.nextAttempt
 	if rec.cur.ID != "" {
 		attempt = rec.cur.Attempt + 1
 	}

@@ -37,11 +37,27 @@ type Registry struct {
 	pods   map[types.UID]*podEntry
 	byName map[string]types.UID
 	gone   map[types.UID]time.Time
+	// ranBefore are the final statuses of static pods that ended by their
+	// manifest's removal, for a run of the same UID soon after (see
+	// lifecycle.Config.Previous).
+	ranBefore map[types.UID]previousRun
 }
+
+// previousRun is a static pod's final status and when it ended.
+type previousRun struct {
+	status v1.PodStatus
+	at     time.Time
+}
+
+// previousRunTTL is how long a static pod's earlier run counts: the
+// kubelet's dead containers, which carry it, go at its container GC's
+// next run, a minute apart.
+const previousRunTTL = time.Minute
 
 // NewRegistry makes an empty registry, for Config.Registry.
 func NewRegistry() *Registry {
-	return &Registry{pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{}, gone: map[types.UID]time.Time{}}
+	return &Registry{pods: map[types.UID]*podEntry{}, byName: map[string]types.UID{}, gone: map[types.UID]time.Time{},
+		ranBefore: map[types.UID]previousRun{}}
 }
 
 // ActivePods returns the pods the node runs that have not finished.
@@ -130,6 +146,12 @@ func (p *Provider) admit(pod *v1.Pod) admission {
 		Prober:     p.prober,
 		Allocator:  allocator{p, pod.UID},
 	}
+	if prev, ok := p.ranBefore[pod.UID]; ok {
+		delete(p.ranBefore, pod.UID)
+		if time.Since(prev.at) <= previousRunTTL {
+			cfg.Previous = &prev.status
+		}
+	}
 	if p.cfg.TracerProvider != nil {
 		cfg.Tracer = p.cfg.TracerProvider.Tracer(instrumentationScope)
 	}
@@ -163,6 +185,11 @@ func (p *Provider) markGone(uid types.UID) {
 		}
 	}
 	p.gone[uid] = now
+	for u, prev := range p.ranBefore {
+		if now.Sub(prev.at) > previousRunTTL {
+			delete(p.ranBefore, u)
+		}
+	}
 }
 
 // entry is the registered worker of a pod, or nil.

@@ -68,6 +68,11 @@ func (p *Provider) terminated(pod *v1.Pod) {
 		delete(p.byName, key(pod.Namespace, pod.Name))
 	}
 	p.markGone(pod.UID)
+	if static {
+		// Put back in its source, it runs again with the same UID: its
+		// containers' restart counts go on from this run's.
+		p.ranBefore[pod.UID] = previousRun{status: *pod.Status.DeepCopy(), at: time.Now()}
+	}
 	p.mu.Unlock()
 	// Its resources are free: a deferred resize may fit now.
 	p.retryResizes()

@@ -60,11 +60,11 @@ func TestStatusToWrite(t *testing.T) {
 	want := api.DeepCopy()
 	want.StartTime = &metav1.Time{Time: at.Add(300 * time.Millisecond)}
 	want.ContainerStatuses[0].State.Running.StartedAt = metav1.Time{Time: at.Add(700 * time.Millisecond)}
-	if _, ok := statusToWrite(api, want); ok {
+	if _, ok := statusToWrite(api, want, false); ok {
 		t.Fatal("a status the API has (to the second) is written again")
 	}
 	want.ContainerStatuses[0].Ready = true
-	st, ok := statusToWrite(api, want)
+	st, ok := statusToWrite(api, want, false)
 	if !ok || !st.ContainerStatuses[0].Ready {
 		t.Fatalf("a changed status is not written: %v %v", ok, st)
 	}
@@ -72,12 +72,16 @@ func TestStatusToWrite(t *testing.T) {
 		t.Fatalf("written start time %v is not normalized", st.StartTime)
 	}
 	ended := &v1.PodStatus{Phase: v1.PodSucceeded}
-	if _, ok := statusToWrite(ended, want); ok {
+	if _, ok := statusToWrite(ended, want, false); ok {
 		t.Fatal("a running status is written over a terminal one")
+	}
+	// A static pod's new run leaves its mirror's earlier terminal phase.
+	if st, ok := statusToWrite(ended, want, true); !ok || st.Phase != v1.PodRunning {
+		t.Fatalf("a static pod's new run is not written over its earlier run's end: %v %v", ok, st.Phase)
 	}
 	final := want.DeepCopy()
 	final.Phase = v1.PodFailed
-	if _, ok := statusToWrite(ended, final); !ok {
+	if _, ok := statusToWrite(ended, final, false); !ok {
 		t.Fatal("a terminal status is not written over another terminal one")
 	}
 }

@@ -44,6 +44,8 @@ type podStatus struct {
 	// set counts the statuses handed over; synced is set's value when the
 	// newest status the API has (written, or found there) was taken.
 	set, synced uint64
+	// ended: a terminal status was handed over for this run of the pod.
+	ended bool
 }
 
 // NewStatuses writes statuses with client; lister is the informer cache of
@@ -64,6 +66,7 @@ func (s *Statuses) Set(pod *v1.Pod) {
 	}
 	ps.want = pod
 	ps.set++
+	ps.ended = ps.ended || lifecycle.Terminal(pod.Status.Phase)
 	s.mu.Unlock()
 	s.queue.Add(pod.UID)
 }
@@ -141,6 +144,10 @@ func (s *Statuses) sync(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	want, base, gen := ps.want, ps.written, ps.set
+	// A static pod put back in its source runs again with the same UID
+	// (Forget dropped the earlier run): its mirror's terminal phase is that
+	// run's, which this one leaves, as the kubelet's status manager writes.
+	revive := staticpod.IsStatic(want) && !ps.ended
 	s.mu.Unlock()
 	l := lifecycle.PodLogger(want)
 	api, err := s.lister.Pods(want.Namespace).Get(want.Name)
@@ -180,7 +187,7 @@ func (s *Statuses) sync(ctx context.Context, uid types.UID) error {
 			base = cur
 		}
 		fresh = true
-		st, ok := statusToWrite(&base.Status, &want.Status)
+		st, ok := statusToWrite(&base.Status, &want.Status, revive)
 		if !ok {
 			return nil
 		}
@@ -227,9 +234,10 @@ func (s *Statuses) settled(uid types.UID, gen uint64) {
 
 // statusToWrite is the status to write over api's for the node's newest
 // status want, and false if there is nothing to write: the API has it, or
-// the pod ended there and want has not (a terminal phase is never left).
-func statusToWrite(api, want *v1.PodStatus) (v1.PodStatus, bool) {
-	if lifecycle.Terminal(api.Phase) && !lifecycle.Terminal(want.Phase) {
+// the pod ended there and want has not (a terminal phase is never left,
+// unless revive: an earlier run's).
+func statusToWrite(api, want *v1.PodStatus, revive bool) (v1.PodStatus, bool) {
+	if lifecycle.Terminal(api.Phase) && !lifecycle.Terminal(want.Phase) && !revive {
 		return v1.PodStatus{}, false
 	}
 	st := normalize(mergeStatus(api, want))

@@ -257,6 +257,29 @@ func TestStaticPodLifecycle(t *testing.T) {
 			t.Errorf("the same manifest gave hash %s, before %s", back.Annotations[v1.MirrorPodAnnotationKey], edited.Annotations[v1.MirrorPodAnnotationKey])
 		}
 	})
+
+	// Removed and put back at once (the node e2e suite's mirror pod
+	// recreation spec): the same UID runs again, its container's restart
+	// count going on from the earlier run's (the kubelet's dead container
+	// of it), and its mirror Running again over that run's end.
+	t.Run("manifest removed and put back at once restarts the pod", func(t *testing.T) {
+		before := mirrorRunning(t, ns, name, "")
+		if err := os.Remove(filepath.Join(dir, "web.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		writeManifest(t, dir, "web.yaml", staticManifest(t, ns, "web", "two"))
+		again, err := waitMirror(t, ns, name, func(p *v1.Pod) bool {
+			return p.DeletionTimestamp == nil && p.Status.Phase == v1.PodRunning && len(p.Status.ContainerStatuses) == 1 &&
+				p.Status.ContainerStatuses[0].State.Running != nil &&
+				p.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID
+		})
+		if err != nil {
+			t.Fatalf("static pod not Running again: %v", err)
+		}
+		if got, want := again.Status.ContainerStatuses[0].RestartCount, before.Status.ContainerStatuses[0].RestartCount+1; got != want {
+			t.Errorf("restart count %d after the pod ran again, want %d", got, want)
+		}
+	})
 }
 
 // A hostlet started while the API server is unreachable runs its static
