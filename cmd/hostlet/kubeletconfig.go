@@ -178,6 +178,9 @@ var kubeletFields = []kubeletField{
 	// (node.ShutdownConfig.ByPodPriority; the kubelet has no flag for it
 	// either).
 	{path: "shutdownGracePeriodByPodPriority", use: useFile},
+	// The host IDs each pod with hostUsers: false gets
+	// (podspec.UserNamespaceLength; the kubelet has no flag for it either).
+	{path: "userNamespaces", use: useFile},
 
 	// Not implemented, and not to be ignored: a node that does not do what
 	// its configuration says would surprise (security, placement, what the
@@ -195,7 +198,6 @@ var kubeletFields = []kubeletField{
 	refuse("reservedSystemCPUs", "has no CPU manager"),
 	refuse("reservedMemory", "has no memory manager"),
 	{path: "imageServiceEndpoint", use: useCheck, check: checkImageServiceEndpoint},
-	refuse("userNamespaces", "gives each pod 65536 IDs"),
 	{path: "failCgroupV1", use: useCheck, check: checkFailCgroupV1},
 
 	// Not implemented, harmlessly ignored (logged).

@@ -717,3 +717,11 @@ func TestLocalStorageCapacityIsolationField(t *testing.T) {
 		t.Error("isolation off by default")
 	}
 }
+
+// userNamespaces.idsPerPod is taken from the file, no longer refused.
+func TestUserNamespacesIDsPerPodField(t *testing.T) {
+	o := parseArgs(t, "--config", writeFile(t, t.TempDir(), "k.yaml", kcHeader+"userNamespaces:\n  idsPerPod: 131072\n"))
+	if o.idsPerPod() != 131072 || len(o.warnings) != 0 {
+		t.Errorf("idsPerPod %d, warnings %q", o.idsPerPod(), o.warnings)
+	}
+}

@@ -76,6 +76,7 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 	}
 	// Checked at start (settings): no error is left here.
 	oomGroup, _ := podspec.OOMKillGroup(p.rt.Cgroups().V2(), o.kubeletConfig.SingleProcessOOMKill)
+	usernsLength, _ := podspec.UserNamespaceLength(o.idsPerPod(), o.maxPods)
 	return podspec.New(podspec.Config{
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf, SeccompDefault: o.seccompDefault, PodPidsLimit: o.podPidsLimit,
@@ -89,8 +90,17 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 		RuntimeClasses: p.inf.runtimeClasses.Lister(), RuntimeClassesSynced: p.inf.runtimeClasses.Informer().HasSynced,
 		CredentialProviders: p.creds, PullRecords: pulls,
 		TrustBundles: trustBundles, Gates: o.gates, PodCertificates: podCerts,
-		TracerProvider: o.tracer,
+		TracerProvider: o.tracer, UserNamespaceLength: usernsLength,
 	})
+}
+
+// idsPerPod is userNamespaces.idsPerPod (file only, as the kubelet's); 0
+// when unset.
+func (o *options) idsPerPod() int64 {
+	if o.kubeletConfig == nil || o.kubeletConfig.UserNamespaces == nil || o.kubeletConfig.UserNamespaces.IDsPerPod == nil {
+		return 0
+	}
+	return *o.kubeletConfig.UserNamespaces.IDsPerPod
 }
 
 // allocatedPods are the node's active pods as the QoS cgroups count them:

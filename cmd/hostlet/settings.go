@@ -66,6 +66,9 @@ func (o *options) settings() (s settings, err error) {
 	if _, err := podspec.OOMKillGroup(!cgroupV1(), o.kubeletConfig.SingleProcessOOMKill); err != nil {
 		return s, err
 	}
+	if _, err := podspec.UserNamespaceLength(o.idsPerPod(), o.maxPods); err != nil {
+		return s, err
+	}
 	s.auth = server.AuthMode{Anonymous: o.anonymousAuth, NoTokenReview: !o.tokenWebhook}
 	if s.auth.AlwaysAllow, err = server.ParseAuthorizationMode(o.authorizationMode); err != nil {
 		return s, err

@@ -40,6 +40,10 @@ type Config struct {
 	// PodPidsLimit is the most processes a pod's cgroup holds (the
 	// kubelet's podPidsLimit); zero or less: no limit of its own.
 	PodPidsLimit int64
+	// UserNamespaceLength is the host IDs each pod with hostUsers: false
+	// gets (userNamespaces.idsPerPod, checked by UserNamespaceLength); 0:
+	// the kubelet's 65536.
+	UserNamespaceLength uint32
 	// CFSQuota is how CPU limits become CFS quotas (cpuCFSQuota,
 	// cpuCFSQuotaPeriod).
 	CFSQuota CFSQuota
@@ -187,7 +191,11 @@ type Runtime struct {
 // New reads the user namespace allocations of the pods under RootDir; Run
 // must be called for volumes and tokens to be refreshed.
 func New(cfg Config) *Runtime {
-	r := &Runtime{cfg: cfg, rt: cfg.Runtime, userns: newUsernsAllocator(volumes.NewLayout(cfg.RootDir).PodsDir())}
+	ids := cfg.UserNamespaceLength
+	if ids == 0 {
+		ids = usernsLength
+	}
+	r := &Runtime{cfg: cfg, rt: cfg.Runtime, userns: newUsernsAllocatorOf(volumes.NewLayout(cfg.RootDir).PodsDir(), ids)}
 	r.tokens = newRefresher(r)
 	return r
 }

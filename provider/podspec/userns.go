@@ -18,8 +18,31 @@ import (
 )
 
 // usernsLength is the kubelet's default number of IDs per pod
-// (userNamespaces.idsPerPod), also the unit the node's range is cut in.
+// (userNamespaces.idsPerPod), also the unit idsPerPod is a multiple of.
 const usernsLength = 65536
+
+// UserNamespaceLength is the IDs each pod with hostUsers: false gets,
+// userNamespaces.idsPerPod (0: the kubelet's 65536), checked at start as
+// the kubelet's user namespace manager checks it against the node's range
+// (the host's IDs from idsPerPod up to 2^32, block 0 being the host's own):
+// the range must be whole blocks, enough for maxPods.
+func UserNamespaceLength(idsPerPod int64, maxPods int) (uint32, error) {
+	l := uint64(usernsLength)
+	if idsPerPod > 0 {
+		l = uint64(idsPerPod)
+	}
+	if l%usernsLength != 0 || l >= 1<<32 {
+		return 0, fmt.Errorf("create user namespace manager: kubelet user namespace length %v is not a multiple of %d", l, usernsLength)
+	}
+	ids := (1 << 32) - l
+	if ids%l != 0 {
+		return 0, fmt.Errorf("create user namespace manager: kubelet user assigned IDs length %v is not a multiple of %v", ids, l)
+	}
+	if ids/l < uint64(maxPods) {
+		return 0, fmt.Errorf("create user namespace manager: kubelet user assigned IDs are not enough to support %v pods", maxPods)
+	}
+	return uint32(l), nil
+}
 
 // usernsFile holds a pod's mapping in its pod dir, as the kubelet keeps it.
 const usernsFile = "userns"
@@ -36,14 +59,16 @@ type usernsIDMapping struct {
 	Length      uint32 `json:"length"`
 }
 
-// usernsAllocator hands out non-overlapping blocks of 65536 host IDs to pods
-// with hostUsers: false, as the kubelet's user namespace manager does: the
-// node's range is the IDs from 65536 up (block 0, the host's own users, is
-// never given out), one block per pod, persisted in the pod dir so a restart
+// usernsAllocator hands out non-overlapping blocks of idsPerPod host IDs
+// (65536 by default) to pods with hostUsers: false, as the kubelet's user
+// namespace manager does: the node's range is the IDs from one block up
+// (block 0, the host's own users, is never given out), one block per pod, persisted in the pod dir so a restart
 // of hostlet gives a running pod the same IDs, freed when the pod is cleaned
 // up.
 type usernsAllocator struct {
 	podsDir string
+	// length is the IDs of a block (idsPerPod).
+	length uint32
 	// first is the first block's index, blocks how many there are.
 	first, blocks uint32
 
@@ -57,7 +82,13 @@ type usernsAllocator struct {
 // podsDir. A file it cannot use is logged and left alone: its pod cannot
 // start until it is cleaned up, and its IDs are not given to another.
 func newUsernsAllocator(podsDir string) *usernsAllocator {
-	a := &usernsAllocator{podsDir: podsDir, first: 1, blocks: uint32((1<<32)/usernsLength - 1),
+	return newUsernsAllocatorOf(podsDir, usernsLength)
+}
+
+// newUsernsAllocatorOf cuts the range in blocks of length IDs (checked by
+// UserNamespaceLength).
+func newUsernsAllocatorOf(podsDir string, length uint32) *usernsAllocator {
+	a := &usernsAllocator{podsDir: podsDir, length: length, first: 1, blocks: uint32((1<<32)/uint64(length) - 1),
 		byPod: map[types.UID]uint32{}, byBlck: map[uint32]types.UID{}, next: 1}
 	entries, err := os.ReadDir(podsDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -117,7 +148,7 @@ func (a *usernsAllocator) Release(uid types.UID) {
 }
 
 func (a *usernsAllocator) idmap(b uint32) runtime.IDMap {
-	return runtime.IDMap{HostID: b * usernsLength, Size: usernsLength}
+	return runtime.IDMap{HostID: b * a.length, Size: a.length}
 }
 
 // free finds an unused block, round robin so a freed block is not reused
@@ -150,10 +181,10 @@ func (a *usernsAllocator) load(uid types.UID) (runtime.IDMap, error) {
 	if u.ContainerID != 0 {
 		return runtime.IDMap{}, fmt.Errorf("invalid user namespace configuration: UID 0 must be mapped")
 	}
-	if u.Length != usernsLength || u.HostID%usernsLength != 0 {
+	if u.Length != a.length || u.HostID%a.length != 0 {
 		return runtime.IDMap{}, fmt.Errorf("wrong user namespace range %d+%d", u.HostID, u.Length)
 	}
-	b := u.HostID / usernsLength
+	b := u.HostID / a.length
 	if b < a.first || b-a.first >= a.blocks {
 		return runtime.IDMap{}, fmt.Errorf("id %d is out of range", u.HostID)
 	}

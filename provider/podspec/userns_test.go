@@ -150,3 +150,42 @@ func TestSeccompDefault(t *testing.T) {
 		t.Errorf("seccompDefault with Unconfined asked: %q %v", sec.Seccomp, err)
 	}
 }
+
+// userNamespaces.idsPerPod as the kubelet's user namespace manager checks
+// it at start: whole blocks from one block up to 2^32, enough for maxPods.
+func TestUserNamespaceLength(t *testing.T) {
+	for _, c := range []struct {
+		ids     int64
+		maxPods int
+		want    uint32
+		err     string
+	}{
+		{0, 110, 65536, ""},
+		{65536, 110, 65536, ""},
+		{1 << 20, 110, 1 << 20, ""},
+		{3 * 65536, 110, 0, "kubelet user assigned IDs length 4294770688 is not a multiple of 196608"},
+		{1 << 26, 110, 0, "kubelet user assigned IDs are not enough to support 110 pods"},
+	} {
+		got, err := UserNamespaceLength(c.ids, c.maxPods)
+		if got != c.want || (err == nil) != (c.err == "") || (err != nil && !strings.HasSuffix(err.Error(), c.err)) {
+			t.Errorf("idsPerPod %d: %d, %v; want %d, %q", c.ids, got, err, c.want, c.err)
+		}
+	}
+}
+
+// With idsPerPod 1Mi each pod gets a 1Mi-aligned block of 1Mi above the
+// host's own; a persisted mapping of another length is not taken.
+func TestUsernsAllocatorIDsPerPod(t *testing.T) {
+	dir := t.TempDir()
+	a := newUsernsAllocatorOf(dir, 1<<20)
+	m, err := a.Get("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Size != 1<<20 || m.HostID%(1<<20) != 0 || m.HostID < 1<<20 {
+		t.Errorf("mapping %+v", m)
+	}
+	if _, err := newUsernsAllocatorOf(dir, 65536).load("a"); err == nil || !strings.Contains(err.Error(), "wrong user namespace range") {
+		t.Errorf("a 1Mi mapping read with 65536 per pod: %v", err)
+	}
+}

@@ -819,3 +819,29 @@ func TestKubeletConfigNoLocalStorageIsolation(t *testing.T) {
 		t.Errorf("a pod requesting ephemeral-storage: %q %q", p.Status.Reason, p.Status.Message)
 	}
 }
+
+// userNamespaces.idsPerPod: a pod with hostUsers: false gets that many
+// IDs, aligned to them, above the host's own; a length that does not cut
+// the node's range into whole blocks stops the node with the kubelet's
+// message.
+func TestKubeletConfigUserNamespacesIDsPerPod(t *testing.T) {
+	skipIfNoCluster(t)
+	refusedWith(t, harness.HostletOptions{NodeName: "hostlet-kubeletconfig-userns-refused",
+		KubeletConfig: kcHeader + "userNamespaces:\n  idsPerPod: 196608\n"},
+		"create user namespace manager: kubelet user assigned IDs length 4294770688 is not a multiple of 196608")
+	const name = "hostlet-kubeletconfig-userns"
+	extraNode(t, harness.HostletOptions{NodeName: name, KubeletConfig: kcHeader + "userNamespaces:\n  idsPerPod: 131072\n"})
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "userns", "sleep", "3600")
+	pod.Spec.NodeName = name
+	pod.Spec.HostUsers = ptrTo(false)
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, pod.Name, v1.PodRunning)
+	f := strings.Fields(execIn(t, ns, pod.Name, "c", "cat", "/proc/self/uid_map"))
+	if len(f) != 3 || f[0] != "0" || f[2] != "131072" {
+		t.Fatalf("uid_map %q, want 0 <host id> 131072", f)
+	}
+	if host, _ := strconv.ParseUint(f[1], 10, 32); host < 131072 || host%131072 != 0 {
+		t.Errorf("host ID %d: want a multiple of 131072 above the host's own", host)
+	}
+}
