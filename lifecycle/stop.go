@@ -147,7 +147,10 @@ func (p *Pod) kill(ctx context.Context, c *v1.Container, rec *container, deadlin
 	p.event(c.Name, v1.EventTypeNormal, "Killing", message)
 	id := rec.cur.ID
 	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && deadline.After(p.clock.Now()) {
-		p.runPreStop(ctx, c, id, deadline)
+		// A hook still running at the deadline goes on until the
+		// container is stopped (its processes with it), as the kubelet
+		// only stops waiting for it.
+		defer p.runPreStop(ctx, c, id, deadline)()
 	}
 	if waitTurn != nil {
 		turn := make(chan struct{})
@@ -171,10 +174,11 @@ func (p *Pod) kill(ctx context.Context, c *v1.Container, rec *container, deadlin
 }
 
 // runPreStop runs the preStop hook until it returns or the grace period ends.
-func (p *Pod) runPreStop(ctx context.Context, c *v1.Container, id string, deadline time.Time) {
+//
+// It returns when the hook does or at the deadline, with what ends a hook
+// still running: called once its container is stopped.
+func (p *Pod) runPreStop(ctx context.Context, c *v1.Container, id string, deadline time.Time) (cancel func()) {
 	hctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer p.clock.AfterFunc(deadline.Sub(p.clock.Now()), cancel).Stop()
 	done := make(chan error, 1)
 	go func() {
 		_, err := guardHook(p.pod, func() (string, error) {
@@ -188,8 +192,10 @@ func (p *Pod) runPreStop(ctx context.Context, c *v1.Container, id string, deadli
 			// The message is not recorded so secrets cannot leak, as the kubelet does.
 			p.event(c.Name, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
 		}
-	case <-hctx.Done():
+	case <-p.at(deadline):
+	case <-ctx.Done():
 	}
+	return cancel
 }
 
 // at fires at t on the pod's clock, at once if t has passed.

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -65,16 +66,30 @@ func TestTerminationGraceAccounting(t *testing.T) {
 
 	// The hook takes longer than the grace period.
 	s = newScenario(t, pod)
+	// a's hook runs on until a is stopped, as the kubelet only stops
+	// waiting for it (the suite's sidecar preStop specs time it: grace +
+	// 2 s).
+	hookCtx := make(chan context.Context, 1)
 	s.pr.hook = func(ctx context.Context, what string) error {
+		hookCtx <- ctx
 		entered <- what
 		<-ctx.Done()
 		return ctx.Err()
+	}
+	var hookAtStop error = errors.New("a not stopped")
+	s.rt.onStop = func(name string) {
+		if name == "a" {
+			hookAtStop = (<-hookCtx).Err()
+		}
 	}
 	s.calls("start")
 	s.delete(10, func() {
 		<-entered
 		s.clk.Step(10 * time.Second)
 	})
+	if hookAtStop != nil {
+		t.Errorf("a's hook at its stop: %v, want it still running", hookAtStop)
+	}
 	// With no grace left the sidecar's turn does not wait for a.
 	got := s.calls("stop")
 	slices.Sort(got)

@@ -17,12 +17,14 @@ import (
 // fakeRuntime runs containers in memory and records what it was asked;
 // block makes StartContainer wait (a hanging pull) until its context ends.
 type fakeRuntime struct {
-	mu         sync.Mutex
-	clock      clock.PassiveClock
-	block      bool
-	blocked    chan struct{} // closed when a start blocks
-	started    []string
-	stopped    []string
+	mu      sync.Mutex
+	clock   clock.PassiveClock
+	block   bool
+	blocked chan struct{} // closed when a start blocks
+	started []string
+	stopped []string
+	// onStop, if set, is called as a container's stop begins.
+	onStop     func(name string)
 	stopGrace  []time.Duration
 	sandbox    bool
 	teardowns  int
@@ -106,6 +108,9 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, pod *v1.Pod, c *v1.Con
 }
 
 func (f *fakeRuntime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace time.Duration) error {
+	if f.onStop != nil {
+		f.onStop(c.Name)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	info := f.containers[id]
