@@ -309,3 +309,23 @@ func TestPreviousRunContinues(t *testing.T) {
 		t.Errorf("b %+v", b)
 	}
 }
+
+// A container waiting out its crash-loop back-off whose image a pod update
+// changes starts at once with the new image, as the kubelet's back-off is
+// keyed by the container's hash.
+func TestImageChangeEndsBackOff(t *testing.T) {
+	s := newScenario(t, restartPolicy(testPod("a"), v1.RestartPolicyAlways))
+	s.calls("start")
+	s.exit("a", 1)
+	s.exit("a", 1)
+	s.wantWaiting("a", "CrashLoopBackOff")
+	s.calls("start")
+	upd := s.w.Object().DeepCopy()
+	upd.Spec.Containers[0].Image = "img:2"
+	s.w.Update(upd)
+	s.settle()
+	s.wantCalls("start a#2")
+	if c := s.container("a"); c.State.Running == nil || c.Image != "img:2" {
+		t.Errorf("after the image change: %+v", c)
+	}
+}

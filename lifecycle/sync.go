@@ -248,6 +248,11 @@ func (p *Pod) initFailed() bool {
 // or a retry); it returns when to come back.
 func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container) time.Time {
 	now := p.clock.Now()
+	if rec.cur.Exited && rec.cur.Image != "" && rec.cur.Image != c.Image {
+		// The kubelet's back-off is keyed by the container's hash: a new
+		// definition (image) starts at once, its back-off anew.
+		rec.bo, rec.retryAt, rec.retryDelay = backoffState{}, time.Time{}, 0
+	}
 	if rec.cur.Exited && rec.retryAt.IsZero() {
 		// A fresh exit: the back-off decides when the restart may happen.
 		var at time.Time
