@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostlet/hostlet/test/images"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 )
 
 func status(p *v1.Pod, name string) v1.ContainerStatus {
@@ -187,6 +189,58 @@ func TestSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ns, "sidecar2", time.Minute, "sidecar restarted", func(p *v1.Pod) bool { return status(p, "side").RestartCount >= 1 })
+}
+
+// A pod update that changes a running container's image (kubectl set image)
+// restarts it with the new image, whatever the restart policy, as the
+// kubelet does ("Container app definition changed, will be restarted"):
+// a main container of a restartPolicy Never pod and a sidecar.
+func TestImageUpdateRestarts(t *testing.T) {
+	skipIfNoCluster(t)
+	ns := cluster.NewNamespace(t)
+	always := v1.ContainerRestartPolicyAlways
+	pod := testapp(ns, "setimage")
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	pod.Spec.InitContainers = []v1.Container{{Name: "side", Image: images.TestappRef, RestartPolicy: &always}}
+	cluster.CreatePod(t, pod)
+	p := waitPhase(t, ns, "setimage", v1.PodRunning)
+	before := status(p, "app").ContainerID
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cluster.Client().CoreV1().Pods(ns).Get(ctxT(t), "setimage", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.Containers[0].Image = images.TestappStopSignalRef
+		cur.Spec.InitContainers[0].Image = images.TestappStopSignalRef
+		_, err = cluster.Client().CoreV1().Pods(ns).Update(ctxT(t), cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = waitFor(t, ns, "setimage", time.Minute, "containers running the new image", func(p *v1.Pod) bool {
+		for _, name := range []string{"app", "side"} {
+			st := status(p, name)
+			if st.Image != images.TestappStopSignalRef || st.State.Running == nil || st.RestartCount != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	if p.Status.Phase != v1.PodRunning || status(p, "app").ContainerID == before {
+		t.Errorf("after the image change: phase %s, container %s (before %s)", p.Status.Phase, status(p, "app").ContainerID, before)
+	}
+	evs, err := cluster.Client().CoreV1().Events(ns).List(ctxT(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	killing := false
+	for _, e := range evs.Items {
+		killing = killing || (e.Reason == "Killing" && e.Message == "Container app definition changed, will be restarted")
+	}
+	if !killing {
+		t.Error("no Killing event saying the definition changed")
+	}
 }
 
 func TestReadinessGateKept(t *testing.T) {
