@@ -68,6 +68,10 @@ type CgroupMemoryStats struct {
 	Cache, RSS, Swap, MappedFile uint64
 	ActiveFile, InactiveFile     uint64
 	PageFaults, MajorPageFaults  uint64
+	// TotalPageFaults and TotalMajorPageFaults are the hierarchy's, as
+	// containerd's CRI reports a sandbox's: v1's total_pgfault and
+	// total_pgmajfault, v2's counts (hierarchical already).
+	TotalPageFaults, TotalMajorPageFaults uint64
 	// Failcnt counts hits of the limit; v1 only (HasFailcnt).
 	Failcnt    uint64
 	HasFailcnt bool
@@ -295,6 +299,10 @@ func memoryStats(ms *cgroups.MemoryStats, v2 bool) CgroupMemoryStats {
 		Usage: ms.Usage.Usage, MaxUsage: ms.Usage.MaxUsage, Failcnt: ms.Usage.Failcnt,
 		KernelUsage: ms.KernelUsage.Usage,
 		PageFaults:  ms.Stats["pgfault"], MajorPageFaults: ms.Stats["pgmajfault"],
+	}
+	out.TotalPageFaults, out.TotalMajorPageFaults = ms.Stats["total_pgfault"], ms.Stats["total_pgmajfault"]
+	if v2 {
+		out.TotalPageFaults, out.TotalMajorPageFaults = out.PageFaults, out.MajorPageFaults
 	}
 	prefix := ""
 	switch {

@@ -73,7 +73,7 @@ func TestCgroupStatsV2(t *testing.T) {
 	}
 	m := st.Memory
 	if m.Usage != 4194304 || m.MaxUsage != 8388608 || m.WorkingSet != 4194304-524288 || m.Cache != 2097152 || m.RSS != 1048576 ||
-		m.MappedFile != 4096 || m.Swap != 1024 || m.ActiveFile != 1048576 || m.InactiveFile != 524288 || m.PageFaults != 1000 || m.MajorPageFaults != 10 ||
+		m.MappedFile != 4096 || m.Swap != 1024 || m.ActiveFile != 1048576 || m.InactiveFile != 524288 || m.PageFaults != 1000 || m.MajorPageFaults != 10 || m.TotalPageFaults != 1000 || m.TotalMajorPageFaults != 10 ||
 		m.HasFailcnt || !m.HasKernelUsage || m.KernelUsage != 65536 {
 		t.Errorf("memory %+v", m)
 	}
@@ -147,7 +147,7 @@ func TestCgroupStatsV1(t *testing.T) {
 	})
 	writeFiles(t, paths["memory"], map[string]string{
 		"memory.stat": "cache 10\nrss 20\ntotal_cache 2097152\ntotal_rss 1048576\ntotal_mapped_file 4096\ntotal_swap 0\n" +
-			"total_active_file 1048576\ntotal_inactive_file 524288\npgfault 1000\npgmajfault 10\n",
+			"total_active_file 1048576\ntotal_inactive_file 524288\npgfault 1000\npgmajfault 10\ntotal_pgfault 3000\ntotal_pgmajfault 30\n",
 		"memory.usage_in_bytes":      "4194304\n",
 		"memory.max_usage_in_bytes":  "8388608\n",
 		"memory.failcnt":             "3\n",
@@ -172,7 +172,8 @@ func TestCgroupStatsV1(t *testing.T) {
 	}
 	m := st.Memory
 	if m.Usage != 4194304 || m.MaxUsage != 8388608 || m.Failcnt != 3 || m.WorkingSet != 4194304-524288 || m.Cache != 2097152 ||
-		m.RSS != 1048576 || m.MappedFile != 4096 || m.PageFaults != 1000 || !m.HasFailcnt {
+		m.RSS != 1048576 || m.MappedFile != 4096 || m.PageFaults != 1000 || !m.HasFailcnt ||
+		m.TotalPageFaults != 3000 || m.TotalMajorPageFaults != 30 {
 		t.Errorf("memory %+v", m)
 	}
 	if st.OOMKills != 2 || st.Threads != 7 || st.ThreadsMax != 0 || st.Processes != 1 || st.Pressure != nil {

@@ -578,15 +578,17 @@ func TestContainerStats(t *testing.T) {
 	}
 }
 
-// A ready sandbox's stats are its pod cgroup's, eth0's counters and its
-// containers' stats; a stopped one has none.
+// A ready sandbox's stats are its pod cgroup's (no CPU rate, the
+// hierarchy's page faults, as containerd's), eth0's counters (no
+// timestamp) and its containers' stats; a stopped one has none.
 func TestPodSandboxStats(t *testing.T) {
 	s := newServer()
 	rt := s.cfg.Runtime.(*fakeRuntime)
 	now := time.Now()
 	rt.metrics = map[string]runtime.ContainerStats{"app1": {Time: now, CPUUsageNanos: 5, WorkingSet: 10}}
 	rt.cgroups = map[string]runtime.CgroupStats{
-		"pod" + webUID: {Time: now, CPU: runtime.CgroupCPU{Total: 7e9}, Memory: runtime.CgroupMemoryStats{WorkingSet: 100, Usage: 300, RSS: 50},
+		"pod" + webUID: {Time: now, CPU: runtime.CgroupCPU{Total: 7e9}, Memory: runtime.CgroupMemoryStats{WorkingSet: 100, Usage: 300, RSS: 50,
+			PageFaults: 1, TotalPageFaults: 40, TotalMajorPageFaults: 2},
 			Spec: runtime.CgroupSpec{HasMemory: true, MemoryLimit: 1000}},
 		"pod" + webUID + "/app1": {Threads: 3},
 	}
@@ -598,7 +600,8 @@ func TestPodSandboxStats(t *testing.T) {
 	}
 	l := resp.Stats.Linux
 	if resp.Stats.Attributes.Id != sandboxID(webUID) || resp.Stats.Attributes.Metadata.Name != "web" || l.Cpu.UsageCoreNanoSeconds.Value != 7e9 ||
-		l.Cpu.UsageNanoCores.GetValue() != 0 || l.Memory.WorkingSetBytes.Value != 100 || l.Memory.AvailableBytes.Value != 900 ||
+		l.Cpu.UsageNanoCores != nil || l.Memory.WorkingSetBytes.Value != 100 || l.Memory.AvailableBytes.Value != 900 ||
+		l.Memory.PageFaults.GetValue() != 40 || l.Memory.MajorPageFaults.GetValue() != 2 || l.Network.Timestamp != 0 ||
 		l.Network.DefaultInterface.Name != "eth0" || l.Network.DefaultInterface.RxBytes.Value != 11 || l.Process.ProcessCount.Value != 3 ||
 		len(l.Containers) != 1 || l.Containers[0].Attributes.Id != "app1" {
 		t.Errorf("web: %v", resp.Stats)

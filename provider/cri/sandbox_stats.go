@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hostlet/hostlet/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -67,8 +66,9 @@ func (s *server) ListPodSandboxStats(ctx context.Context, r *criapi.ListPodSandb
 }
 
 // podSandboxStats are a ready sandbox's figures as containerd's CRI fills
-// them: the pod cgroup's CPU and memory, eth0 of its network namespace,
-// its containers' stats and their process count.
+// them: the pod cgroup's CPU (no rate) and memory (the hierarchy's page
+// faults), eth0 of its network namespace (no timestamp), its containers'
+// stats and their process count.
 func (s *server) podSandboxStats(ctx context.Context, p *podSandbox) (*criapi.PodSandboxStats, error) {
 	id := sandboxID(p.uid)
 	out := &criapi.PodSandboxStats{
@@ -96,12 +96,9 @@ func (s *server) podSandboxStats(ctx context.Context, p *podSandbox) (*criapi.Po
 		if !cg.Time.IsZero() {
 			now = cg.Time
 		}
-		sample := runtime.ContainerStats{Time: now, CPUUsageNanos: cg.CPU.Total}
-		nc := s.samples.nanoCores(id, sample)
-		if nc == nil {
-			nc = &criapi.UInt64Value{} // containerd's first sample: 0
-		}
-		out.Linux.Cpu = &criapi.CpuUsage{Timestamp: now.UnixNano(), UsageCoreNanoSeconds: &criapi.UInt64Value{Value: cg.CPU.Total}, UsageNanoCores: nc}
+		// No rate: containerd's CRI derives usageNanoCores for containers
+		// only (the kubelet's CRI stats provider computes the pod's).
+		out.Linux.Cpu = &criapi.CpuUsage{Timestamp: now.UnixNano(), UsageCoreNanoSeconds: &criapi.UInt64Value{Value: cg.CPU.Total}}
 		avail := uint64(0)
 		if cg.Spec.HasMemory && cg.Spec.MemoryLimit <= unlimitedMemory && cg.Spec.MemoryLimit > cg.Memory.WorkingSet {
 			avail = cg.Spec.MemoryLimit - cg.Memory.WorkingSet
@@ -112,8 +109,8 @@ func (s *server) podSandboxStats(ctx context.Context, p *podSandbox) (*criapi.Po
 			AvailableBytes:  &criapi.UInt64Value{Value: avail},
 			UsageBytes:      &criapi.UInt64Value{Value: cg.Memory.Usage},
 			RssBytes:        &criapi.UInt64Value{Value: cg.Memory.RSS},
-			PageFaults:      &criapi.UInt64Value{Value: cg.Memory.PageFaults},
-			MajorPageFaults: &criapi.UInt64Value{Value: cg.Memory.MajorPageFaults},
+			PageFaults:      &criapi.UInt64Value{Value: cg.Memory.TotalPageFaults},
+			MajorPageFaults: &criapi.UInt64Value{Value: cg.Memory.TotalMajorPageFaults},
 		}
 	}
 	// A pod on the host network has no namespace of its own, and no
@@ -126,7 +123,8 @@ func (s *server) podSandboxStats(ctx context.Context, p *podSandbox) (*criapi.Po
 				eth.RxBytes.Value, eth.RxErrors.Value, eth.TxBytes.Value, eth.TxErrors.Value = i.RxBytes, i.RxErrors, i.TxBytes, i.TxErrors
 			}
 		}
-		out.Linux.Network = &criapi.NetworkUsage{Timestamp: now.UnixNano(), DefaultInterface: eth}
+		// No timestamp, as containerd's.
+		out.Linux.Network = &criapi.NetworkUsage{DefaultInterface: eth}
 	}
 	// The process count sums the containers' pids, as containerd's.
 	var pids uint64
