@@ -127,6 +127,11 @@ func (c *Cgroups) MoveProcess(name string, pid int) error {
 	return nil
 }
 
+// PodsCgroupName is the pods' cgroup (kubepods, or the root without
+// --cgroups-per-qos) by name: the path from the hierarchies' root in the
+// driver's form.
+func (c *Cgroups) PodsCgroupName() string { return c.name(c.pods) }
+
 // ProcessCgroup is the cgroup of pid as the kubelet's getContainer reads
 // it: the unified one on v2, the cpu controller's on v1 (which must be
 // the memory controller's too: the kubelet accounts by it).

@@ -248,7 +248,8 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	if err := serve(ctx, o, s.name, cert, serverParts{client: c.api, prov: prov, inf: inf, rt: rt, events: podEvents, node: nd,
-		usage: usage, csi: csiVolumes, mirror: peers, metrics: append(append(append(prov.Metrics(), imageGC.Metrics()...), credMetrics...), mirrorMetrics(peers)...), checks: live.checks, tls: s.tls, auth: s.auth}); err != nil {
+		usage: usage, csi: csiVolumes, mirror: peers, metrics: append(append(append(prov.Metrics(), imageGC.Metrics()...), credMetrics...), mirrorMetrics(peers)...), checks: live.checks, tls: s.tls, auth: s.auth,
+		systemContainers: ncm.SystemContainers()}); err != nil {
 		return err
 	}
 	if o.healthzPort > 0 {

@@ -102,6 +102,9 @@ type serverParts struct {
 	// fetching, to the other nodes on /v2/ (--registry-mirror); nil
 	// without it.
 	mirror *mirror.Mirror
+	// systemContainers are the stats summary's system containers
+	// (nodecontainers.Manager.SystemContainers).
+	systemContainers map[string]string
 }
 
 // serve starts the kubelet API with its certificate.
@@ -118,12 +121,12 @@ func serve(ctx context.Context, o *options, name string, cert server.Certificate
 		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: p.client, Pods: p.prov, APIPods: p.inf.pods.Lister(), Runtime: p.rt, Events: p.events,
 		Node: p.node, Stats: p.rt, Usage: p.usage, Volumes: volumes.NewLayout(o.rootDir), CSI: p.csi, Cgroups: p.rt, Metrics: p.metrics,
+		SystemContainers: p.systemContainers, Mirror: mirrorHandler,
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
 		Configz:      o.kubeletConfig,
 		Health:       p.checks,
 		SystemLogs:   o.systemLogHandler, SystemLogQuery: o.systemLogQuery && o.gates.Enabled("NodeLogQuery"),
-		Mirror: mirrorHandler,
 	})
 }
 

@@ -68,6 +68,7 @@ type Cgroups interface {
 	UpdateExisting(n runtime.CgroupName, res runtime.PodResources) error
 	MoveProcess(name string, pid int) error
 	CgroupPids(name string) ([]int, error)
+	PodsCgroupName() string
 }
 
 // Manager enforces Config on Cgroups.
@@ -81,6 +82,8 @@ type Manager struct {
 	inHost func(pid int) (bool, error)
 	// kernel says whether a process is a kernel thread, left in the root.
 	kernel func(pid int) bool
+	// cgroupOf is a process's cgroup (runtime.ProcessCgroup).
+	cgroupOf func(pid int) (string, error)
 }
 
 // New validates cfg as the kubelet's container manager does at start.
@@ -91,7 +94,8 @@ func New(cfg Config, cg Cgroups) (*Manager, error) {
 	if cfg.SystemCgroupsFrom == "" {
 		cfg.SystemCgroupsFrom = "/"
 	}
-	return &Manager{cfg: cfg, cg: cg, pid: os.Getpid(), inHost: inHostPIDNamespace, kernel: kernelThread}, nil
+	return &Manager{cfg: cfg, cg: cg, pid: os.Getpid(), inHost: inHostPIDNamespace, kernel: kernelThread,
+		cgroupOf: func(pid int) (string, error) { return runtime.ProcessCgroup(pid, runtime.CgroupV2()) }}, nil
 }
 
 // Allocatable is what kubepods is limited to, as the kubelet's
@@ -268,6 +272,27 @@ func (m *Manager) ensureKubelet() error {
 		return nil
 	}
 	return m.cg.MoveProcess(m.cfg.KubeletCgroups, m.pid)
+}
+
+// SystemContainers are the kubelet's stats summary system containers and
+// their cgroups (paths from the hierarchies' root): "kubelet" its
+// kubeletCgroups or, without, the cgroup hostlet is in (as the kubelet
+// finds its own; none where that cannot be told), "misc" systemCgroups,
+// "pods" the pods' cgroup. "runtime" is the kubelet's --runtime-cgroups,
+// which hostlet has not.
+func (m *Manager) SystemContainers() map[string]string {
+	out := map[string]string{"pods": m.cg.PodsCgroupName()}
+	if m.cfg.KubeletCgroups != "" {
+		out["kubelet"] = m.cfg.KubeletCgroups
+	} else if cur, err := m.cgroupOf(m.pid); err == nil {
+		out["kubelet"] = cur
+	} else {
+		log.WithError(err).Debug("failed to find cgroups of hostlet: no kubelet system container in the stats summary")
+	}
+	if m.cfg.SystemCgroups != "" {
+		out["misc"] = m.cfg.SystemCgroups
+	}
+	return out
 }
 
 // inHostPIDNamespace says whether pid shares PID 1's PID namespace.

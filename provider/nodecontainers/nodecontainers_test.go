@@ -51,6 +51,7 @@ func (f *fakeCgroups) MoveProcess(name string, pid int) error {
 	}
 	return nil
 }
+func (f *fakeCgroups) PodsCgroupName() string { return "/kubepods" }
 func (f *fakeCgroups) CgroupPids(name string) ([]int, error) {
 	return append([]int(nil), f.procs[name]...), nil
 }
@@ -160,5 +161,23 @@ func TestEnsureSystemContainers(t *testing.T) {
 	m.inHost = func(int) (bool, error) { return false, errors.New("no ns") }
 	if errs := m.EnsureSystemContainers(); len(errs) != 1 {
 		t.Errorf("errors %v", errs)
+	}
+}
+
+// The summary's system containers: kubeletCgroups or hostlet's own
+// cgroup, systemCgroups as misc, the pods' cgroup.
+func TestSystemContainers(t *testing.T) {
+	m, _ := New(Config{KubeletCgroups: "/k", SystemCgroups: "/s"}, &fakeCgroups{})
+	if got := m.SystemContainers(); !reflect.DeepEqual(got, map[string]string{"kubelet": "/k", "misc": "/s", "pods": "/kubepods"}) {
+		t.Errorf("%v", got)
+	}
+	m, _ = New(Config{}, &fakeCgroups{})
+	m.cgroupOf = func(int) (string, error) { return "/user.slice", nil }
+	if got := m.SystemContainers(); !reflect.DeepEqual(got, map[string]string{"kubelet": "/user.slice", "pods": "/kubepods"}) {
+		t.Errorf("%v", got)
+	}
+	m.cgroupOf = func(int) (string, error) { return "", errors.New("not unified") }
+	if got := m.SystemContainers(); !reflect.DeepEqual(got, map[string]string{"pods": "/kubepods"}) {
+		t.Errorf("%v", got)
 	}
 }

@@ -78,7 +78,11 @@ type Config struct {
 	// Cgroups are read for /metrics/cadvisor, with Stats (the pods'
 	// network) and Usage (containers' writable layers).
 	Cgroups Cgroups
-	Metrics []prometheus.Collector
+	// SystemContainers are the summary's system containers by name
+	// ("kubelet", "misc", "pods") and their cgroups, read through Cgroups
+	// (nodecontainers.Manager.SystemContainers).
+	SystemContainers map[string]string
+	Metrics          []prometheus.Collector
 	// ProbeMetrics are served on /metrics/probes.
 	ProbeMetrics []prometheus.Collector
 	// Profiling serves /debug/pprof/ (enableProfilingHandler).

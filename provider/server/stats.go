@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -135,6 +136,7 @@ func (s *server) summary(ctx context.Context, full bool) (*statsv1alpha1.Summary
 	if nodeStats.Runtime != nil {
 		imageFs = nodeStats.Runtime.ImageFs
 	}
+	nodeStats.SystemContainers = s.systemContainers(seen)
 	sum := &statsv1alpha1.Summary{Node: *nodeStats, Pods: []statsv1alpha1.PodStats{}}
 	for _, pod := range pods {
 		ps := s.podStats(ctx, pod, samples, seen, imageFs)
@@ -145,6 +147,43 @@ func (s *server) summary(ctx context.Context, full bool) (*statsv1alpha1.Summary
 	}
 	s.cpu.forget(seen)
 	return sum, nil
+}
+
+// systemContainers are the node's system containers' CPU and memory, as
+// the kubelet's summary reads them from their cgroups (in name order; one
+// whose cgroup cannot be read is left out, as the kubelet leaves it).
+func (s *server) systemContainers(seen map[string]bool) []statsv1alpha1.ContainerStats {
+	if s.cfg.Cgroups == nil || len(s.cfg.SystemContainers) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(s.cfg.SystemContainers))
+	for n := range s.cfg.SystemContainers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []statsv1alpha1.ContainerStats
+	for _, n := range names {
+		cg, err := s.cfg.Cgroups.CgroupStats(s.cfg.SystemContainers[n])
+		if err != nil {
+			continue
+		}
+		at := metav1.NewTime(cg.Time)
+		key := "system/" + n
+		seen[key] = true
+		total := cg.CPU.Total
+		mem := &statsv1alpha1.MemoryStats{Time: at, UsageBytes: ptr.To(cg.Memory.Usage), WorkingSetBytes: ptr.To(cg.Memory.WorkingSet),
+			RSSBytes: ptr.To(cg.Memory.RSS), PageFaults: ptr.To(cg.Memory.PageFaults), MajorPageFaults: ptr.To(cg.Memory.MajorPageFaults)}
+		// A limit (v1's unlimited is near 2^63, v2's max reads as more).
+		if cg.Spec.HasMemory && cg.Spec.MemoryLimit < 1<<62 && cg.Spec.MemoryLimit > cg.Memory.WorkingSet {
+			mem.AvailableBytes = ptr.To(cg.Spec.MemoryLimit - cg.Memory.WorkingSet)
+		}
+		out = append(out, statsv1alpha1.ContainerStats{
+			Name: n, StartTime: metav1.NewTime(cg.Created),
+			CPU:    &statsv1alpha1.CPUStats{Time: at, UsageCoreNanoSeconds: &total, UsageNanoCores: s.cpu.nanoCores(key, total, cg.Time)},
+			Memory: mem,
+		})
+	}
+	return out
 }
 
 // podStats are a pod's figures: its live containers' and their sums. Only

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 const kcHeader = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -702,6 +703,21 @@ spec:
 		p := runningPod(t, name, "dns")
 		if out := execIn(t, p.Namespace, p.Name, "c", "cat", "/etc/resolv.conf"); !strings.Contains(out, "nameserver 169.254.25.10") {
 			t.Errorf("resolv.conf under nodelocaldns's clusterDNS:\n%s", out)
+		}
+		// The summary's system containers: systemCgroups as misc, the pods'
+		// cgroup (kubelet only where hostlet could move itself).
+		_, token := kubeletIdentity(t, p.Namespace, "stats", "get")
+		code, body := kubeletCallAt(t, h.Port(), "GET", "/stats/summary", token, 8<<20)
+		var sum statsv1alpha1.Summary
+		if err := json.Unmarshal([]byte(body), &sum); code != http.StatusOK || err != nil {
+			t.Fatalf("/stats/summary: %d %v", code, err)
+		}
+		got := map[string]bool{}
+		for _, c := range sum.Node.SystemContainers {
+			got[c.Name] = c.CPU != nil && c.CPU.UsageCoreNanoSeconds != nil && c.Memory != nil && c.Memory.WorkingSetBytes != nil
+		}
+		if !got["misc"] || !got["pods"] {
+			t.Errorf("system containers with CPU and memory %v, want misc and pods", got)
 		}
 	})
 
