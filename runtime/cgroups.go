@@ -555,6 +555,25 @@ func DetectCgroupDriver(criDriver string, v2, systemdBooted bool) string {
 	return CgroupDriverCgroupfs
 }
 
+// ResolveCgroupDriver is the driver in use, as the kubelet 1.35's
+// getCgroupDriverFromCRI decides it: containerd's CRI answer (criDriver)
+// whenever it gives one, over the configured cgroupDriver (a kubeadm
+// config.yaml's systemd on a containerd whose runc uses cgroupfs runs
+// cgroupfs); else the configured one; else, with none configured,
+// hostlet's own choice from the host (DetectCgroupDriver).
+func ResolveCgroupDriver(configured, criDriver string, v2, systemdBooted bool) string {
+	if criDriver != "" {
+		if configured != "" && configured != criDriver {
+			log.WithFields(log.Fields{"cgroupDriver": criDriver, "configured": configured}).Info("Using cgroup driver setting received from the CRI runtime")
+		}
+		return criDriver
+	}
+	if configured != "" {
+		return configured
+	}
+	return DetectCgroupDriver("", v2, systemdBooted)
+}
+
 // criCgroupDriver asks containerd's CRI plugin for its cgroup driver, as
 // the kubelet does at startup; "" when the plugin is off or silent.
 func criCgroupDriver(ctx context.Context, conn grpc.ClientConnInterface) string {
@@ -605,13 +624,10 @@ func (r *Runtime) UpdateQOSCgroups(burstableMilliCPU int64) error {
 // PodsCgroupMemory is the memory of all pods' cgroup (kubepods).
 func (r *Runtime) PodsCgroupMemory() (CgroupMemory, error) { return r.cgroups.PodsMemory() }
 
-// newCgroups resolves the driver (the flag, else containerd's CRI answer,
-// else the host) and names the hierarchy.
+// newCgroups resolves the driver and names the hierarchy.
 func newCgroups(ctx context.Context, cfg CgroupConfig, conn grpc.ClientConnInterface) (*Cgroups, error) {
 	v2 := CgroupV2()
-	if cfg.Driver == "" {
-		cfg.Driver = DetectCgroupDriver(criCgroupDriver(ctx, conn), v2, SystemdBooted("/run"))
-	}
+	cfg.Driver = ResolveCgroupDriver(cfg.Driver, criCgroupDriver(ctx, conn), v2, SystemdBooted("/run"))
 	c, err := NewCgroups(cfg, v2)
 	if err != nil {
 		return nil, err

@@ -276,6 +276,25 @@ func TestDetectCgroupDriver(t *testing.T) {
 	}
 }
 
+// The CRI's answer wins over the configured driver, as the kubelet 1.35's;
+// without one the configured driver, else the host's.
+func TestResolveCgroupDriver(t *testing.T) {
+	for _, tc := range []struct{ configured, cri, want string }{
+		{"systemd", "cgroupfs", "cgroupfs"},
+		{"cgroupfs", "systemd", "systemd"},
+		{"systemd", "", "systemd"},
+		{"", "systemd", "systemd"},
+		{"", "", "cgroupfs"},
+	} {
+		if got := ResolveCgroupDriver(tc.configured, tc.cri, false, false); got != tc.want {
+			t.Errorf("configured %q, CRI %q: %q, want %q", tc.configured, tc.cri, got, tc.want)
+		}
+	}
+	if got := ResolveCgroupDriver("", "", true, true); got != "systemd" {
+		t.Errorf("nothing configured on a systemd cgroup v2 host: %q", got)
+	}
+}
+
 func TestMemoryOf(t *testing.T) {
 	v1 := memoryOf(cgroups.MemoryStats{Usage: cgroups.MemoryData{Usage: 1000, Limit: 1 << 63},
 		Stats: map[string]uint64{"total_inactive_file": 300, "inactive_file": 1}}, false)

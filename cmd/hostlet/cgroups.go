@@ -30,7 +30,7 @@ type cgroupFlags struct {
 }
 
 func (c *cgroupFlags) flags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.cgroupDriver, "cgroup-driver", "", "cgroupfs or systemd; empty: what containerd's CRI plugin says (as the kubelet asks it), else systemd on a cgroup v2 host booted with systemd, else cgroupfs")
+	fs.StringVar(&c.cgroupDriver, "cgroup-driver", "", "cgroupfs or systemd, unless containerd's CRI plugin says its driver, which wins (as the kubelet 1.35 takes it); empty and no CRI answer: systemd on a cgroup v2 host booted with systemd, else cgroupfs")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "/", "cgroup (cgroupfs form) the kubepods hierarchy goes below")
 	fs.BoolVar(&c.cgroupsPerQOS, "cgroups-per-qos", true, "make the kubepods, QoS and pod cgroups; false: containers go straight below --cgroup-root")
 	fs.BoolVar(&c.failSwapOn, "fail-swap-on", true, "refuse to start while the host has swap on")
