@@ -32,6 +32,9 @@ type ContainerStats struct {
 	// definition, the one eviction and metrics-server use).
 	MemoryUsage, WorkingSet, RSS uint64
 	PageFaults, MajorPageFaults  uint64
+	// MemoryLimit is the cgroup's memory limit (v1's limit_in_bytes, v2's
+	// memory.max; a huge number for none).
+	MemoryLimit uint64
 }
 
 // InterfaceStats are one network interface's counters.
@@ -89,7 +92,7 @@ func decodeMetric(m *types.Metric) (ContainerStats, error) {
 		}
 		if mem := s.Memory; mem != nil {
 			if mem.Usage != nil {
-				st.MemoryUsage = mem.Usage.Usage
+				st.MemoryUsage, st.MemoryLimit = mem.Usage.Usage, mem.Usage.Limit
 			}
 			st.WorkingSet = workingSet(st.MemoryUsage, mem.TotalInactiveFile)
 			st.RSS = mem.TotalRSS
@@ -100,7 +103,7 @@ func decodeMetric(m *types.Metric) (ContainerStats, error) {
 			st.CPUUsageNanos = s.CPU.UsageUsec * 1000
 		}
 		if mem := s.Memory; mem != nil {
-			st.MemoryUsage = mem.Usage
+			st.MemoryUsage, st.MemoryLimit = mem.Usage, mem.UsageLimit
 			st.WorkingSet = workingSet(mem.Usage, mem.InactiveFile)
 			st.RSS = mem.Anon
 			st.PageFaults, st.MajorPageFaults = mem.Pgfault, mem.Pgmajfault

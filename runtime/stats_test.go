@@ -25,7 +25,7 @@ func TestDecodeMetricCgroup1(t *testing.T) {
 	st, err := decodeMetric(metric(t, &cgroup1.Metrics{
 		CPU: &cgroup1.CPUStat{Usage: &cgroup1.CPUUsage{Total: 3_000_000_000}},
 		Memory: &cgroup1.MemoryStat{
-			Usage:             &cgroup1.MemoryEntry{Usage: 100 << 20},
+			Usage:             &cgroup1.MemoryEntry{Usage: 100 << 20, Limit: 256 << 20},
 			TotalInactiveFile: 30 << 20, InactiveFile: 1, // total_* counts the hierarchy
 			TotalRSS: 60 << 20, TotalPgFault: 7, TotalPgMajFault: 2,
 		},
@@ -34,7 +34,7 @@ func TestDecodeMetricCgroup1(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ContainerStats{Time: time.Unix(100, 0), CPUUsageNanos: 3e9, MemoryUsage: 100 << 20,
-		WorkingSet: 70 << 20, RSS: 60 << 20, PageFaults: 7, MajorPageFaults: 2}
+		WorkingSet: 70 << 20, RSS: 60 << 20, PageFaults: 7, MajorPageFaults: 2, MemoryLimit: 256 << 20}
 	if !st.Time.Equal(want.Time) {
 		t.Errorf("time %v, want %v", st.Time, want.Time)
 	}
@@ -47,14 +47,14 @@ func TestDecodeMetricCgroup1(t *testing.T) {
 func TestDecodeMetricCgroup2(t *testing.T) {
 	st, err := decodeMetric(metric(t, &cgroup2.Metrics{
 		CPU:    &cgroup2.CPUStat{UsageUsec: 1_500_000},
-		Memory: &cgroup2.MemoryStat{Usage: 80 << 20, InactiveFile: 100 << 20, Anon: 10 << 20, Pgfault: 3, Pgmajfault: 1},
+		Memory: &cgroup2.MemoryStat{Usage: 80 << 20, UsageLimit: 128 << 20, InactiveFile: 100 << 20, Anon: 10 << 20, Pgfault: 3, Pgmajfault: 1},
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Inactive file above usage (counted at another moment) clamps to 0.
 	if st.CPUUsageNanos != 1_500_000_000 || st.MemoryUsage != 80<<20 || st.WorkingSet != 0 || st.RSS != 10<<20 ||
-		st.PageFaults != 3 || st.MajorPageFaults != 1 {
+		st.PageFaults != 3 || st.MajorPageFaults != 1 || st.MemoryLimit != 128<<20 {
 		t.Errorf("got %+v", st)
 	}
 }

@@ -52,6 +52,8 @@ type Runtime interface {
 	ContainerMounts(ctx context.Context, id string) ([]runtime.Mount, error)
 	// ContainerStats samples every live task (/stats/summary's numbers).
 	ContainerStats(ctx context.Context) (map[string]runtime.ContainerStats, error)
+	// RootfsUsage measures a container's writable layer.
+	RootfsUsage(ctx context.Context, id string) (runtime.DiskUsage, error)
 	// PodCgroupNames, CgroupStats and PodNetworkStats are a sandbox's
 	// figures (PodSandboxStats).
 	PodCgroupNames(uid string, ids []string) (string, map[string]string, error)
@@ -117,6 +119,8 @@ type server struct {
 	cfg Config
 	// samples are the containers' previous CPU samples (usageNanoCores).
 	samples cpuSamples
+	// layers are the containers' writable layer measures (their stats).
+	layers layerUsages
 	// streams serves Exec's, Attach's and PortForward's URLs.
 	streams streaming.Server
 }

@@ -69,6 +69,7 @@ type fakeRuntime struct {
 	// lists counts ListContainers calls: each asks every task.
 	lists   int
 	metrics map[string]runtime.ContainerStats
+	layers  map[string]runtime.DiskUsage
 	cgroups map[string]runtime.CgroupStats
 	ifaces  []runtime.InterfaceStats
 	stopped []string
@@ -104,6 +105,13 @@ func (f *fakeRuntime) RemoveContainerKeepingLogs(_ context.Context, id string) e
 
 func (f *fakeRuntime) ContainerStats(context.Context) (map[string]runtime.ContainerStats, error) {
 	return f.metrics, nil
+}
+
+func (f *fakeRuntime) RootfsUsage(_ context.Context, id string) (runtime.DiskUsage, error) {
+	if u, ok := f.layers[id]; ok {
+		return u, nil
+	}
+	return runtime.DiskUsage{}, errdefs.ErrNotFound
 }
 
 func (f *fakeRuntime) PodCgroupNames(uid string, ids []string) (string, map[string]string, error) {
@@ -543,28 +551,47 @@ func TestContainerStatusFullID(t *testing.T) {
 	}
 }
 
-// Stats are the running containers' metrics; usageNanoCores the rate since
-// the previous sample, absent on the first.
+// Stats are every container's, as containerd's CRI lists them: its
+// writable layer on the image filesystem (measured, kept for layerPeriod;
+// 0 with no timestamp when it cannot be), and a running one's metrics with
+// the memory its limit leaves; usageNanoCores the rate since the previous
+// sample, 0 on the first.
 func TestContainerStats(t *testing.T) {
 	s := newServer()
 	rt := s.cfg.Runtime.(*fakeRuntime)
 	t0 := time.Now()
-	rt.metrics = map[string]runtime.ContainerStats{"app1": {Time: t0, CPUUsageNanos: 1e9, WorkingSet: 100, MemoryUsage: 200, RSS: 50, PageFaults: 7}}
+	rt.metrics = map[string]runtime.ContainerStats{"app1": {Time: t0, CPUUsageNanos: 1e9, WorkingSet: 100, MemoryUsage: 200, RSS: 50, PageFaults: 7,
+		MemoryLimit: 1000}}
+	rt.layers = map[string]runtime.DiskUsage{"app1": {Bytes: 4096, Inodes: 3}}
 	ctx := context.Background()
 	resp, err := s.ListContainerStats(ctx, &criapi.ListContainerStatsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Stats) != 1 {
+	byID := map[string]*criapi.ContainerStats{}
+	for _, st := range resp.Stats {
+		byID[st.Attributes.Id] = st
+	}
+	if len(resp.Stats) != len(rt.containers) || byID["app1"] == nil || byID["init0"] == nil {
 		t.Fatalf("stats %v", resp.Stats)
 	}
-	st := resp.Stats[0]
-	if st.Attributes.Id != "app1" || st.Attributes.Metadata.Name != "test_container" || st.Cpu.UsageCoreNanoSeconds.Value != 1e9 ||
-		st.Cpu.UsageNanoCores != nil || st.Memory.WorkingSetBytes.Value != 100 || st.Memory.UsageBytes.Value != 200 ||
-		st.Memory.RssBytes.Value != 50 || st.Memory.PageFaults.Value != 7 {
+	st := byID["app1"]
+	if st.Attributes.Metadata.Name != "test_container" || st.Cpu.UsageCoreNanoSeconds.Value != 1e9 ||
+		st.Cpu.UsageNanoCores == nil || st.Cpu.UsageNanoCores.Value != 0 || st.Memory.WorkingSetBytes.Value != 100 || st.Memory.UsageBytes.Value != 200 ||
+		st.Memory.RssBytes.Value != 50 || st.Memory.PageFaults.Value != 7 || st.Memory.AvailableBytes.GetValue() != 900 {
 		t.Errorf("first: %v", st)
 	}
+	fsDir, _ := rt.ImageFsDir(ctx)
+	if l := st.WritableLayer; l.GetFsId().GetMountpoint() != fsDir || l.GetUsedBytes().GetValue() != 4096 || l.GetInodesUsed().GetValue() != 3 || l.GetTimestamp() == 0 {
+		t.Errorf("app1's writable layer: %v", l)
+	}
+	// init0 is exited: no task, its writable layer only (not measured).
+	if ex := byID["init0"]; ex.Cpu != nil || ex.Memory != nil || ex.WritableLayer.GetFsId().GetMountpoint() != fsDir ||
+		ex.WritableLayer.GetTimestamp() != 0 || ex.WritableLayer.GetUsedBytes() == nil {
+		t.Errorf("exited: %v", ex)
+	}
 	rt.metrics["app1"] = runtime.ContainerStats{Time: t0.Add(2 * time.Second), CPUUsageNanos: 2e9}
+	rt.layers["app1"] = runtime.DiskUsage{Bytes: 8192}
 	one, err := s.ContainerStats(ctx, &criapi.ContainerStatsRequest{ContainerId: "app1"})
 	if err != nil {
 		t.Fatal(err)
@@ -572,7 +599,13 @@ func TestContainerStats(t *testing.T) {
 	if nc := one.Stats.Cpu.UsageNanoCores; nc == nil || nc.Value != 5e8 {
 		t.Errorf("nano cores %v", nc)
 	}
-	// init0 is exited: no task, no stats.
+	if one.Stats.Memory.AvailableBytes.GetValue() != 0 {
+		t.Errorf("no limit: available %v", one.Stats.Memory.AvailableBytes)
+	}
+	if u := one.Stats.WritableLayer.GetUsedBytes().GetValue(); u != 4096 {
+		t.Errorf("writable layer measured again within %v: %d", layerPeriod, u)
+	}
+	// ContainerStats of an exited one: no task, no stats.
 	if _, err := s.ContainerStats(ctx, &criapi.ContainerStatsRequest{ContainerId: "init0"}); status.Code(err) != codes.NotFound {
 		t.Errorf("exited: %v", err)
 	}
@@ -603,7 +636,7 @@ func TestPodSandboxStats(t *testing.T) {
 		l.Cpu.UsageNanoCores != nil || l.Memory.WorkingSetBytes.Value != 100 || l.Memory.AvailableBytes.Value != 900 ||
 		l.Memory.PageFaults.GetValue() != 40 || l.Memory.MajorPageFaults.GetValue() != 2 || l.Network.Timestamp != 0 ||
 		l.Network.DefaultInterface.Name != "eth0" || l.Network.DefaultInterface.RxBytes.Value != 11 || l.Process.ProcessCount.Value != 3 ||
-		len(l.Containers) != 1 || l.Containers[0].Attributes.Id != "app1" {
+		len(l.Containers) != 2 {
 		t.Errorf("web: %v", resp.Stats)
 	}
 	if _, err := s.PodSandboxStats(ctx, &criapi.PodSandboxStatsRequest{PodSandboxId: sandboxID(hostUID)}); status.Code(err) != codes.Unavailable {

@@ -253,18 +253,30 @@ func TestCRICrictl(t *testing.T) {
 		t.Errorf("crictl imagefsinfo: %s", out)
 	}
 
-	// stats: the running container's cgroup figures, by the id ps shows;
-	// the exited ones have no task and no stats, as containerd's CRI. The
-	// table samples twice (its CPU %), which needs the timestamps to move.
+	// stats: every container's, as containerd's CRI lists them: the
+	// running one's cgroup figures, by the id ps shows; the exited ones no
+	// task, their writable layer only. The table samples twice (its CPU
+	// %), which needs the timestamps to move.
 	var stats criapi.ListContainerStatsResponse
 	decode(t, run("stats", "--label", "io.kubernetes.pod.namespace="+ns, "-o", "json"), &stats)
-	if len(stats.Stats) != 1 {
+	if len(stats.Stats) != len(want) {
 		t.Fatalf("crictl stats: %v", stats.Stats)
 	}
-	if st := stats.Stats[0]; st.Attributes.GetId() != runningID || st.Attributes.GetMetadata().GetName() != "c" ||
-		st.Attributes.GetLabels()["io.kubernetes.pod.uid"] != string(webPod.UID) || st.Cpu.GetUsageCoreNanoSeconds().GetValue() == 0 ||
-		st.Cpu.GetTimestamp() == 0 || st.Memory.GetWorkingSetBytes().GetValue() == 0 || st.Memory.GetTimestamp() == 0 {
-		t.Errorf("crictl stats: %v", st)
+	for _, st := range stats.Stats {
+		if st.WritableLayer.GetFsId().GetMountpoint() == "" {
+			t.Errorf("crictl stats: no writable layer: %v", st)
+		}
+		if st.Attributes.GetId() != runningID {
+			if st.Cpu != nil || st.Memory != nil {
+				t.Errorf("crictl stats of an exited container: %v", st)
+			}
+			continue
+		}
+		if st.Attributes.GetMetadata().GetName() != "c" ||
+			st.Attributes.GetLabels()["io.kubernetes.pod.uid"] != string(webPod.UID) || st.Cpu.GetUsageCoreNanoSeconds().GetValue() == 0 ||
+			st.Cpu.GetTimestamp() == 0 || st.Memory.GetWorkingSetBytes().GetValue() == 0 || st.Memory.GetTimestamp() == 0 {
+			t.Errorf("crictl stats: %v", st)
+		}
 	}
 	var one criapi.ListContainerStatsResponse
 	decode(t, run("stats", "--id", runningID[:13], "-o", "json"), &one)
@@ -275,8 +287,9 @@ func TestCRICrictl(t *testing.T) {
 		t.Errorf("crictl stats:\n%s", out)
 	}
 
-	// statsp: the ready sandbox's pod cgroup, eth0 and its running
-	// container; the ended pod's sandbox has none, as containerd's.
+	// statsp: the ready sandbox's pod cgroup, eth0 and its containers
+	// (the exited init container's too); the ended pod's sandbox has none,
+	// as containerd's.
 	var podStats criapi.ListPodSandboxStatsResponse
 	decode(t, run("statsp", "--label", "io.kubernetes.pod.namespace="+ns, "-o", "json"), &podStats)
 	if len(podStats.Stats) != 1 {
@@ -284,7 +297,7 @@ func TestCRICrictl(t *testing.T) {
 	}
 	if ps := podStats.Stats[0]; ps.Attributes.GetId() != webID || ps.Linux.GetCpu().GetUsageCoreNanoSeconds().GetValue() == 0 ||
 		ps.Linux.GetMemory().GetWorkingSetBytes().GetValue() == 0 || ps.Linux.GetNetwork().GetDefaultInterface().GetName() != "eth0" ||
-		len(ps.Linux.GetContainers()) != 1 || ps.Linux.GetContainers()[0].GetAttributes().GetId() != runningID ||
+		len(ps.Linux.GetContainers()) != 2 ||
 		ps.Linux.GetProcess().GetProcessCount().GetValue() == 0 {
 		t.Errorf("crictl statsp: %v", ps)
 	}
