@@ -192,7 +192,7 @@ var kubeletFields = []kubeletField{
 	refuse("topologyManagerPolicy", "has no topology manager"),
 	refuse("topologyManagerScope", "has no topology manager"),
 	refuse("topologyManagerPolicyOptions", "has no topology manager"),
-	refuse("qosReserved", "reserves no memory per QoS class (MemoryQoS)"),
+	{path: "qosReserved", use: useCheck, check: checkQOSReserved},
 	refuse("runOnce", "has no run-once mode"),
 	refuse("enableControllerAttachDetach", "attaches no volumes: the attach/detach controller does"),
 	refuse("reservedSystemCPUs", "has no CPU manager"),
@@ -421,6 +421,26 @@ func checkFailCgroupV1(kc *kubeletv1beta1.KubeletConfiguration, fromFile bool) (
 		return "ignored: failCgroupV1: true: hostlet runs on this cgroup v1 host (the kubelet would not)", ""
 	}
 	return "", ""
+}
+
+// checkQOSReserved parses qosReserved as the kubelet does at start (a
+// value it cannot parse stops it, gate or not); without the QOSReserved
+// gate (alpha, off) the kubelet then ignores it, and so does hostlet,
+// saying so. With the gate the kubelet limits the QoS cgroups' memory,
+// which hostlet does not.
+func checkQOSReserved(kc *kubeletv1beta1.KubeletConfiguration, _ bool) (warning, refusal string) {
+	if len(kc.QOSReserved) == 0 {
+		return "", ""
+	}
+	value := render(reflect.ValueOf(kc.QOSReserved))
+	if _, err := kubeletconfig.ParseQOSReserved(kc.QOSReserved); err != nil {
+		return "", fmt.Sprintf("qosReserved: %s: --qos-reserved value failed to parse: %v", value, err)
+	}
+	gates := kubeletconfig.NewFeatureGate()
+	if err := gates.SetFromMap(kc.FeatureGates); err == nil && gates.Enabled("QOSReserved") {
+		return "", fmt.Sprintf("qosReserved: %s (hostlet reserves no memory per QoS class: the QoS cgroups get no memory limits under the QOSReserved gate)", value)
+	}
+	return fmt.Sprintf("ignored: qosReserved: %s: without the QOSReserved feature gate it has no effect, as with the kubelet", value), ""
 }
 
 // checkImageServiceEndpoint takes imageServiceEndpoint when it is the

@@ -725,3 +725,25 @@ func TestUserNamespacesIDsPerPodField(t *testing.T) {
 		t.Errorf("idsPerPod %d, warnings %q", o.idsPerPod(), o.warnings)
 	}
 }
+
+// qosReserved as the kubelet takes it: parsed (a bad value refused with
+// its message), without effect and said so without the QOSReserved gate,
+// refused with it (hostlet sets no QoS memory limits).
+func TestQOSReserved(t *testing.T) {
+	dir := t.TempDir()
+	o := parseArgs(t, "--config", writeFile(t, dir, "k.yaml", kcHeader+"qosReserved:\n  memory: 50%\n"))
+	if w := strings.Join(o.warnings, "\n"); !strings.Contains(w, `ignored: qosReserved: {"memory":"50%"}: without the QOSReserved feature gate it has no effect`) {
+		t.Errorf("warnings %q", o.warnings)
+	}
+	for _, tc := range []struct{ config, want string }{
+		{"qosReserved:\n  cpu: 50%\n", `cannot reserve "cpu" resource`},
+		{"qosReserved:\n  memory: \"150%\"\n", "percentage must be between 0 and 100"},
+		{"qosReserved:\n  memory: 50%\nfeatureGates:\n  QOSReserved: true\n", "hostlet reserves no memory per QoS class"},
+	} {
+		var o options
+		err := o.parse([]string{"--config", writeFile(t, dir, "k.yaml", kcHeader+tc.config)})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.config, err, tc.want)
+		}
+	}
+}
