@@ -93,7 +93,28 @@ func (s *server) ContainerStatus(ctx context.Context, r *criapi.ContainerStatusR
 	if err != nil {
 		return nil, fmt.Errorf("mounts of container %q: %w", id, err)
 	}
-	return &criapi.ContainerStatusResponse{Status: containerStatus(pods[c.PodUID], c, mounts)}, nil
+	st := containerStatus(pods[c.PodUID], c, mounts)
+	imgs, err := s.cfg.Images.CRIImages(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("images: %w", err)
+	}
+	if img, ok := resolveImage(imgs, c.ImageName); ok {
+		statusImage(st, img)
+	}
+	return &criapi.ContainerStatusResponse{Status: st}, nil
+}
+
+// statusImage names the container's image as containerd's ContainerStatus
+// does when the node has the image: by its first tag alone (no user
+// specified image), image_ref its first repo digest.
+func statusImage(st *criapi.ContainerStatus, img runtime.CRIImage) {
+	digests, tags := img.RepoDigestsAndTags()
+	if len(tags) > 0 {
+		st.Image = &criapi.ImageSpec{Image: tags[0]}
+	}
+	if len(digests) > 0 {
+		st.ImageRef = digests[0]
+	}
 }
 
 // isFullID is whether id is a whole containerd id as hostlet makes them (64
@@ -145,7 +166,8 @@ func criContainer(p *podSandbox, c runtime.ContainerStatus, imageIDs map[string]
 
 // containerStatus is ContainerStatus as containerd's CRI answers it: the
 // image by its tag and image_ref its repo digest (what the pod status's
-// image and imageID show), started and finished times only once they are.
+// image and imageID show; statusImage names them as the node's image has
+// them), started and finished times only once they are.
 func containerStatus(p *podSandbox, c runtime.ContainerStatus, mounts []runtime.Mount) *criapi.ContainerStatus {
 	st := &criapi.ContainerStatus{
 		Id:          c.ID,

@@ -486,9 +486,10 @@ func TestContainerStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := resp.Status
-	// The image by its name and image_ref its repo digest, as the pod
-	// status's image and imageID.
-	if st.Id != "app1" || st.Image.Image != "docker.io/foo/image:v1" || st.ImageRef != "docker.io/foo/image@sha256:f00" ||
+	// The image by its first tag alone and image_ref its repo digest, as
+	// containerd's with the image on the node (the pod status's image and
+	// imageID).
+	if st.Id != "app1" || st.Image.Image != "docker.io/foo/image:v1" || st.Image.UserSpecifiedImage != "" || st.ImageRef != "docker.io/foo/image@sha256:f00" ||
 		st.StartedAt != finished.Add(time.Second).UnixNano() || st.FinishedAt != 0 || st.LogPath != "/logs/app/2.log" {
 		t.Errorf("app: %v", st)
 	}
@@ -504,6 +505,10 @@ func TestContainerStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = resp.Status
+	// Its image is not on the node: named as the pod spec does.
+	if st.Image.Image != "docker.io/library/busybox:latest" || st.Image.UserSpecifiedImage != "busybox" || st.ImageRef != "docker.io/library/busybox@sha256:b0b0" {
+		t.Errorf("init's image: %v, ref %s", st.Image, st.ImageRef)
+	}
 	if st.State != criapi.ContainerState_CONTAINER_EXITED || st.ExitCode != 1 || st.Reason != "Error" || st.Message != "it failed" ||
 		st.StartedAt != started.UnixNano() || st.FinishedAt != finished.UnixNano() {
 		t.Errorf("init: %v", st)

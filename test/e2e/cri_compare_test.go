@@ -502,7 +502,6 @@ var criGaps = []struct {
 	{"inspect * info", "hostlet answers no verbose info of a container (containerd's: its CRI config, pid, OCI spec, snapshot, runtime)"},
 	{"inspectp info", "hostlet answers no verbose info of a sandbox (containerd's: its CRI config, pid, OCI spec, CNI result, runtime)"},
 	{"inspect * status resources", "hostlet's ContainerStatus has no resources (containerd's: from the container's OCI spec)"},
-	{"inspect * status image userSpecifiedImage", "containerd's ContainerStatus names the image by its first tag only"},
 }
 
 // designDifference is why the field at path differs, "" when it must not:
