@@ -85,6 +85,7 @@ type options struct {
 	tokenWebhook              bool
 	authorizationMode         string
 	debuggingHandlers         bool
+	enableServer              bool
 	registryMirror            bool
 	authnCacheTTL             time.Duration
 	authzAllowedTTL           time.Duration
@@ -157,6 +158,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.BoolVar(&o.serializeImagePulls, "serialize-image-pulls", true, "pull images one at a time, as the kubelet's serializeImagePulls (false: at most the configuration's maxParallelImagePulls at once)")
 	fs.Int32Var(&o.registryQPS, "registry-qps", 5, "If > 0, limit registry pull QPS to this value.  If 0, unlimited.")
 	fs.Int32Var(&o.registryBurst, "registry-burst", 10, "Maximum size of a bursty pulls, temporarily allows pulls to burst to this number, while still not exceeding registry-qps. Only used if --registry-qps > 0")
+	fs.BoolVar(&o.enableServer, "enable-server", true, "serve the kubelet API on --address and --port; false: not at all, as the kubelet's (no logs, exec, port-forward, stats or metrics from the node; the read-only port and --healthz-port still serve)")
 	fs.BoolVar(&o.registryMirror, "registry-mirror", false, "node-local registry mirror: serve the content of this node's containerd store, read-only and by digest only, to the other nodes on the kubelet API's /v2/ (mTLS: their client certificates from --client-ca-file, this node's serving certificate, which must be the cluster CA's), and pull content addressed by digest from the other nodes' mirrors first (their InternalIP and kubelet port), the registry as the fallback")
 	fs.StringVar(&o.imageSnapshotter, "image-snapshotter", "", "\"stargz\": pull images lazily through `hostlet stargz-snapshotter` (containerd's proxy snapshotter \"stargz\"), eStargz images mounted from the registry and their files fetched on demand, other images pulled whole into it; empty: containerd's overlayfs")
 	fs.StringVar(&o.stargzCredentials, "stargz-credentials-socket", stargz.DefaultCredentialsSocket, "the credentials socket of `hostlet stargz-snapshotter` (its --credentials-socket), handed each pull's registry credentials")
@@ -195,7 +197,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&o.authzDeniedTTL, "authorization-webhook-cache-unauthorized-ttl", 30*time.Second, "how long denied SubjectAccessReview results are cached")
 	fs.DurationVar(&o.streamIdleTimeout, "streaming-connection-idle-timeout", 4*time.Hour, "how long an exec, attach or port-forward stream may be idle before it is closed")
 	fs.StringSliceVar(&o.clusterDNS, "cluster-dns", nil, "cluster DNS server IPs")
-	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", "", "the cluster's DNS domain, as the kubelet's clusterDomain: ClusterFirst pods search <namespace>.svc.<domain>, svc.<domain> and <domain> before the host's domains, and a pod with a subdomain has the FQDN <hostname>.<subdomain>.<namespace>.svc.<domain>; empty (the kubelet's default): the host's search domains only, FQDNs ending in svc.")
 	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration of pods with dnsPolicy Default")
 	fs.StringToStringVar(&o.systemReserved, "system-reserved", nil, "resources reserved for the system (cpu=100m,memory=100Mi,...)")
 	fs.StringToStringVar(&o.kubeReserved, "kube-reserved", nil, "resources reserved for Kubernetes components")

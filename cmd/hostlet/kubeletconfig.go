@@ -93,6 +93,7 @@ var kubeletFields = []kubeletField{
 	flagged("authentication.webhook.enabled", "authentication-token-webhook"),
 	flagged("authorization.mode", "authorization-mode"),
 	flagged("enableDebuggingHandlers", "enable-debugging-handlers"),
+	flagged("enableServer", "enable-server"),
 	flagged("authentication.webhook.cacheTTL", "authentication-token-webhook-cache-ttl"),
 	flagged("authorization.webhook.cacheAuthorizedTTL", "authorization-webhook-cache-authorized-ttl"),
 	flagged("authorization.webhook.cacheUnauthorizedTTL", "authorization-webhook-cache-unauthorized-ttl"),
@@ -185,7 +186,6 @@ var kubeletFields = []kubeletField{
 	// Not implemented, and not to be ignored: a node that does not do what
 	// its configuration says would surprise (security, placement, what the
 	// scheduler sees).
-	refuse("enableServer", "always serves the kubelet API"),
 	refuse("cpuManagerPolicy", "has no CPU manager: containers share the CPUs"),
 	refuse("cpuManagerPolicyOptions", "has no CPU manager"),
 	refuse("memoryManagerPolicy", "has no memory manager"),

@@ -747,3 +747,18 @@ func TestQOSReserved(t *testing.T) {
 		}
 	}
 }
+
+// enableServer: false sets its flag, and is refused beside the registry
+// mirror, whose only door is the kubelet API.
+func TestEnableServerField(t *testing.T) {
+	dir := t.TempDir()
+	o := parseArgs(t, "--config", writeFile(t, dir, "k.yaml", kcHeader+"enableServer: false\n"))
+	if o.enableServer || len(o.warnings) != 0 {
+		t.Errorf("enableServer %v, warnings %q", o.enableServer, o.warnings)
+	}
+	o.registryMirror = true
+	o.hostnameOverride, o.nodeIP = "n", "127.0.0.1"
+	if _, err := o.settings(); err == nil || !strings.Contains(err.Error(), "--registry-mirror") {
+		t.Errorf("with the mirror: %v", err)
+	}
+}

@@ -121,7 +121,7 @@ func serve(ctx context.Context, o *options, name string, cert server.Certificate
 		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: p.client, Pods: p.prov, APIPods: p.inf.pods.Lister(), Runtime: p.rt, Events: p.events,
 		Node: p.node, Stats: p.rt, Usage: p.usage, Volumes: volumes.NewLayout(o.rootDir), CSI: p.csi, Cgroups: p.rt, Metrics: p.metrics,
-		SystemContainers: p.systemContainers, Mirror: mirrorHandler,
+		SystemContainers: p.systemContainers, Mirror: mirrorHandler, NoServer: !o.enableServer,
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
 		Configz:      o.kubeletConfig,

@@ -69,6 +69,10 @@ func (o *options) settings() (s settings, err error) {
 	if _, err := podspec.UserNamespaceLength(o.idsPerPod(), o.maxPods); err != nil {
 		return s, err
 	}
+	if !o.enableServer && o.registryMirror {
+		// hostlet's own: the mirror's only door is the kubelet API.
+		return s, fmt.Errorf("--registry-mirror serves the other nodes on the kubelet API, which enableServer: false does not serve")
+	}
 	s.auth = server.AuthMode{Anonymous: o.anonymousAuth, NoTokenReview: !o.tokenWebhook}
 	if s.auth.AlwaysAllow, err = server.ParseAuthorizationMode(o.authorizationMode); err != nil {
 		return s, err

@@ -82,7 +82,10 @@ type Config struct {
 	// ("kubelet", "misc", "pods") and their cgroups, read through Cgroups
 	// (nodecontainers.Manager.SystemContainers).
 	SystemContainers map[string]string
-	Metrics          []prometheus.Collector
+	// NoServer is enableServer: false: the kubelet API's listener is not
+	// started (the read-only port still is, as the kubelet's).
+	NoServer bool
+	Metrics  []prometheus.Collector
 	// ProbeMetrics are served on /metrics/probes.
 	ProbeMetrics []prometheus.Collector
 	// Profiling serves /debug/pprof/ (enableProfilingHandler).
@@ -175,6 +178,15 @@ func Serve(ctx context.Context, cfg Config) error {
 		ClientAuth:     tls.VerifyClientCertIfGiven,
 		MinVersion:     cfg.TLS.minVersion(),
 		CipherSuites:   cfg.TLS.CipherSuites,
+	}
+	if cfg.NoServer {
+		log.Info("enableServer is false: the kubelet API is not served")
+		if cfg.ReadOnlyAddr != "" {
+			if err := ro.serve(ctx, cfg.ReadOnlyAddr, cfg.APIPods); err != nil {
+				return fmt.Errorf("read-only port: %w", err)
+			}
+		}
+		return nil
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

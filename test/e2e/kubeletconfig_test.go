@@ -861,3 +861,28 @@ func TestKubeletConfigUserNamespacesIDsPerPod(t *testing.T) {
 		t.Errorf("host ID %d: want a multiple of 131072 above the host's own", host)
 	}
 }
+
+// enableServer: false, as the kubelet's: the node runs and is Ready, its
+// kubelet API port does not answer, its healthz port does.
+func TestKubeletConfigEnableServerFalse(t *testing.T) {
+	skipIfNoCluster(t)
+	const name = "hostlet-kubeletconfig-noserver"
+	h := extraNode(t, harness.HostletOptions{NodeName: name, KubeletConfig: kcHeader + "enableServer: false\n"})
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(cluster.NodeIP(), fmt.Sprint(h.Port())), 2*time.Second); err == nil {
+		c.Close()
+		t.Error("the kubelet API port answers under enableServer: false")
+	}
+	resp, err := http.Get(h.HealthzURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz: %d", resp.StatusCode)
+	}
+	ns := cluster.NewNamespace(t)
+	pod := busybox(ns, "runs", "true")
+	pod.Spec.NodeName = name
+	cluster.CreatePod(t, pod)
+	waitPhase(t, ns, pod.Name, v1.PodSucceeded)
+}
