@@ -197,7 +197,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&o.authzDeniedTTL, "authorization-webhook-cache-unauthorized-ttl", 30*time.Second, "how long denied SubjectAccessReview results are cached")
 	fs.DurationVar(&o.streamIdleTimeout, "streaming-connection-idle-timeout", 4*time.Hour, "how long an exec, attach or port-forward stream may be idle before it is closed")
 	fs.StringSliceVar(&o.clusterDNS, "cluster-dns", nil, "cluster DNS server IPs")
-	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", "", "the cluster's DNS domain, as the kubelet's clusterDomain: ClusterFirst pods search <namespace>.svc.<domain>, svc.<domain> and <domain> before the host's domains, and a pod with a subdomain has the FQDN <hostname>.<subdomain>.<namespace>.svc.<domain>; empty (the kubelet's default): the host's search domains only, FQDNs ending in svc.")
 	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration of pods with dnsPolicy Default")
 	fs.StringToStringVar(&o.systemReserved, "system-reserved", nil, "resources reserved for the system (cpu=100m,memory=100Mi,...)")
 	fs.StringToStringVar(&o.kubeReserved, "kube-reserved", nil, "resources reserved for Kubernetes components")

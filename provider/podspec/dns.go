@@ -111,7 +111,11 @@ func (r *Runtime) resolvConf(pod *v1.Pod) string {
 	case v1.DNSClusterFirst:
 		d := r.cfg.ClusterDomain
 		c.nameservers = append([]string{}, r.cfg.ClusterDNS...)
-		c.searches = append([]string{pod.Namespace + ".svc." + d, "svc." + d, d}, hostCfg.searches...)
+		c.searches = hostCfg.searches
+		if d != "" {
+			// Without a cluster domain the kubelet adds no search of its own.
+			c.searches = append([]string{pod.Namespace + ".svc." + d, "svc." + d, d}, hostCfg.searches...)
+		}
 		c.options = []string{"ndots:5"}
 	case v1.DNSDefault:
 		c = hostCfg

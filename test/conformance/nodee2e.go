@@ -334,6 +334,8 @@ func nodeE2EHostletArgs(cl *harness.Cluster) ([]string, error) {
 		"--read-only-port", fmt.Sprint(nodeE2EReadOnlyPort),
 		"--healthz-port", fmt.Sprint(nodeE2EHealthzPort), "--healthz-bind-address", "127.0.0.1",
 		"--pod-manifest-path", dir,
+		// As the kubelet the harness starts (and its default): none.
+		"--cluster-domain=",
 	}, nil
 }
 

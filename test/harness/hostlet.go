@@ -137,6 +137,11 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 	if !hasFlag(opts.ExtraArgs, "--eviction-hard") {
 		h.args = append(h.args, "--eviction-hard", EvictionHard)
 	}
+	if !hasFlag(opts.ExtraArgs, "--cluster-domain") && opts.KubeletConfig == "" && len(opts.KubeletConfigDropins) == 0 {
+		// As a real node's configuration has it (the kubelet's default is
+		// none: pod FQDNs end in "svc.").
+		h.args = append(h.args, "--cluster-domain", ClusterDomain)
+	}
 	if hostSwapOn() {
 		// The tests are about pods, not the host's swap (--fail-swap-on is
 		// the kubelet's default and would refuse to start).
