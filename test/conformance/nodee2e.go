@@ -336,6 +336,9 @@ func nodeE2EHostletArgs(cl *harness.Cluster) ([]string, error) {
 		"--pod-manifest-path", dir,
 		// As the kubelet the harness starts (and its default): none.
 		"--cluster-domain=",
+		// The kubelet's container log links are always there (its
+		// containerLogsDir); the suite's log path spec reads them.
+		"--container-logs-dir", "/var/log/containers",
 	}, nil
 }
 
