@@ -443,3 +443,42 @@ func (s *logSink) reopen() error {
 	s.f = f
 	return nil
 }
+
+// CRIContainerInfo is what containerd's CRI tells of a container in its
+// verbose status (ContainerInfo): its task's pid (0 once it has none), its
+// snapshot, its runtime and the runtime's options, its OCI spec.
+type CRIContainerInfo struct {
+	Pid                                   uint32
+	SnapshotKey, Snapshotter, RuntimeType string
+	// RuntimeOptions are the runtime's options decoded (runc's), nil
+	// without any.
+	RuntimeOptions any
+	Spec           *specs.Spec
+}
+
+// ContainerInfo reads a container's CRIContainerInfo from containerd.
+func (r *Runtime) ContainerInfo(ctx context.Context, id string) (CRIContainerInfo, error) {
+	c, err := r.client.ContainerService().Get(ctx, id)
+	if err != nil {
+		return CRIContainerInfo{}, err
+	}
+	out := CRIContainerInfo{SnapshotKey: c.SnapshotKey, Snapshotter: c.Snapshotter, RuntimeType: c.Runtime.Name}
+	if o := c.Runtime.Options; o != nil {
+		if v, err := typeurl.UnmarshalAny(o); err == nil {
+			out.RuntimeOptions = v
+		}
+	}
+	if c.Spec != nil {
+		var spec specs.Spec
+		if err := json.Unmarshal(c.Spec.GetValue(), &spec); err != nil {
+			return CRIContainerInfo{}, fmt.Errorf("spec of container %s: %w", id, err)
+		}
+		out.Spec = &spec
+	}
+	if cc, err := r.client.LoadContainer(ctx, id); err == nil {
+		if task, err := cc.Task(ctx, nil); err == nil {
+			out.Pid = task.Pid()
+		}
+	}
+	return out, nil
+}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 
 	"github.com/containerd/errdefs"
 	"github.com/hostlet/hostlet/runtime"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
@@ -98,10 +100,63 @@ func (s *server) ContainerStatus(ctx context.Context, r *criapi.ContainerStatusR
 	if err != nil {
 		return nil, fmt.Errorf("images: %w", err)
 	}
-	if img, ok := resolveImage(imgs, c.ImageName); ok {
+	img, found := resolveImage(imgs, c.ImageName)
+	if found {
 		statusImage(st, img)
 	}
-	return &criapi.ContainerStatusResponse{Status: st}, nil
+	resp := &criapi.ContainerStatusResponse{Status: st}
+	if r.GetVerbose() {
+		info, err := s.cfg.Runtime.ContainerInfo(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("failed to get verbose container info: %w", err)
+		}
+		image := c.ImageID
+		if found {
+			image = img.ConfigDigest
+		}
+		b, err := json.Marshal(verboseContainerInfo(pods[c.PodUID], c, mounts, image, info))
+		if err != nil {
+			return nil, fmt.Errorf("failed to marshal info of container %q: %w", id, err)
+		}
+		resp.Info = map[string]string{"info": string(b)}
+	}
+	return resp, nil
+}
+
+// containerInfo is containerd's verbose container status (its
+// ContainerInfo, under the "info" key, as crictl inspect shows it).
+type containerInfo struct {
+	SandboxID      string                  `json:"sandboxID"`
+	Pid            uint32                  `json:"pid"`
+	Removing       bool                    `json:"removing"`
+	SnapshotKey    string                  `json:"snapshotKey"`
+	Snapshotter    string                  `json:"snapshotter"`
+	RuntimeType    string                  `json:"runtimeType"`
+	RuntimeOptions any                     `json:"runtimeOptions"`
+	Config         *criapi.ContainerConfig `json:"config"`
+	RuntimeSpec    *specs.Spec             `json:"runtimeSpec"`
+}
+
+// verboseContainerInfo is the container's containerInfo. Its config is
+// the part of the kubelet's CreateContainer request hostlet has (no such
+// request was made): metadata, image (its ID and the pod spec's name),
+// labels, annotations, log path (relative to the pod's log directory),
+// mounts. The pid is the live task's (containerd keeps an exited one's).
+func verboseContainerInfo(p *podSandbox, c runtime.ContainerStatus, mounts []runtime.Mount, imageID string, info runtime.CRIContainerInfo) containerInfo {
+	cfg := &criapi.ContainerConfig{
+		Metadata:    &criapi.ContainerMetadata{Name: c.Name, Attempt: uint32(c.Attempt)},
+		Image:       &criapi.ImageSpec{Image: imageID, UserSpecifiedImage: c.ImageName},
+		Labels:      containerLabels(p, c),
+		Annotations: containerAnnotations(p, c),
+		Mounts:      criMounts(mounts),
+	}
+	if c.LogPath != "" {
+		cfg.LogPath = filepath.Join(filepath.Base(filepath.Dir(c.LogPath)), filepath.Base(c.LogPath))
+	}
+	return containerInfo{
+		SandboxID: sandboxID(c.PodUID), Pid: info.Pid, SnapshotKey: info.SnapshotKey, Snapshotter: info.Snapshotter,
+		RuntimeType: info.RuntimeType, RuntimeOptions: info.RuntimeOptions, Config: cfg, RuntimeSpec: info.Spec,
+	}
 }
 
 // statusImage names the container's image as containerd's ContainerStatus

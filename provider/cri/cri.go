@@ -50,6 +50,9 @@ type Runtime interface {
 	ListContainers(ctx context.Context, podUID string) ([]runtime.ContainerStatus, error)
 	ContainerStatus(ctx context.Context, id string) (runtime.ContainerStatus, error)
 	ContainerMounts(ctx context.Context, id string) ([]runtime.Mount, error)
+	// ContainerInfo is what a verbose ContainerStatus tells (pid, snapshot,
+	// runtime, OCI spec).
+	ContainerInfo(ctx context.Context, id string) (runtime.CRIContainerInfo, error)
 	// ContainerStats samples every live task (/stats/summary's numbers).
 	ContainerStats(ctx context.Context) (map[string]runtime.ContainerStats, error)
 	// RootfsUsage measures a container's writable layer.

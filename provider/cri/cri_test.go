@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/hostlet/hostlet/provider/grpcsock"
 	"github.com/hostlet/hostlet/runtime"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -105,6 +107,11 @@ func (f *fakeRuntime) RemoveContainerKeepingLogs(_ context.Context, id string) e
 
 func (f *fakeRuntime) ContainerStats(context.Context) (map[string]runtime.ContainerStats, error) {
 	return f.metrics, nil
+}
+
+func (f *fakeRuntime) ContainerInfo(_ context.Context, id string) (runtime.CRIContainerInfo, error) {
+	return runtime.CRIContainerInfo{Pid: 42, SnapshotKey: id, Snapshotter: "overlayfs", RuntimeType: "io.containerd.runc.v2",
+		Spec: &specs.Spec{Process: &specs.Process{Args: []string{"sleep", "1"}}}}, nil
 }
 
 func (f *fakeRuntime) RootfsUsage(_ context.Context, id string) (runtime.DiskUsage, error) {
@@ -519,6 +526,41 @@ func TestContainerStatus(t *testing.T) {
 	}
 	if st := resp.Status; st.Reason != "Completed" || st.Labels[labelPodName] != "gone" || len(st.Annotations) != 1 {
 		t.Errorf("gone: %v", st)
+	}
+	if resp.Info != nil {
+		t.Errorf("info without verbose: %v", resp.Info)
+	}
+	// Verbose: containerd's ContainerInfo under "info".
+	resp, err = s.ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: "app1", Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		SandboxID, SnapshotKey, Snapshotter, RuntimeType string
+		Pid                                              uint32
+		Removing                                         bool
+		Config                                           struct {
+			Metadata struct{ Name string }
+			Image    struct {
+				Image              string
+				UserSpecifiedImage string `json:"user_specified_image"`
+			}
+			LogPath string `json:"log_path"`
+			Labels  map[string]string
+			Mounts  []struct {
+				ContainerPath string `json:"container_path"`
+			}
+		}
+		RuntimeSpec struct{ Process struct{ Args []string } }
+	}
+	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil {
+		t.Fatalf("%v: %q", err, resp.Info)
+	}
+	if info.SandboxID != sandboxID(webUID) || info.Pid != 42 || info.SnapshotKey != "app1" || info.Snapshotter != "overlayfs" ||
+		info.RuntimeType != "io.containerd.runc.v2" || info.Config.Metadata.Name != "test_container" || info.Config.Image.Image != cfgID ||
+		info.Config.Image.UserSpecifiedImage != "foo/image:v1" || info.Config.LogPath != "app/2.log" || info.Config.Labels[labelPodUID] != webUID ||
+		len(info.Config.Mounts) != 2 || len(info.RuntimeSpec.Process.Args) != 2 {
+		t.Errorf("verbose info: %+v\n%s", info, resp.Info["info"])
 	}
 	if _, err := s.ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: "nope"}); status.Code(errors.Unwrap(err)) != codes.NotFound {
 		t.Errorf("unknown container: %v", err)

@@ -315,15 +315,24 @@ func keyed(v any, key func(any) string) any {
 	return out
 }
 
-// presentKeys is a verbose info map compared loosely: its keys only.
+// criInfoValues are the verbose info's values compared as they are (the
+// others by their keys only): whose sandbox, on which runtime and
+// snapshotter.
+var criInfoValues = map[string]bool{"sandboxID": true, "runtimeType": true, "snapshotter": true, "removing": true}
+
+// presentKeys is a verbose info map compared loosely: its keys (and
+// criInfoValues' values).
 func presentKeys(v any) any {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return v
 	}
 	out := map[string]any{}
-	for k := range m {
+	for k, e := range m {
 		out[k] = "<present>"
+		if criInfoValues[k] {
+			out[k] = e
+		}
 	}
 	return out
 }
@@ -499,7 +508,6 @@ var criGaps = []struct {
 	pattern string
 	why     string
 }{
-	{"inspect * info", "hostlet answers no verbose info of a container (containerd's: its CRI config, pid, OCI spec, snapshot, runtime)"},
 	{"inspectp info", "hostlet answers no verbose info of a sandbox (containerd's: its CRI config, pid, OCI spec, CNI result, runtime)"},
 	{"inspect * status resources", "hostlet's ContainerStatus has no resources (containerd's: from the container's OCI spec)"},
 }
