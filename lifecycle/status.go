@@ -146,8 +146,8 @@ func (p *Pod) computeStatus() v1.PodStatus {
 			reported = v1.PodPending
 		}
 	}
-	// The kubelet lists container statuses sorted by name.
-	sort.Slice(initStatuses, func(i, j int) bool { return initStatuses[i].Name < initStatuses[j].Name })
+	// The kubelet lists init container statuses in the spec's order (its
+	// SortStatusesOfInitContainers), the others sorted by name.
 	sort.Slice(statuses, func(i, j int) bool { return statuses[i].Name < statuses[j].Name })
 	sort.Slice(ephemeral, func(i, j int) bool { return ephemeral[i].Name < ephemeral[j].Name })
 

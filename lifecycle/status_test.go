@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -213,5 +214,24 @@ func TestStatusVolumeMountsAndUser(t *testing.T) {
 	}
 	if u := byName["w"].User; u != nil {
 		t.Errorf("waiting container's user %+v, want none", u)
+	}
+}
+
+// Init container statuses come in the spec's order, as the kubelet's
+// SortStatusesOfInitContainers lists them (the node e2e suite reads them by
+// index); main containers' sorted by name.
+func TestStatusOrder(t *testing.T) {
+	pod := withInit(testPod("b", "a"), v1.Container{Name: "z-init", Command: []string{"x"}}, sidecar("a-side"))
+	s := newScenario(t, pod)
+	st := s.status()
+	var inits, mains []string
+	for _, c := range st.InitContainerStatuses {
+		inits = append(inits, c.Name)
+	}
+	for _, c := range st.ContainerStatuses {
+		mains = append(mains, c.Name)
+	}
+	if !slices.Equal(inits, []string{"z-init", "a-side"}) || !slices.Equal(mains, []string{"a", "b"}) {
+		t.Errorf("init statuses %q, main %q", inits, mains)
 	}
 }
