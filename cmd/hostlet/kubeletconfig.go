@@ -193,7 +193,7 @@ var kubeletFields = []kubeletField{
 	refuse("topologyManagerScope", "has no topology manager"),
 	refuse("topologyManagerPolicyOptions", "has no topology manager"),
 	{path: "qosReserved", use: useCheck, check: checkQOSReserved},
-	refuse("runOnce", "has no run-once mode"),
+	refuse("runOnce", "has no run-once mode; the kubelet 1.35 refuses it too, at validation (deprecated), before this table is read"),
 	refuse("enableControllerAttachDetach", "attaches no volumes: the attach/detach controller does"),
 	refuse("reservedSystemCPUs", "has no CPU manager"),
 	refuse("reservedMemory", "has no memory manager"),
