@@ -47,6 +47,11 @@ const (
 	nodeE2EReadOnlyPort = 10255
 )
 
+// nodeE2EAddress is where the node serves its API and read-only port: every
+// address of its network namespace, as the kubelet's default; the suite's
+// metrics specs read localhost:10255.
+const nodeE2EAddress = "0.0.0.0"
+
 // nodeTooling is test/cluster/e2e/build.sh node's output.
 type nodeTooling struct {
 	dir, test, ginkgo string
@@ -331,6 +336,7 @@ func nodeE2EHostletArgs(cl *harness.Cluster) ([]string, error) {
 		return nil, err
 	}
 	return []string{
+		"--address", nodeE2EAddress,
 		"--read-only-port", fmt.Sprint(nodeE2EReadOnlyPort),
 		"--healthz-port", fmt.Sprint(nodeE2EHealthzPort), "--healthz-bind-address", "127.0.0.1",
 		"--pod-manifest-path", dir,
@@ -344,7 +350,7 @@ func nodeE2EHostletArgs(cl *harness.Cluster) ([]string, error) {
 
 // nodeE2EKubeletOptions sets the same on the kubelet's options.
 func nodeE2EKubeletOptions(cl *harness.Cluster, opts *harness.KubeletOptions) {
-	opts.ReadOnlyPort, opts.HealthzPort = nodeE2EReadOnlyPort, nodeE2EHealthzPort
+	opts.ReadOnlyPort, opts.HealthzPort, opts.Address = nodeE2EReadOnlyPort, nodeE2EHealthzPort, nodeE2EAddress
 	opts.StaticPodPath = nodeE2EStaticPodDir(cl, kindKubelet)
 }
 

@@ -54,6 +54,10 @@ type KubeletOptions struct {
 	// e2e suite reads all three through /configz.
 	ReadOnlyPort, HealthzPort int
 	StaticPodPath             string
+	// Address, if set, is where the kubelet API and the read-only port
+	// listen instead of the node's address (e.g. 0.0.0.0, in the node's
+	// network namespace).
+	Address string
 }
 
 // Kubelet is the upstream kubelet (test/cluster/build.sh kubelet, the
@@ -206,8 +210,12 @@ func (c *Cluster) StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubel
 			return nil, err
 		}
 	}
+	addr := nodeIP
+	if opts.Address != "" {
+		addr = opts.Address
+	}
 	cfg := KubeletConfigYAML(KubeletConfig{
-		Address: nodeIP, Port: ports[0], CertFile: cert, KeyFile: key, ClientCA: c.pki.CACert,
+		Address: addr, Port: ports[0], CertFile: cert, KeyFile: key, ClientCA: c.pki.CACert,
 		CgroupRoot: cgroupRoot, CRISocket: ContainerdSocketIn(k.criDir()),
 		PodLogsDir: filepath.Join(k.dir, "pod-logs"), VolumePluginDir: filepath.Join(k.dir, "volume-plugins"),
 		ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain,
