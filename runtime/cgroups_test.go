@@ -230,6 +230,15 @@ func TestCgroupV2Files(t *testing.T) {
 	if *r.CPU.Shares != 102 || *r.CPU.Quota != 20000 || *r.CPU.Period != 100000 || *r.Memory.Limit != 200<<20 {
 		t.Errorf("container OCI resources: cpu %+v memory %+v", r.CPU, r.Memory)
 	}
+	// No CPU limit: the period alone, as containerd's CRI applies the
+	// kubelet's 100000 with a quota of 0.
+	s = &oci.Spec{Linux: &specs.Linux{}, Process: &specs.Process{}}
+	for _, o := range resourceOpts(Resources{CPUShares: 2, CPUPeriod: 100000}) {
+		_ = o(context.Background(), nil, &containers.Container{}, s)
+	}
+	if c := s.Linux.Resources.CPU; *c.Shares != 2 || c.Period == nil || *c.Period != 100000 || c.Quota != nil {
+		t.Errorf("container OCI resources without a limit: cpu %+v", c)
+	}
 	// runc 1.3 (opencontainers/cgroups v0.0.4) maps shares quadratically,
 	// while the kubelet maps its pod cgroups linearly (4 above): the same
 	// pair the upstream kubelet and runc give on v2.

@@ -140,10 +140,34 @@ func securityOpts(sec Security, inUserNS bool) []oci.SpecOpts {
 	return opts
 }
 
+// withCPUCFS sets the CFS quota and period that are not 0, as containerd's
+// CRI applies the kubelet's (WithResources): the kubelet sends the period
+// whenever it enforces quotas, with a quota only for a CPU limit.
+func withCPUCFS(quota int64, period uint64) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Linux == nil {
+			return nil
+		}
+		if s.Linux.Resources == nil {
+			s.Linux.Resources = &specs.LinuxResources{}
+		}
+		if s.Linux.Resources.CPU == nil {
+			s.Linux.Resources.CPU = &specs.LinuxCPU{}
+		}
+		if period != 0 {
+			s.Linux.Resources.CPU.Period = &period
+		}
+		if quota != 0 {
+			s.Linux.Resources.CPU.Quota = &quota
+		}
+		return nil
+	}
+}
+
 func resourceOpts(r Resources) []oci.SpecOpts {
 	opts := []oci.SpecOpts{oci.WithCPUShares(r.CPUShares)}
-	if r.CPUQuota > 0 {
-		opts = append(opts, oci.WithCPUCFS(r.CPUQuota, r.CPUPeriod))
+	if r.CPUQuota != 0 || r.CPUPeriod != 0 {
+		opts = append(opts, withCPUCFS(r.CPUQuota, r.CPUPeriod))
 	}
 	if r.MemoryLimit > 0 {
 		opts = append(opts, oci.WithMemoryLimit(uint64(r.MemoryLimit)))
