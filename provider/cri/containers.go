@@ -104,12 +104,13 @@ func (s *server) ContainerStatus(ctx context.Context, r *criapi.ContainerStatusR
 	if found {
 		statusImage(st, img)
 	}
+	info, err := s.cfg.Runtime.ContainerInfo(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("container %q: %w", id, err)
+	}
+	st.Resources = specResources(info.Spec)
 	resp := &criapi.ContainerStatusResponse{Status: st}
 	if r.GetVerbose() {
-		info, err := s.cfg.Runtime.ContainerInfo(ctx, id)
-		if err != nil {
-			return nil, fmt.Errorf("failed to get verbose container info: %w", err)
-		}
 		image := c.ImageID
 		if found {
 			image = img.ConfigDigest
@@ -121,6 +122,53 @@ func (s *server) ContainerStatus(ctx context.Context, r *criapi.ContainerStatusR
 		resp.Info = map[string]string{"info": string(b)}
 	}
 	return resp, nil
+}
+
+// specResources are the container's resources as containerd's
+// ContainerStatus has them (copyResourcesToStatus): read from its OCI
+// spec, what is not set there 0.
+func specResources(spec *specs.Spec) *criapi.ContainerResources {
+	out := &criapi.ContainerResources{}
+	if spec == nil || spec.Linux == nil {
+		return out
+	}
+	l := &criapi.LinuxContainerResources{}
+	out.Linux = l
+	if spec.Process != nil && spec.Process.OOMScoreAdj != nil {
+		l.OomScoreAdj = int64(*spec.Process.OOMScoreAdj)
+	}
+	r := spec.Linux.Resources
+	if r == nil {
+		return out
+	}
+	if c := r.CPU; c != nil {
+		if c.Period != nil {
+			l.CpuPeriod = int64(*c.Period)
+		}
+		if c.Quota != nil {
+			l.CpuQuota = *c.Quota
+		}
+		if c.Shares != nil {
+			l.CpuShares = int64(*c.Shares)
+		}
+		l.CpusetCpus, l.CpusetMems = c.Cpus, c.Mems
+	}
+	if m := r.Memory; m != nil {
+		if m.Limit != nil {
+			l.MemoryLimitInBytes = *m.Limit
+		}
+		if m.Swap != nil {
+			l.MemorySwapLimitInBytes = *m.Swap
+		}
+	}
+	if r.HugepageLimits != nil {
+		l.HugepageLimits = make([]*criapi.HugepageLimit, 0, len(r.HugepageLimits))
+		for _, h := range r.HugepageLimits {
+			l.HugepageLimits = append(l.HugepageLimits, &criapi.HugepageLimit{PageSize: h.Pagesize, Limit: h.Limit})
+		}
+	}
+	l.Unified = r.Unified
+	return out
 }
 
 // containerInfo is containerd's verbose container status (its

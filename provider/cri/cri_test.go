@@ -111,7 +111,11 @@ func (f *fakeRuntime) ContainerStats(context.Context) (map[string]runtime.Contai
 
 func (f *fakeRuntime) ContainerInfo(_ context.Context, id string) (runtime.CRIContainerInfo, error) {
 	return runtime.CRIContainerInfo{Pid: 42, SnapshotKey: id, Snapshotter: "overlayfs", RuntimeType: "io.containerd.runc.v2",
-		Spec: &specs.Spec{Process: &specs.Process{Args: []string{"sleep", "1"}}}}, nil
+		Spec: &specs.Spec{Process: &specs.Process{Args: []string{"sleep", "1"}, OOMScoreAdj: ptr.To(1000)},
+			Linux: &specs.Linux{Resources: &specs.LinuxResources{
+				CPU:    &specs.LinuxCPU{Period: ptr.To[uint64](100000), Quota: ptr.To[int64](50000), Shares: ptr.To[uint64](512), Cpus: "0-1"},
+				Memory: &specs.LinuxMemory{Limit: ptr.To[int64](1 << 20)},
+			}}}}, nil
 }
 
 func (f *fakeRuntime) RootfsUsage(_ context.Context, id string) (runtime.DiskUsage, error) {
@@ -502,6 +506,11 @@ func TestContainerStatus(t *testing.T) {
 	}
 	if u := st.User.Linux; u == nil || u.Uid != 1000 || u.Gid != 2000 || len(u.SupplementalGroups) != 2 {
 		t.Errorf("user %v", st.User)
+	}
+	// Its resources as its OCI spec has them.
+	if l := st.Resources.GetLinux(); l.GetCpuPeriod() != 100000 || l.GetCpuQuota() != 50000 || l.GetCpuShares() != 512 || l.GetCpusetCpus() != "0-1" ||
+		l.GetMemoryLimitInBytes() != 1<<20 || l.GetMemorySwapLimitInBytes() != 0 || l.GetOomScoreAdj() != 1000 {
+		t.Errorf("resources %v", st.Resources)
 	}
 	if len(st.Mounts) != 2 || !st.Mounts[0].Readonly || !st.Mounts[0].RecursiveReadOnly ||
 		st.Mounts[0].Propagation != criapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER || st.Mounts[1].ContainerPath != "/etc/hosts" {

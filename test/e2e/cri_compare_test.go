@@ -509,7 +509,6 @@ var criGaps = []struct {
 	why     string
 }{
 	{"inspectp info", "hostlet answers no verbose info of a sandbox (containerd's: its CRI config, pid, OCI spec, CNI result, runtime)"},
-	{"inspect * status resources", "hostlet's ContainerStatus has no resources (containerd's: from the container's OCI spec)"},
 }
 
 // designDifference is why the field at path differs, "" when it must not:
