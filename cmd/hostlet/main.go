@@ -189,7 +189,8 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	spec := newPodspec(ctx, o, s.nodeIP, podspecParts{client: c.api, inf: inf, events: podEvents, node: nd, rt: rt, pods: reg,
-		devices: dm, claims: claims, csi: csiVolumes, swap: swap, creds: creds, pulls: pulls, podCerts: podCerts, active: activeAllocated})
+		devices: dm, claims: claims, csi: csiVolumes, swap: swap, creds: creds, pulls: pulls, podCerts: podCerts, active: activeAllocated,
+		userns: s.userns})
 	prov := newProvider(ctx, o, s.nodeIP, c.api, pods, inf, rt, spec, podEvents, nd, reg)
 	shutdown := node.NewShutdownManager(o.shutdownConfig(), nd, prov, pods.Statuses(), events)
 

@@ -51,6 +51,7 @@ type podspecParts struct {
 	creds    podspec.CredentialProviders
 	pulls    *pullrecords.Manager // nil with its gate off
 	podCerts *podcerts.Manager    // nil with its gate off
+	userns   podspec.UsernsRange
 	// active are the node's active pods at their allocated resources
 	// (allocatedPods).
 	active func() ([]*v1.Pod, bool)
@@ -76,7 +77,6 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 	}
 	// Checked at start (settings): no error is left here.
 	oomGroup, _ := podspec.OOMKillGroup(p.rt.Cgroups().V2(), o.kubeletConfig.SingleProcessOOMKill)
-	usernsLength, _ := podspec.UserNamespaceLength(o.idsPerPod(), o.maxPods)
 	return podspec.New(podspec.Config{
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf, SeccompDefault: o.seccompDefault, PodPidsLimit: o.podPidsLimit,
@@ -90,7 +90,7 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 		RuntimeClasses: p.inf.runtimeClasses.Lister(), RuntimeClassesSynced: p.inf.runtimeClasses.Informer().HasSynced,
 		CredentialProviders: p.creds, PullRecords: pulls,
 		TrustBundles: trustBundles, Gates: o.gates, PodCertificates: podCerts,
-		TracerProvider: o.tracer, UserNamespaceLength: usernsLength,
+		TracerProvider: o.tracer, UserNamespaces: p.userns,
 	})
 }
 

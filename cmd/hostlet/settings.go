@@ -32,6 +32,8 @@ type settings struct {
 	tls server.TLS
 	// auth is how the kubelet API authenticates and authorizes.
 	auth server.AuthMode
+	// userns is the node's range for pods' user namespaces.
+	userns podspec.UsernsRange
 }
 
 func (o *options) settings() (s settings, err error) {
@@ -66,7 +68,7 @@ func (o *options) settings() (s settings, err error) {
 	if _, err := podspec.OOMKillGroup(!cgroupV1(), o.kubeletConfig.SingleProcessOOMKill); err != nil {
 		return s, err
 	}
-	if _, err := podspec.UserNamespaceLength(o.idsPerPod(), o.maxPods); err != nil {
+	if s.userns, err = podspec.UserNamespaceRange(o.idsPerPod(), o.maxPods, nil, nil); err != nil {
 		return s, err
 	}
 	if !o.enableServer && o.registryMirror {

@@ -40,10 +40,9 @@ type Config struct {
 	// PodPidsLimit is the most processes a pod's cgroup holds (the
 	// kubelet's podPidsLimit); zero or less: no limit of its own.
 	PodPidsLimit int64
-	// UserNamespaceLength is the host IDs each pod with hostUsers: false
-	// gets (userNamespaces.idsPerPod, checked by UserNamespaceLength); 0:
-	// the kubelet's 65536.
-	UserNamespaceLength uint32
+	// UserNamespaces is the node's range for pods with hostUsers: false
+	// (UserNamespaceRange); zero: the kubelet's default, 65536 per pod.
+	UserNamespaces UsernsRange
 	// CFSQuota is how CPU limits become CFS quotas (cpuCFSQuota,
 	// cpuCFSQuotaPeriod).
 	CFSQuota CFSQuota
@@ -191,11 +190,11 @@ type Runtime struct {
 // New reads the user namespace allocations of the pods under RootDir; Run
 // must be called for volumes and tokens to be refreshed.
 func New(cfg Config) *Runtime {
-	ids := cfg.UserNamespaceLength
-	if ids == 0 {
-		ids = usernsLength
+	userns := newUsernsAllocator(volumes.NewLayout(cfg.RootDir).PodsDir())
+	if cfg.UserNamespaces.PerPod != 0 {
+		userns = newUsernsAllocatorIn(volumes.NewLayout(cfg.RootDir).PodsDir(), cfg.UserNamespaces)
 	}
-	r := &Runtime{cfg: cfg, rt: cfg.Runtime, userns: newUsernsAllocatorOf(volumes.NewLayout(cfg.RootDir).PodsDir(), ids)}
+	r := &Runtime{cfg: cfg, rt: cfg.Runtime, userns: userns}
 	r.tokens = newRefresher(r)
 	return r
 }

@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/google/renameio/v2"
@@ -21,27 +25,115 @@ import (
 // (userNamespaces.idsPerPod), also the unit idsPerPod is a multiple of.
 const usernsLength = 65536
 
-// UserNamespaceLength is the IDs each pod with hostUsers: false gets,
-// userNamespaces.idsPerPod (0: the kubelet's 65536), checked at start as
-// the kubelet's user namespace manager checks it against the node's range
-// (the host's IDs from idsPerPod up to 2^32, block 0 being the host's own):
-// the range must be whole blocks, enough for maxPods.
-func UserNamespaceLength(idsPerPod int64, maxPods int) (uint32, error) {
+// UsernsRange is the host IDs the node gives pods' user namespaces: from
+// First, Length of them, PerPod (userNamespaces.idsPerPod) to each pod.
+type UsernsRange struct {
+	First, Length, PerPod uint32
+}
+
+// kubeletUser is the user whose subordinate IDs, where it has some, are
+// the node's range, as the kubelet's.
+const kubeletUser = "kubelet"
+
+// UserNamespaceRange is the node's range for pods' user namespaces as the
+// kubelet's user namespace manager makes it at start: idsPerPod IDs per
+// pod (0: the kubelet's 65536); the subordinate IDs of a "kubelet" user
+// (getsubids, the same for users and groups), else everything from one
+// block up to 2^32 (block 0 being the host's own users); checked with the
+// kubelet's messages (aligned, whole blocks, enough for maxPods).
+// lookupUser and getsubids are os/user's and the getsubids tool's (tests
+// stand in; nil: the real ones).
+func UserNamespaceRange(idsPerPod int64, maxPods int, lookupUser func(string) error, getsubids func(args ...string) (string, error)) (UsernsRange, error) {
 	l := uint64(usernsLength)
 	if idsPerPod > 0 {
 		l = uint64(idsPerPod)
 	}
+	fail := func(format string, args ...any) (UsernsRange, error) {
+		return UsernsRange{}, fmt.Errorf("create user namespace manager: "+format, args...)
+	}
 	if l%usernsLength != 0 || l >= 1<<32 {
-		return 0, fmt.Errorf("create user namespace manager: kubelet user namespace length %v is not a multiple of %d", l, usernsLength)
+		return fail("kubelet user namespace length %v is not a multiple of %d", l, usernsLength)
 	}
-	ids := (1 << 32) - l
-	if ids%l != 0 {
-		return 0, fmt.Errorf("create user namespace manager: kubelet user assigned IDs length %v is not a multiple of %v", ids, l)
+	first, length, err := kubeletMappings(uint32(l), lookupUser, getsubids)
+	if err != nil {
+		return fail("kubelet mappings: %v", err)
 	}
-	if ids/l < uint64(maxPods) {
-		return 0, fmt.Errorf("create user namespace manager: kubelet user assigned IDs are not enough to support %v pods", maxPods)
+	switch {
+	case uint64(first)%l != 0:
+		return fail("kubelet user assigned ID %v is not a multiple of %v", first, l)
+	case uint64(first) < l:
+		return fail("kubelet user assigned ID %v must be greater or equal to %v", first, l)
+	case uint64(length)%l != 0:
+		return fail("kubelet user assigned IDs length %v is not a multiple of %v", length, l)
+	case uint64(length)/l < uint64(maxPods):
+		return fail("kubelet user assigned IDs are not enough to support %v pods", maxPods)
 	}
-	return uint32(l), nil
+	return UsernsRange{First: first, Length: length, PerPod: uint32(l)}, nil
+}
+
+// kubeletMappings is the kubelet's getKubeletMappings: no "kubelet" user,
+// or no getsubids tool, is the default range; a user getsubids says
+// nothing for (or differently for groups) is an error: the kubelet takes
+// it for a remote source of IDs that is down.
+func kubeletMappings(perPod uint32, lookupUser func(string) error, getsubids func(args ...string) (string, error)) (uint32, uint32, error) {
+	defFirst, defLen := perPod, uint32((1<<32)-uint64(perPod))
+	if lookupUser == nil {
+		lookupUser = func(name string) error { _, err := user.Lookup(name); return err }
+	}
+	if err := lookupUser(kubeletUser); err != nil {
+		var unknown user.UnknownUserError
+		if errors.As(err, &unknown) {
+			return defFirst, defLen, nil
+		}
+		return 0, 0, err
+	}
+	if getsubids == nil {
+		path, err := exec.LookPath("getsubids")
+		if err != nil {
+			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+				log.WithError(err).Info("user namespaces: getsubids not found, using default mappings")
+				return defFirst, defLen, nil
+			}
+			return 0, 0, err
+		}
+		getsubids = func(args ...string) (string, error) {
+			out, err := exec.Command(path, args...).Output()
+			return string(out), err
+		}
+	}
+	uids, err := getsubids(kubeletUser)
+	if err != nil {
+		return 0, 0, fmt.Errorf("error retrieving additional uids for user %q: %w", kubeletUser, err)
+	}
+	gids, err := getsubids("-g", kubeletUser)
+	if err != nil {
+		return 0, 0, fmt.Errorf("error retrieving additional gids for user %q", kubeletUser)
+	}
+	if uids != gids {
+		return 0, 0, fmt.Errorf("mismatched subuids and subgids for user %q", kubeletUser)
+	}
+	return parseGetsubids(uids)
+}
+
+// parseGetsubids reads getsubids' one line, "0: kubelet <first> <count>".
+func parseGetsubids(out string) (uint32, uint32, error) {
+	lines := strings.Split(strings.Trim(out, "\n"), "\n")
+	if len(lines) != 1 {
+		return 0, 0, fmt.Errorf("error parsing line %q: it must contain only one line", out)
+	}
+	parts := strings.Fields(lines[0])
+	if len(parts) != 4 {
+		return 0, 0, fmt.Errorf("invalid line %q", out)
+	}
+	first, err := strconv.ParseUint(parts[2], 10, 32)
+	if err != nil {
+		return 0, 0, fmt.Errorf("error parsing line %q: %w", out, err)
+	}
+	n, err := strconv.ParseUint(parts[3], 10, 32)
+	if err != nil {
+		return 0, 0, fmt.Errorf("error parsing line %q: %w", out, err)
+	}
+	return uint32(first), uint32(n), nil
 }
 
 // usernsFile holds a pod's mapping in its pod dir, as the kubelet keeps it.
@@ -85,11 +177,16 @@ func newUsernsAllocator(podsDir string) *usernsAllocator {
 	return newUsernsAllocatorOf(podsDir, usernsLength)
 }
 
-// newUsernsAllocatorOf cuts the range in blocks of length IDs (checked by
-// UserNamespaceLength).
+// newUsernsAllocatorOf cuts the default range in blocks of length IDs.
 func newUsernsAllocatorOf(podsDir string, length uint32) *usernsAllocator {
-	a := &usernsAllocator{podsDir: podsDir, length: length, first: 1, blocks: uint32((1<<32)/uint64(length) - 1),
-		byPod: map[types.UID]uint32{}, byBlck: map[uint32]types.UID{}, next: 1}
+	return newUsernsAllocatorIn(podsDir, UsernsRange{First: length, Length: uint32((1 << 32) - uint64(length)), PerPod: length})
+}
+
+// newUsernsAllocatorIn cuts r (checked by UserNamespaceRange) in blocks.
+func newUsernsAllocatorIn(podsDir string, r UsernsRange) *usernsAllocator {
+	first := r.First / r.PerPod
+	a := &usernsAllocator{podsDir: podsDir, length: r.PerPod, first: first, blocks: r.Length / r.PerPod,
+		byPod: map[types.UID]uint32{}, byBlck: map[uint32]types.UID{}, next: first}
 	entries, err := os.ReadDir(podsDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		log.WithError(err).Warn("user namespaces: reading pod dirs")

@@ -1,7 +1,9 @@
 package podspec
 
 import (
+	"errors"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,8 +154,10 @@ func TestSeccompDefault(t *testing.T) {
 }
 
 // userNamespaces.idsPerPod as the kubelet's user namespace manager checks
-// it at start: whole blocks from one block up to 2^32, enough for maxPods.
-func TestUserNamespaceLength(t *testing.T) {
+// it at start: whole blocks from one block up to 2^32, enough for maxPods
+// (no "kubelet" user: the default range).
+func TestUserNamespaceRange(t *testing.T) {
+	noUser := func(name string) error { return user.UnknownUserError(name) }
 	for _, c := range []struct {
 		ids     int64
 		maxPods int
@@ -166,10 +170,50 @@ func TestUserNamespaceLength(t *testing.T) {
 		{3 * 65536, 110, 0, "kubelet user assigned IDs length 4294770688 is not a multiple of 196608"},
 		{1 << 26, 110, 0, "kubelet user assigned IDs are not enough to support 110 pods"},
 	} {
-		got, err := UserNamespaceLength(c.ids, c.maxPods)
-		if got != c.want || (err == nil) != (c.err == "") || (err != nil && !strings.HasSuffix(err.Error(), c.err)) {
-			t.Errorf("idsPerPod %d: %d, %v; want %d, %q", c.ids, got, err, c.want, c.err)
+		got, err := UserNamespaceRange(c.ids, c.maxPods, noUser, nil)
+		if got.PerPod != c.want || (err == nil) != (c.err == "") || (err != nil && !strings.HasSuffix(err.Error(), c.err)) {
+			t.Errorf("idsPerPod %d: %+v, %v; want %d, %q", c.ids, got, err, c.want, c.err)
 		}
+		if err == nil && (got.First != got.PerPod || uint64(got.First)+uint64(got.Length) != 1<<32) {
+			t.Errorf("idsPerPod %d: default range %+v", c.ids, got)
+		}
+	}
+}
+
+// A "kubelet" user's subordinate IDs are the range, as the kubelet's
+// getKubeletMappings reads them with getsubids; the same checks apply, and
+// what getsubids cannot say is an error.
+func TestUserNamespaceRangeKubeletUser(t *testing.T) {
+	isUser := func(string) error { return nil }
+	subids := func(uids, gids string) func(args ...string) (string, error) {
+		return func(args ...string) (string, error) {
+			if args[0] == "-g" {
+				return gids, nil
+			}
+			return uids, nil
+		}
+	}
+	r, err := UserNamespaceRange(0, 110, isUser, subids("0: kubelet 65536 7208960\n", "0: kubelet 65536 7208960\n"))
+	if err != nil || r != (UsernsRange{First: 65536, Length: 7208960, PerPod: 65536}) {
+		t.Errorf("%+v, %v", r, err)
+	}
+	a := newUsernsAllocatorIn(t.TempDir(), r)
+	if m, err := a.Get("a"); err != nil || m.HostID != 65536 || m.Size != 65536 {
+		t.Errorf("first pod's mapping %+v, %v", m, err)
+	}
+	for _, c := range []struct{ uids, gids, err string }{
+		{"0: kubelet 65536 7208960\n", "0: kubelet 131072 7208960\n", `mismatched subuids and subgids for user "kubelet"`},
+		{"0: kubelet 100000 7208960\n", "0: kubelet 100000 7208960\n", "kubelet user assigned ID 100000 is not a multiple of 65536"},
+		{"0: kubelet 65536 65536\n", "0: kubelet 65536 65536\n", "kubelet user assigned IDs are not enough to support 110 pods"},
+		{"", "", `invalid line ""`},
+	} {
+		if _, err := UserNamespaceRange(0, 110, isUser, subids(c.uids, c.gids)); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%q: %v, want %q", c.uids, err, c.err)
+		}
+	}
+	failing := func(...string) (string, error) { return "", errors.New("exit status 1") }
+	if _, err := UserNamespaceRange(0, 110, isUser, failing); err == nil || !strings.Contains(err.Error(), `error retrieving additional uids for user "kubelet"`) {
+		t.Errorf("getsubids failing: %v", err)
 	}
 }
 
