@@ -242,7 +242,7 @@ func run(ctx context.Context, o *options) error {
 	go prov.SweepOrphans(ctx, inf.pods.Lister(), func() bool { return pods.HasSynced() && static.HasSynced() })
 	inf.start(ctx)
 	startPeers(ctx)
-	startCRI(ctx, o.criSocket, prov, rt)
+	startCRI(ctx, o.criSocket, criCFSQuota(o), prov, rt)
 
 	cert, err := o.servingCert(ctx, s.name, c.api, inf.node.Lister())
 	if err != nil {

@@ -114,6 +114,9 @@ type Config struct {
 	// CgroupDriver is the runtime's, runtime.CgroupDriverSystemd or
 	// runtime.CgroupDriverCgroupfs.
 	CgroupDriver string
+	// CFSQuota is how the node enforces CPU limits (a sandbox config's
+	// resources).
+	CFSQuota CFSQuota
 }
 
 type server struct {

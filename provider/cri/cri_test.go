@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -1093,4 +1094,93 @@ func sorted(s []string) []string {
 		}
 	}
 	return out
+}
+
+// A verbose PodSandboxStatus has containerd's SandboxInfo keys: the
+// process running with its namespace open while the sandbox is ready, and
+// the kubelet's sandbox config as the node's state says it (hostname and
+// DNS from the files written for the sandbox, the log directory its
+// containers', ports, the pod cgroup, the security context).
+func TestPodSandboxStatusVerbose(t *testing.T) {
+	s := newServer()
+	rt := s.cfg.Runtime.(*fakeRuntime)
+	dir := t.TempDir()
+	rt.recs[0].Dir, rt.recs[0].CgroupParent = dir, "/kubepods/besteffort/pod"+webUID
+	if err := os.WriteFile(filepath.Join(dir, "etc-hostname"), []byte("web\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte("search ns.svc.cluster.local svc.cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pods := s.cfg.Pods.(fakePods)
+	pods[webUID].Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: ptr.To[int64](1000), FSGroup: ptr.To[int64](2000),
+		Sysctls: []v1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}}
+	s.cfg.CFSQuota = CFSQuota{Period: 100000}
+	ctx := context.Background()
+	resp, err := s.PodSandboxStatus(ctx, &criapi.PodSandboxStatusRequest{PodSandboxId: sandboxID(webUID), Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(resp.Info["info"]), &keys); err != nil {
+		t.Fatalf("%v: %q", err, resp.Info)
+	}
+	for _, k := range []string{"pid", "processStatus", "netNamespaceClosed", "image", "snapshotKey", "snapshotter", "runtimeType",
+		"runtimeOptions", "config", "runtimeSpec", "cniResult", "sandboxMetadata"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("no %s in %s", k, resp.Info["info"])
+		}
+	}
+	if string(keys["processStatus"]) != `"running"` || string(keys["netNamespaceClosed"]) != "false" {
+		t.Errorf("ready sandbox: %s", resp.Info["info"])
+	}
+	var cfg criapi.PodSandboxConfig
+	if err := json.Unmarshal(keys["config"], &cfg); err != nil {
+		t.Fatal(err)
+	}
+	sc := cfg.Linux.GetSecurityContext()
+	if cfg.Metadata.GetName() != "web" || cfg.Hostname != "web" || cfg.LogDirectory != "/var/log/pods/ns_web_"+webUID ||
+		len(cfg.DnsConfig.GetServers()) != 1 || len(cfg.DnsConfig.GetSearches()) != 2 || cfg.DnsConfig.GetOptions()[0] != "ndots:5" ||
+		len(cfg.PortMappings) != 1 || cfg.PortMappings[0].ContainerPort != 8001 || cfg.Labels["app"] != "web" ||
+		cfg.Linux.CgroupParent != "/kubepods/besteffort/pod"+webUID || cfg.Linux.Sysctls["net.ipv4.ip_unprivileged_port_start"] != "0" ||
+		sc.GetRunAsUser().GetValue() != 1000 || len(sc.GetSupplementalGroups()) != 1 || sc.GetSupplementalGroups()[0] != 2000 ||
+		sc.GetSeccomp().GetProfileType() != criapi.SecurityProfile_RuntimeDefault || sc.GetNamespaceOptions().GetNetwork() != criapi.NamespaceMode_POD {
+		t.Errorf("config: %v", &cfg)
+	}
+	// No requests or limits: the least shares, the period without a quota;
+	// no overhead.
+	if r := cfg.Linux.Resources; r.GetCpuShares() != 2 || r.GetCpuPeriod() != 100000 || r.GetCpuQuota() != 0 || r.GetMemoryLimitInBytes() != 0 ||
+		cfg.Linux.Overhead == nil || cfg.Linux.Overhead.GetCpuShares() != 0 {
+		t.Errorf("resources %v, overhead %v", r, cfg.Linux.Overhead)
+	}
+	// A stopped one: its process stopped, its namespace closed.
+	resp, err = s.PodSandboxStatus(ctx, &criapi.PodSandboxStatusRequest{PodSandboxId: sandboxID(hostUID), Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(resp.Info["info"], `"processStatus":"stopped","netNamespaceClosed":true`) {
+		t.Errorf("stopped sandbox: %s", resp.Info["info"])
+	}
+}
+
+// A sandbox's resources as the kubelet's calculateSandboxResources: the
+// pod's requests as shares, its limits as quota and memory limit; the CPU
+// limit's shares without a request; no period without quotas enforced.
+func TestSandboxResources(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{
+		{Name: "a", Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")},
+			Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("64Mi")}}},
+		{Name: "b", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("64Mi")}}},
+	}}}
+	// b's request defaults to its limit, as the API server defaults it.
+	pod.Spec.Containers[1].Resources.Requests = pod.Spec.Containers[1].Resources.Limits.DeepCopy()
+	r := sandboxResources(pod, CFSQuota{Period: 100000})
+	if r.CpuShares != 768 || r.CpuPeriod != 100000 || r.CpuQuota != 100000 || r.MemoryLimitInBytes != 128<<20 {
+		t.Errorf("resources %v", r)
+	}
+	lim := resource.MustParse("1")
+	if r := linuxResources(nil, &lim, &resource.Quantity{}, CFSQuota{}); r.CpuShares != 1024 || r.CpuPeriod != 0 || r.CpuQuota != 0 {
+		t.Errorf("limit only, quotas off: %v", r)
+	}
 }

@@ -124,7 +124,13 @@ func (s *server) PodSandboxStatus(ctx context.Context, r *criapi.PodSandboxStatu
 	if err != nil {
 		return nil, err
 	}
-	return &criapi.PodSandboxStatusResponse{Status: sandboxStatus(p)}, nil
+	resp := &criapi.PodSandboxStatusResponse{Status: sandboxStatus(p)}
+	if r.GetVerbose() {
+		if resp.Info, err = s.sandboxVerboseInfo(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
 }
 
 // sandbox is the node's sandbox id names (findSandbox), now.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -75,9 +76,10 @@ func TestCRICompare(t *testing.T) {
 	// container, a main one that exits once (3) and runs on restarted, env,
 	// an emptyDir, a port.
 	nodes := []*criNode{
-		{kind: "hostlet", node: hostletNode, socket: h.CRISocket(), roots: []string{h.PodLogsDir(), h.RootDir()}},
+		{kind: "hostlet", node: hostletNode, socket: h.CRISocket(), roots: []string{h.PodLogsDir(), h.RootDir(), h.CgroupRoot()}},
 		{kind: "kubelet", node: kubeletNode, socket: k.CRISocket(),
-			roots: []string{filepath.Join(c.Dir(), "kubelet", kubeletNode, "pod-logs"), k.RootDir()}},
+			roots: []string{filepath.Join(c.Dir(), "kubelet", kubeletNode, "pod-logs"), k.RootDir(),
+				path.Dir(h.CgroupRoot()) + "/kubelet-" + kubeletNode}},
 	}
 	for _, n := range nodes {
 		n.ns = c.NewNamespace(t)
@@ -146,7 +148,7 @@ func comparePod(ns, node string) *v1.Pod {
 // criNode is one node under comparison and what crictl answered there.
 type criNode struct {
 	kind, node, socket, ns string
-	roots                  []string // the pod logs dir and root dir, most specific first
+	roots                  []string // the pod logs dir, root dir and cgroup root
 	pod                    *v1.Pod
 	// view is crictl's answers, normalized: command -> its JSON (or log
 	// text), lists keyed by what names their items.
@@ -193,7 +195,7 @@ func (n *criNode) gather(t *testing.T, ctx context.Context, crictl string) {
 		repl[ip.IP] = "<pod-ip>"
 	}
 	for i, r := range n.roots {
-		repl[r] = []string{"<pod-logs-dir>", "<root-dir>"}[i]
+		repl[r] = []string{"<pod-logs-dir>", "<root-dir>", "<cgroup-root>"}[i]
 	}
 	containers := map[string]any{}
 	var ids []string
@@ -220,7 +222,7 @@ func (n *criNode) gather(t *testing.T, ctx context.Context, crictl string) {
 			m["mounts"] = keyed(m["mounts"], func(v any) string { return str(v, "containerPath") })
 		}
 		if m, ok := st.(map[string]any); ok {
-			m["info"] = presentKeys(m["info"])
+			m["info"] = presentKeys(m["info"], criInfoValues)
 		}
 		inspect[key] = st
 		logs[key] = n.crictl(t, ctx, crictl, "logs", id)
@@ -241,7 +243,7 @@ func (n *criNode) gather(t *testing.T, ctx context.Context, crictl string) {
 		}
 	}
 	if m, ok := view["inspectp"].(map[string]any); ok {
-		m["info"] = presentKeys(m["info"])
+		m["info"] = presentKeys(m["info"], criSandboxInfoValues)
 	}
 	view["stats"], view["statsp"] = statsShape(view["stats"], ""), statsShape(view["statsp"], "")
 	keys := slices.Collect(func(yield func(string) bool) {
@@ -320,9 +322,14 @@ func keyed(v any, key func(any) string) any {
 // snapshotter.
 var criInfoValues = map[string]bool{"sandboxID": true, "runtimeType": true, "snapshotter": true, "removing": true}
 
-// presentKeys is a verbose info map compared loosely: its keys (and
-// criInfoValues' values).
-func presentKeys(v any) any {
+// criSandboxInfoValues are a sandbox's verbose info's values compared as
+// they are: the state of its process and network namespace, the kubelet's
+// sandbox config (its security context, namespaces, DNS, ports...).
+var criSandboxInfoValues = map[string]bool{"processStatus": true, "netNamespaceClosed": true, "config": true}
+
+// presentKeys is a verbose info map compared loosely: its keys (and the
+// values of those values names).
+func presentKeys(v any, values map[string]bool) any {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return v
@@ -330,7 +337,7 @@ func presentKeys(v any) any {
 	out := map[string]any{}
 	for k, e := range m {
 		out[k] = "<present>"
-		if criInfoValues[k] {
+		if values[k] {
 			out[k] = e
 		}
 	}
@@ -507,9 +514,7 @@ var criDesignDifferences = []struct {
 var criGaps = []struct {
 	pattern string
 	why     string
-}{
-	{"inspectp info", "hostlet answers no verbose info of a sandbox (containerd's: its CRI config, pid, OCI spec, CNI result, runtime)"},
-}
+}{}
 
 // designDifference is why the field at path differs, "" when it must not:
 // the kind ("by design", "hostlet's gap") and the reason.
