@@ -52,7 +52,13 @@ func (n *Node) Stats(ctx context.Context) (*statsv1alpha1.NodeStats, error) {
 		s.Network = NetworkStats(ifaces, now)
 	}
 	if dir := n.imageFsDir(ctx, true); dir != "" {
-		s.Runtime = &statsv1alpha1.RuntimeStats{ImageFs: FsStats(dir, now)}
+		// The containers' writable layers are on the image filesystem
+		// (containerd's snapshotter root): the kubelet's CRI stats provider
+		// reports it as both, its container filesystem not split.
+		if fs := FsStats(dir, now); fs != nil {
+			containerFs := *fs
+			s.Runtime = &statsv1alpha1.RuntimeStats{ImageFs: fs, ContainerFs: &containerFs}
+		}
 	}
 	return s, nil
 }
