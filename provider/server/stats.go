@@ -136,6 +136,12 @@ func (s *server) summary(ctx context.Context, full bool) (*statsv1alpha1.Summary
 	if nodeStats.Runtime != nil {
 		imageFs = nodeStats.Runtime.ImageFs
 	}
+	if s.cfg.Cgroups != nil {
+		// The root cgroup's swap, as the kubelet's cAdvisor "/" has it.
+		if root, err := s.cfg.Cgroups.CgroupStats("/"); err == nil {
+			nodeStats.Swap = cgroupSwap(root)
+		}
+	}
 	nodeStats.SystemContainers = s.systemContainers(seen)
 	sum := &statsv1alpha1.Summary{Node: *nodeStats, Pods: []statsv1alpha1.PodStats{}}
 	for _, pod := range pods {
@@ -149,7 +155,7 @@ func (s *server) summary(ctx context.Context, full bool) (*statsv1alpha1.Summary
 	return sum, nil
 }
 
-// systemContainers are the node's system containers' CPU and memory, as
+// systemContainers are the node's system containers' CPU, memory and swap, as
 // the kubelet's summary reads them from their cgroups (in name order; one
 // whose cgroup cannot be read is left out, as the kubelet leaves it).
 func (s *server) systemContainers(seen map[string]bool) []statsv1alpha1.ContainerStats {
@@ -167,28 +173,19 @@ func (s *server) systemContainers(seen map[string]bool) []statsv1alpha1.Containe
 		if err != nil {
 			continue
 		}
-		at := metav1.NewTime(cg.Time)
 		key := "system/" + n
 		seen[key] = true
-		total := cg.CPU.Total
-		mem := &statsv1alpha1.MemoryStats{Time: at, UsageBytes: ptr.To(cg.Memory.Usage), WorkingSetBytes: ptr.To(cg.Memory.WorkingSet),
-			RSSBytes: ptr.To(cg.Memory.RSS), PageFaults: ptr.To(cg.Memory.PageFaults), MajorPageFaults: ptr.To(cg.Memory.MajorPageFaults)}
-		// A limit (v1's unlimited is near 2^63, v2's max reads as more).
-		if cg.Spec.HasMemory && cg.Spec.MemoryLimit < 1<<62 && cg.Spec.MemoryLimit > cg.Memory.WorkingSet {
-			mem.AvailableBytes = ptr.To(cg.Spec.MemoryLimit - cg.Memory.WorkingSet)
-		}
-		out = append(out, statsv1alpha1.ContainerStats{
-			Name: n, StartTime: metav1.NewTime(cg.Created),
-			CPU:    &statsv1alpha1.CPUStats{Time: at, UsageCoreNanoSeconds: &total, UsageNanoCores: s.cpu.nanoCores(key, total, cg.Time)},
-			Memory: mem,
-		})
+		cpu, mem := cgroupCPUMemory(cg, s.cpu.nanoCores(key, cg.CPU.Total, cg.Time))
+		out = append(out, statsv1alpha1.ContainerStats{Name: n, StartTime: metav1.NewTime(cg.Created), CPU: cpu, Memory: mem, Swap: cgroupSwap(cg)})
 	}
 	return out
 }
 
-// podStats are a pod's figures: its live containers' and their sums. Only
-// CPU and memory without imageFs (the filesystem of containers' writable
-// layers), all of them with it.
+// podStats are a pod's figures: its live containers', and the pod's CPU,
+// memory and swap from its own cgroup (the containers' CPU and memory
+// sums for a pod without one). Only CPU, memory and swap without imageFs
+// (the filesystem of containers' writable layers), all of them with it,
+// the process count too.
 func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]runtime.ContainerStats, seen map[string]bool, imageFs *statsv1alpha1.FsStats) statsv1alpha1.PodStats {
 	full := imageFs != nil
 	ps := statsv1alpha1.PodStats{
@@ -198,8 +195,10 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 		ps.StartTime = *pod.Status.StartTime
 	}
 	limits := memoryLimits(pod)
+	statuses := allStatuses(pod)
+	podCgroup, cgroupNames := s.podCgroups(pod, samples, statuses)
 	var ephemeral runtime.DiskUsage
-	for _, st := range allStatuses(pod) {
+	for _, st := range statuses {
 		id := containerIDOf(&st)
 		sample, ok := samples[id]
 		if id == "" || !ok {
@@ -208,12 +207,34 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 		seen[id] = true
 		cs := containerStats(st, sample, limits[st.Name])
 		cs.CPU.UsageNanoCores = s.cpu.nanoCores(id, sample.CPUUsageNanos, sample.Time)
+		// The container's own cgroup, as cAdvisor reads it for the
+		// kubelet: its swap, and its processes, which the pod's count sums.
+		if name := cgroupNames[id]; name != "" {
+			if cg, err := s.cfg.Cgroups.CgroupStats(name); err == nil {
+				cs.Swap = cgroupSwap(cg)
+				if full {
+					ps.ProcessStats = mergeProcessStats(ps.ProcessStats, cg.Processes)
+				}
+			}
+		}
 		if full {
 			cs.Rootfs, cs.Logs = s.containerFs(ctx, pod, st, id, imageFs, &ephemeral)
 		}
 		ps.Containers = append(ps.Containers, cs)
 	}
 	ps.CPU, ps.Memory = podSums(ps.Containers)
+	if podCgroup != "" && len(ps.Containers) > 0 {
+		// The pod's cgroup, as the kubelet's CRI stats provider prefers
+		// it to the containers' sums: the sandbox's and exited containers'
+		// share counted, and the pod's limit (its containers' limits
+		// summed) making availableBytes.
+		if cg, err := s.cfg.Cgroups.CgroupStats(podCgroup); err == nil {
+			key := "pod/" + string(pod.UID)
+			seen[key] = true
+			ps.CPU, ps.Memory = cgroupCPUMemory(cg, s.cpu.nanoCores(key, cg.CPU.Total, cg.Time))
+			ps.Swap = cgroupSwap(cg)
+		}
+	}
 	if !full {
 		return ps
 	}
@@ -327,6 +348,88 @@ func podSums(cs []statsv1alpha1.ContainerStats) (*statsv1alpha1.CPUStats, *stats
 		*mem.MajorPageFaults += *c.Memory.MajorPageFaults
 	}
 	return cpu, mem
+}
+
+// podCgroups names the pod's cgroup ("" for none) and its containers',
+// by ID, of the containers that have samples.
+func (s *server) podCgroups(pod *v1.Pod, samples map[string]runtime.ContainerStats, statuses []v1.ContainerStatus) (string, map[string]string) {
+	if s.cfg.Cgroups == nil {
+		return "", nil
+	}
+	var ids []string
+	for i := range statuses {
+		if id := containerIDOf(&statuses[i]); id != "" {
+			if _, ok := samples[id]; ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return "", nil
+	}
+	podCgroup, names, err := s.cfg.Cgroups.PodCgroupNames(string(pod.UID), ids)
+	if err != nil {
+		return "", nil
+	}
+	return podCgroup, names
+}
+
+// unlimitedMemory is the kubelet's isMemoryUnlimited bound: a limit above
+// it is none (v1's unlimited is near 2^63, v2's max reads as more).
+const unlimitedMemory = uint64(1 << 62)
+
+// cgroupCPUMemory are a cgroup's CPU and memory as the kubelet's
+// cadvisorInfoToCPUandMemoryStats makes them: availableBytes the limit
+// less the working set where there is a limit; a cgroup without the
+// memory controller has a zero working set only. nanoCores is the rate
+// since the previous request (nil on the first).
+func cgroupCPUMemory(cg runtime.CgroupStats, nanoCores *uint64) (*statsv1alpha1.CPUStats, *statsv1alpha1.MemoryStats) {
+	at := metav1.NewTime(cg.Time)
+	cpu := &statsv1alpha1.CPUStats{Time: at, UsageCoreNanoSeconds: ptr.To(cg.CPU.Total), UsageNanoCores: nanoCores}
+	if !cg.Spec.HasMemory {
+		return cpu, &statsv1alpha1.MemoryStats{Time: at, WorkingSetBytes: ptr.To[uint64](0)}
+	}
+	m := cg.Memory
+	mem := &statsv1alpha1.MemoryStats{Time: at, UsageBytes: ptr.To(m.Usage), WorkingSetBytes: ptr.To(m.WorkingSet),
+		RSSBytes: ptr.To(m.RSS), PageFaults: ptr.To(m.PageFaults), MajorPageFaults: ptr.To(m.MajorPageFaults)}
+	if cg.Spec.MemoryLimit <= unlimitedMemory {
+		mem.AvailableBytes = ptr.To(sub(cg.Spec.MemoryLimit, m.WorkingSet))
+	}
+	return cpu, mem
+}
+
+// cgroupSwap is a cgroup's swap as the kubelet's cadvisorInfoToSwapStats
+// makes it: the swap used (v1's total_swap, v2's memory.swap.current)
+// and, under a limit (v1's memory+swap memsw.limit_in_bytes, v2's
+// memory.swap.max), the limit less the use; nil without the memory
+// controller.
+func cgroupSwap(cg runtime.CgroupStats) *statsv1alpha1.SwapStats {
+	if !cg.Spec.HasMemory {
+		return nil
+	}
+	s := &statsv1alpha1.SwapStats{Time: metav1.NewTime(cg.Time), SwapUsageBytes: ptr.To(cg.Memory.Swap)}
+	if cg.Spec.SwapLimit <= unlimitedMemory {
+		s.SwapAvailableBytes = ptr.To(sub(cg.Spec.SwapLimit, cg.Memory.Swap))
+	}
+	return s
+}
+
+// mergeProcessStats adds a container's process count to the pod's, as
+// the kubelet's mergeProcessStats sums its containers'.
+func mergeProcessStats(ps *statsv1alpha1.ProcessStats, processes uint64) *statsv1alpha1.ProcessStats {
+	if ps == nil {
+		return &statsv1alpha1.ProcessStats{ProcessCount: ptr.To(processes)}
+	}
+	*ps.ProcessCount += processes
+	return ps
+}
+
+// sub is a - b, 0 below zero.
+func sub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
 }
 
 // allStatuses are the statuses of every container of the pod, init and

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+
+	"github.com/hostlet/hostlet/provider/node"
 	"testing"
 	"time"
 
@@ -78,5 +81,132 @@ func TestContainerAndPodStats(t *testing.T) {
 	}
 	if cpu, mem := podSums(nil); cpu != nil || mem != nil {
 		t.Error("a pod without containers has sums")
+	}
+}
+
+// logDirRuntime has the pods' log directories only.
+type logDirRuntime struct {
+	Runtime
+	dir string
+}
+
+func (r logDirRuntime) LogDir(string, string, string) string { return r.dir }
+
+func TestCgroupCPUMemoryAndSwap(t *testing.T) {
+	at := time.Unix(3000, 0)
+	cg := runtime.CgroupStats{Time: at, CPU: runtime.CgroupCPU{Total: 7e9},
+		Memory: runtime.CgroupMemoryStats{Usage: 50 << 20, WorkingSet: 30 << 20, RSS: 20 << 20, Swap: 1 << 20, PageFaults: 9, MajorPageFaults: 2},
+		Spec:   runtime.CgroupSpec{HasMemory: true, MemoryLimit: 160 << 20, SwapLimit: 160 << 20}}
+	cpu, mem := cgroupCPUMemory(cg, ptr.To[uint64](42))
+	if *cpu.UsageCoreNanoSeconds != 7e9 || *cpu.UsageNanoCores != 42 || !cpu.Time.Time.Equal(at) || cpu.PSI != nil {
+		t.Errorf("cpu %+v", cpu)
+	}
+	if *mem.AvailableBytes != 130<<20 || *mem.WorkingSetBytes != 30<<20 || *mem.UsageBytes != 50<<20 || *mem.RSSBytes != 20<<20 ||
+		*mem.PageFaults != 9 || *mem.MajorPageFaults != 2 || mem.PSI != nil {
+		t.Errorf("memory %+v", mem)
+	}
+	// v1's memsw limit is memory and swap together, as cAdvisor's spec
+	// has it: the kubelet subtracts the swap used from it.
+	if sw := cgroupSwap(cg); *sw.SwapUsageBytes != 1<<20 || *sw.SwapAvailableBytes != 159<<20 || !sw.Time.Time.Equal(at) {
+		t.Errorf("swap %+v", sw)
+	}
+	// Unlimited (v1's near 2^63, v2's max): no availableBytes.
+	cg.Spec.MemoryLimit, cg.Spec.SwapLimit = 9223372036854771712, 1<<64-1
+	if _, mem := cgroupCPUMemory(cg, nil); mem.AvailableBytes != nil {
+		t.Errorf("unlimited cgroup has available %d", *mem.AvailableBytes)
+	}
+	if sw := cgroupSwap(cg); sw.SwapAvailableBytes != nil || *sw.SwapUsageBytes != 1<<20 {
+		t.Errorf("unlimited swap %+v", sw)
+	}
+	// Without the memory controller: a zero working set only, no swap.
+	cg.Spec.HasMemory = false
+	if _, mem := cgroupCPUMemory(cg, nil); *mem.WorkingSetBytes != 0 || mem.UsageBytes != nil || mem.AvailableBytes != nil {
+		t.Errorf("memory without the controller %+v", mem)
+	}
+	if sw := cgroupSwap(cg); sw != nil {
+		t.Errorf("swap without the controller %+v", sw)
+	}
+}
+
+// TestPodCgroupStats: a pod with its own cgroup has its CPU, memory and
+// swap from it (the pod limit making availableBytes), its containers'
+// swap from theirs and its process count their sum; a container whose
+// cgroup is gone counts none.
+func TestPodCgroupStats(t *testing.T) {
+	at := time.Unix(4000, 0)
+	const cid, cid2 = "c1", "c2"
+	limited := runtime.CgroupSpec{HasMemory: true, MemoryLimit: 80e6, SwapLimit: 80e6}
+	podCg := runtime.CgroupStats{Time: at, CPU: runtime.CgroupCPU{Total: 5e9},
+		Memory: runtime.CgroupMemoryStats{Usage: 3e6, WorkingSet: 2e6, RSS: 1e6, PageFaults: 100}, Spec: limited}
+	ctrCg := runtime.CgroupStats{Time: at, Processes: 2, Memory: runtime.CgroupMemoryStats{Swap: 4096}, Spec: limited}
+	ctr2Cg := runtime.CgroupStats{Time: at, Processes: 1, Spec: runtime.CgroupSpec{HasMemory: true, MemoryLimit: 1 << 63, SwapLimit: 1 << 63}}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid1"},
+		Spec: v1.PodSpec{Containers: []v1.Container{
+			{Name: "app", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("80M")}}},
+			{Name: "side"}, {Name: "gone"},
+		}},
+		Status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{
+			{Name: "app", ContainerID: "containerd://" + cid},
+			{Name: "side", ContainerID: "containerd://" + cid2},
+			{Name: "gone", ContainerID: "containerd://c3"},
+		}},
+	}
+	s := &server{cfg: Config{
+		Stats:   fakeStats{},
+		Usage:   fakeUsage{},
+		Runtime: logDirRuntime{dir: t.TempDir()},
+		Cgroups: fakeCgroups{stats: map[string]runtime.CgroupStats{
+			"/kubepods/burstable/poduid1":         podCg,
+			"/kubepods/burstable/poduid1/" + cid:  ctrCg,
+			"/kubepods/burstable/poduid1/" + cid2: ctr2Cg,
+		}},
+	}}
+	samples := map[string]runtime.ContainerStats{
+		cid:  {Time: at, CPUUsageNanos: 3e9, MemoryUsage: 2e6, WorkingSet: 1.5e6},
+		cid2: {Time: at, CPUUsageNanos: 1e9, MemoryUsage: 5e5, WorkingSet: 2e5},
+		"c3": {Time: at, CPUUsageNanos: 1e6},
+	}
+	imageFs := node.FsStats(t.TempDir(), metav1.Now())
+	for _, full := range []bool{true, false} {
+		var fs *statsv1alpha1.FsStats
+		if full {
+			fs = imageFs
+		}
+		seen := map[string]bool{}
+		ps := s.podStats(context.Background(), pod, samples, seen, fs)
+		if *ps.CPU.UsageCoreNanoSeconds != 5e9 || *ps.Memory.WorkingSetBytes != 2e6 || *ps.Memory.AvailableBytes != 78e6 || *ps.Memory.PageFaults != 100 {
+			t.Errorf("full %v: pod cpu %+v memory %+v", full, ps.CPU, ps.Memory)
+		}
+		if !seen["pod/uid1"] {
+			t.Errorf("full %v: the pod's CPU sample is not kept", full)
+		}
+		if ps.Swap == nil || *ps.Swap.SwapAvailableBytes != 80e6 {
+			t.Errorf("full %v: pod swap %+v", full, ps.Swap)
+		}
+		if len(ps.Containers) != 3 {
+			t.Fatalf("full %v: %d containers", full, len(ps.Containers))
+		}
+		app, side, gone := ps.Containers[0], ps.Containers[1], ps.Containers[2]
+		if app.Swap == nil || *app.Swap.SwapUsageBytes != 4096 || *app.Swap.SwapAvailableBytes != 80e6-4096 {
+			t.Errorf("full %v: app swap %+v", full, app.Swap)
+		}
+		if side.Swap == nil || side.Swap.SwapAvailableBytes != nil || gone.Swap != nil {
+			t.Errorf("full %v: side swap %+v, gone %+v", full, side.Swap, gone.Swap)
+		}
+		switch {
+		case full && (ps.ProcessStats == nil || *ps.ProcessStats.ProcessCount != 3):
+			t.Errorf("pod processes %+v, want 3", ps.ProcessStats)
+		case !full && ps.ProcessStats != nil:
+			t.Errorf("only CPU and memory has processes %d", *ps.ProcessStats.ProcessCount)
+		}
+	}
+	// Without a pod cgroup of its own: the containers' sums, no swap, as
+	// before.
+	other := pod.DeepCopy()
+	other.UID = "uid2"
+	ps := s.podStats(context.Background(), other, samples, map[string]bool{}, nil)
+	if *ps.CPU.UsageCoreNanoSeconds != 4e9+1e6 || ps.Swap != nil || ps.ProcessStats != nil {
+		t.Errorf("pod without a cgroup: cpu %+v swap %+v processes %+v", ps.CPU, ps.Swap, ps.ProcessStats)
 	}
 }
