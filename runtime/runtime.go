@@ -188,7 +188,9 @@ func (r *Runtime) Close() error { return r.client.Close() }
 // Network is the CNI side, for status checks.
 func (r *Runtime) Network() *Network { return r.network }
 
-// Version returns "containerd://<version>" as the kubelet reports the runtime.
+// Version returns "containerd://<version>" as the kubelet reports the
+// runtime: containerd's version as it was built (a release's is its tag,
+// "v2.2.9"), which containerd's CRI answers unchanged.
 func (r *Runtime) Version(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -196,7 +198,24 @@ func (r *Runtime) Version(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return "containerd://" + strings.TrimPrefix(v.Version, "v"), nil
+	return "containerd://" + v.Version, nil
+}
+
+// Deprecations are containerd's deprecation warnings (its introspection
+// service's), by id: containerd's CRI turns them into its
+// ContainerdHasNoDeprecationWarnings condition.
+func (r *Runtime) Deprecations(ctx context.Context) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := r.client.IntrospectionService().Server(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, d := range resp.GetDeprecations() {
+		out[d.GetID()] = d.GetMessage()
+	}
+	return out, nil
 }
 
 // Healthy reports whether containerd answers.

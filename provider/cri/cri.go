@@ -44,6 +44,8 @@ type Pods interface {
 type Runtime interface {
 	// Version is "containerd://<version>".
 	Version(ctx context.Context) (string, error)
+	// Deprecations are containerd's deprecation warnings by id.
+	Deprecations(ctx context.Context) (map[string]string, error)
 	RuntimeHandlers(ctx context.Context) ([]runtime.RuntimeHandler, error)
 	SandboxRecords() ([]runtime.SandboxRecord, error)
 	ContainerPods(ctx context.Context) (map[string]runtime.PodRef, error)
@@ -172,7 +174,7 @@ func Serve(ctx context.Context, cfg Config) error {
 
 // Version answers as containerd's CRI does (runtime_name "containerd", its
 // version): the containers are containerd's, and the kubelet makes the
-// node's containerRuntimeVersion ("containerd://2.x") from these two
+// node's containerRuntimeVersion ("containerd://v2.x") from these two
 // fields, which hostlet's Node reports the same.
 func (s *server) Version(ctx context.Context, _ *criapi.VersionRequest) (*criapi.VersionResponse, error) {
 	v, err := s.cfg.Runtime.Version(ctx)
@@ -196,7 +198,8 @@ const kubeAPIVersion = "0.1.0"
 const DefaultSocket = "/run/hostlet/cri.sock"
 
 // Status has containerd's conditions: RuntimeReady while containerd
-// answers (hostlet's view of it), NetworkReady from the CNI config.
+// answers (hostlet's view of it), NetworkReady from the CNI config, and
+// whether containerd warns of deprecations.
 func (s *server) Status(ctx context.Context, r *criapi.StatusRequest) (*criapi.StatusResponse, error) {
 	rt := &criapi.RuntimeCondition{Type: criapi.RuntimeReady, Status: true}
 	handlers, err := s.cfg.Runtime.RuntimeHandlers(ctx)
@@ -215,9 +218,35 @@ func (s *server) Status(ctx context.Context, r *criapi.StatusRequest) (*criapi.S
 			status = netErr.Error()
 		}
 		golang, _ := json.Marshal(goruntime.Version())
-		resp.Info = map[string]string{"golang": string(golang), "lastCNILoadStatus": status}
+		// The node's one network is CNI's default one, as containerd names
+		// its load status.
+		resp.Info = map[string]string{"golang": string(golang), "lastCNILoadStatus": status, "lastCNILoadStatus.default": status}
 	}
+	deprecations, err := s.cfg.Runtime.Deprecations(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("containerd's deprecations: %w", err)
+	}
+	cond, err := deprecationCondition(deprecations)
+	if err != nil {
+		return nil, err
+	}
+	resp.Status.Conditions = append(resp.Status.Conditions, cond)
 	return resp, nil
+}
+
+// deprecationCondition is containerd's CRI's
+// ContainerdHasNoDeprecationWarnings: false with the warnings (a JSON map
+// of id to message) when containerd has any.
+func deprecationCondition(deprecations map[string]string) (*criapi.RuntimeCondition, error) {
+	cond := &criapi.RuntimeCondition{Type: "ContainerdHasNoDeprecationWarnings", Status: true}
+	if len(deprecations) > 0 {
+		b, err := json.Marshal(deprecations)
+		if err != nil {
+			return nil, err
+		}
+		cond.Status, cond.Reason, cond.Message = false, "ContainerdHasDeprecationWarnings", string(b)
+	}
+	return cond, nil
 }
 
 // networkCondition is NetworkReady in containerd's words.

@@ -73,12 +73,14 @@ type fakeRuntime struct {
 	lists   int
 	metrics map[string]runtime.ContainerStats
 	layers  map[string]runtime.DiskUsage
-	cgroups map[string]runtime.CgroupStats
-	ifaces  []runtime.InterfaceStats
-	stopped []string
-	removed []string
-	pulled  []string
-	events  []runtime.ContainerEvent
+	// deprecations are containerd's deprecation warnings.
+	deprecations map[string]string
+	cgroups      map[string]runtime.CgroupStats
+	ifaces       []runtime.InterfaceStats
+	stopped      []string
+	removed      []string
+	pulled       []string
+	events       []runtime.ContainerEvent
 	// reopened are the containers whose logs were reopened.
 	reopened []string
 	rmis     []string
@@ -189,7 +191,11 @@ func (f *fakeRuntime) ReopenContainerLog(id string) error {
 	return nil
 }
 
-func (f *fakeRuntime) Version(context.Context) (string, error) { return "containerd://2.2.9", nil }
+func (f *fakeRuntime) Version(context.Context) (string, error) { return "containerd://v2.2.9", nil }
+
+func (f *fakeRuntime) Deprecations(context.Context) (map[string]string, error) {
+	return f.deprecations, nil
+}
 func (f *fakeRuntime) RuntimeHandlers(context.Context) ([]runtime.RuntimeHandler, error) {
 	return []runtime.RuntimeHandler{{Name: ""}, {Name: "runc", UserNamespaces: true}}, nil
 }
@@ -1038,7 +1044,7 @@ func TestServe(t *testing.T) {
 	defer conn.Close()
 	c := criapi.NewRuntimeServiceClient(conn)
 	v, err := c.Version(ctx, &criapi.VersionRequest{})
-	if err != nil || v.RuntimeName != "containerd" || v.RuntimeVersion != "2.2.9" || v.RuntimeApiVersion != "v1" {
+	if err != nil || v.RuntimeName != "containerd" || v.RuntimeVersion != "v2.2.9" || v.RuntimeApiVersion != "v1" {
 		t.Errorf("version %v %v", v, err)
 	}
 	st, err := c.Status(ctx, &criapi.StatusRequest{Verbose: true})
@@ -1046,8 +1052,12 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	conds := st.Status.Conditions
-	if len(conds) != 2 || !conds[0].Status || conds[0].Type != criapi.RuntimeReady || conds[1].Status || conds[1].Reason != "NetworkPluginNotReady" {
+	if len(conds) != 3 || !conds[0].Status || conds[0].Type != criapi.RuntimeReady || conds[1].Status || conds[1].Reason != "NetworkPluginNotReady" ||
+		conds[2].Type != "ContainerdHasNoDeprecationWarnings" || !conds[2].Status {
 		t.Errorf("conditions %v", conds)
+	}
+	if st.Info["lastCNILoadStatus.default"] == "" || st.Info["lastCNILoadStatus.default"] != st.Info["lastCNILoadStatus"] {
+		t.Errorf("info %v", st.Info)
 	}
 	if len(st.RuntimeHandlers) != 2 || st.RuntimeHandlers[1].Name != "runc" || !st.RuntimeHandlers[1].Features.UserNamespaces {
 		t.Errorf("handlers %v", st.RuntimeHandlers)
@@ -1182,5 +1192,17 @@ func TestSandboxResources(t *testing.T) {
 	lim := resource.MustParse("1")
 	if r := linuxResources(nil, &lim, &resource.Quantity{}, CFSQuota{}); r.CpuShares != 1024 || r.CpuPeriod != 0 || r.CpuQuota != 0 {
 		t.Errorf("limit only, quotas off: %v", r)
+	}
+}
+
+// containerd's deprecation warnings make its condition false, with them
+// as a JSON map; none, true.
+func TestDeprecationCondition(t *testing.T) {
+	c, err := deprecationCondition(map[string]string{"io.containerd.deprecation/cgroup-v1": "cgroup v1 is deprecated"})
+	if err != nil || c.Status || c.Reason != "ContainerdHasDeprecationWarnings" || c.Message != `{"io.containerd.deprecation/cgroup-v1":"cgroup v1 is deprecated"}` {
+		t.Errorf("with a warning: %v %v", c, err)
+	}
+	if c, err := deprecationCondition(nil); err != nil || !c.Status || c.Reason != "" || c.Type != "ContainerdHasNoDeprecationWarnings" {
+		t.Errorf("without: %v %v", c, err)
 	}
 }

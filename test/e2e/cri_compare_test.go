@@ -246,6 +246,20 @@ func (n *criNode) gather(t *testing.T, ctx context.Context, crictl string) {
 		m["info"] = presentKeys(m["info"], criSandboxInfoValues)
 	}
 	view["stats"], view["statsp"] = statsShape(view["stats"], ""), statsShape(view["statsp"], "")
+	// The runtime's own answers: its version; its status, conditions
+	// compared as they are, the verbose info by its keys; the image
+	// filesystem's shape.
+	view["version"] = n.crictl(t, ctx, crictl, "version")
+	info := n.json(t, ctx, crictl, "info", "-o", "json")
+	if m, ok := info.(map[string]any); ok {
+		for k, v := range m {
+			if k != "status" {
+				m[k] = presentKeys(v, nil)
+			}
+		}
+	}
+	view["info"] = info
+	view["imagefsinfo"] = statsShape(n.json(t, ctx, crictl, "imagefsinfo", "-o", "json"), "")
 	keys := slices.Collect(func(yield func(string) bool) {
 		for k := range repl {
 			if !yield(k) {
@@ -328,11 +342,11 @@ var criInfoValues = map[string]bool{"sandboxID": true, "runtimeType": true, "sna
 var criSandboxInfoValues = map[string]bool{"processStatus": true, "netNamespaceClosed": true, "config": true}
 
 // presentKeys is a verbose info map compared loosely: its keys (and the
-// values of those values names).
+// values of those values names); a value not a map only as there.
 func presentKeys(v any, values map[string]bool) any {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return v
+		return "<present>"
 	}
 	out := map[string]any{}
 	for k, e := range m {
@@ -505,6 +519,11 @@ var criDesignDifferences = []struct {
 	// digest and answers the image ID as imageRef (the kubelet's pod
 	// status imageID). hostlet names an image's repo digest from its
 	// manifest, as a pull records it.
+	{"info config", "containerd's CRI plugin configuration: hostlet's containerd runs no CRI plugin, its configuration is the kubelet's (the node's /configz)"},
+	{"imagefsinfo status imageFilesystems * usedBytes value",
+		"hostlet's image filesystem use is the filesystem's, as /stats/summary's imageFs (containerd's CRI sums its snapshots', measured every 10s)"},
+	{"imagefsinfo status imageFilesystems * inodesUsed value",
+		"hostlet's image filesystem inodes are the filesystem's, as /stats/summary's imageFs (containerd's CRI sums its snapshots')"},
 	{"images * repoDigests", "the kubelet's images are imported, not pulled (no repo digest recorded); hostlet names the manifest's"},
 	{"inspect * status imageRef", "the kubelet's images are imported, not pulled: its imageRef is the image ID for want of a repo digest"},
 }
@@ -514,7 +533,9 @@ var criDesignDifferences = []struct {
 var criGaps = []struct {
 	pattern string
 	why     string
-}{}
+}{
+	{"info cniconfig", "hostlet's verbose status has no libcni config (containerd's: plugin and config dirs, the networks loaded)"},
+}
 
 // designDifference is why the field at path differs, "" when it must not:
 // the kind ("by design", "hostlet's gap") and the reason.
