@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,20 +161,23 @@ func runNodeE2E(ctx context.Context, c config, tools tooling) (int, error) {
 		return 1, err
 	}
 	parallel, serial := nodeConformanceNames(all)
-	filter := func(names []string) ([]string, error) {
-		names, err := filterNames(names, c.focus)
-		if err != nil {
-			return nil, err
-		}
-		return skipNames(names, c.skip)
-	}
-	if parallel, err = filter(parallel); err != nil {
+	// -focus and -skip select from both parts at once: either may be left
+	// empty.
+	names, err := filterNames(append(append([]string(nil), parallel...), serial...), c.focus)
+	if err != nil {
 		return 2, err
 	}
-	if serial, err = filter(serial); err != nil {
+	if names, err = skipNames(names, c.skip); err != nil {
 		return 2, err
 	}
-	names := append(append([]string(nil), parallel...), serial...)
+	selected := map[string]bool{}
+	for _, n := range names {
+		selected[n] = true
+	}
+	keep := func(l []string) []string {
+		return slices.DeleteFunc(l, func(n string) bool { return !selected[n] })
+	}
+	parallel, serial = keep(parallel), keep(serial)
 	known, err := readKnownFailures(filepath.Join(c.listsDir, "node-known-failures.txt"))
 	if err != nil {
 		return 1, err
