@@ -10,6 +10,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/typeurl/v2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 func TestKernelAtLeast(t *testing.T) {
@@ -172,5 +173,18 @@ func TestParseCRIHandlersRecursiveReadOnly(t *testing.T) {
 		if got := table[name].RecursiveReadOnlyMounts; got != want {
 			t.Errorf("%q: recursive read-only %v, want %v", name, got, want)
 		}
+	}
+}
+
+// Merged groups (the Merge policy) come in ascending order without
+// repeats, as containerd's CRI merges them (mergeGids): the image's groups
+// of the user, its gid, the pod's fsGroup and supplementalGroups alike.
+func TestExtraGIDsSorted(t *testing.T) {
+	spec := &oci.Spec{Process: &specs.Process{User: specs.User{GID: 3000, AdditionalGids: []uint32{3000, 50000}}}}
+	if err := withExtraGIDs([]int64{2000, 4000, 50000})(context.Background(), nil, &containers.Container{}, spec); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := spec.Process.User.AdditionalGids, []uint32{2000, 3000, 4000, 50000}; !slices.Equal(got, want) {
+		t.Errorf("groups %v, want %v", got, want)
 	}
 }

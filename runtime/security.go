@@ -268,18 +268,17 @@ func withGID(gid uint32) oci.SpecOpts {
 	}
 }
 
+// withExtraGIDs merges the pod's groups into the process's, in ascending
+// order without repeats, as containerd's CRI's WithSupplementalGroups
+// (mergeGids).
 func withExtraGIDs(groups []int64) oci.SpecOpts {
 	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
-		have := map[uint32]bool{}
-		for _, g := range s.Process.User.AdditionalGids {
-			have[g] = true
-		}
+		gids := slices.Clone(s.Process.User.AdditionalGids)
 		for _, g := range groups {
-			if !have[uint32(g)] {
-				s.Process.User.AdditionalGids = append(s.Process.User.AdditionalGids, uint32(g))
-				have[uint32(g)] = true
-			}
+			gids = append(gids, uint32(g))
 		}
+		slices.Sort(gids)
+		s.Process.User.AdditionalGids = slices.Compact(gids)
 		return nil
 	}
 }
