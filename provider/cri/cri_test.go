@@ -1152,7 +1152,7 @@ func TestPodSandboxStatusVerbose(t *testing.T) {
 	if cfg.Metadata.GetName() != "web" || cfg.Hostname != "web" || cfg.LogDirectory != "/var/log/pods/ns_web_"+webUID ||
 		len(cfg.DnsConfig.GetServers()) != 1 || len(cfg.DnsConfig.GetSearches()) != 2 || cfg.DnsConfig.GetOptions()[0] != "ndots:5" ||
 		len(cfg.PortMappings) != 1 || cfg.PortMappings[0].ContainerPort != 8001 || cfg.Labels["app"] != "web" ||
-		cfg.Linux.CgroupParent != "/kubepods/besteffort/pod"+webUID || cfg.Linux.Sysctls["net.ipv4.ip_unprivileged_port_start"] != "0" ||
+		cfg.Linux.CgroupParent != "/kubepods/besteffort/pod"+webUID || cfg.Linux.Sysctls["net.ipv4.ip_unprivileged_port_start"] != "0" || cfg.Linux.Sysctls["net.ipv4.ping_group_range"] != "0 2147483647" ||
 		sc.GetRunAsUser().GetValue() != 1000 || len(sc.GetSupplementalGroups()) != 1 || sc.GetSupplementalGroups()[0] != 2000 ||
 		sc.GetSeccomp().GetProfileType() != criapi.SecurityProfile_RuntimeDefault || sc.GetNamespaceOptions().GetNetwork() != criapi.NamespaceMode_POD {
 		t.Errorf("config: %v", &cfg)

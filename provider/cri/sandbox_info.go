@@ -112,6 +112,19 @@ func sandboxConfig(p *podSandbox, logDir string, quota CFSQuota) *criapi.PodSand
 		for _, s := range sc.Sysctls {
 			lc.Sysctls[s.Name] = s.Value
 		}
+		if len(sc.Sysctls) > 0 && !pod.Spec.HostNetwork {
+			// containerd's RunPodSandbox adds its unprivileged ports and
+			// ICMP sysctls (which hostlet's podspec gives every pod of its
+			// own network) into the config's own map, so its status shows
+			// them there; a config without sysctls has no map to add to.
+			if _, ok := lc.Sysctls["net.ipv4.ip_unprivileged_port_start"]; !ok {
+				lc.Sysctls["net.ipv4.ip_unprivileged_port_start"] = "0"
+			}
+			userns := pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers
+			if _, ok := lc.Sysctls["net.ipv4.ping_group_range"]; !ok && !userns {
+				lc.Sysctls["net.ipv4.ping_group_range"] = "0 2147483647"
+			}
+		}
 		l := lc.SecurityContext
 		if sc.RunAsUser != nil {
 			l.RunAsUser = &criapi.Int64Value{Value: *sc.RunAsUser}

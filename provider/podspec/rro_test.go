@@ -1,6 +1,7 @@
 package podspec
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -91,5 +92,31 @@ func TestContainerUser(t *testing.T) {
 	u := containerUser(&runtime.User{UID: 1000, GID: 1000, SupplementalGroups: []uint32{1000, 60000}})
 	if u.Linux == nil || u.Linux.UID != 1000 || u.Linux.GID != 1000 || len(u.Linux.SupplementalGroups) != 2 || u.Linux.SupplementalGroups[1] != 60000 {
 		t.Fatalf("%+v", u.Linux)
+	}
+}
+
+// A pod with a network of its own gets containerd's unprivileged ports and
+// ICMP sysctls unless it sets them; not on the host's network, and no ICMP
+// range in a user namespace.
+func TestUnprivilegedNetSysctls(t *testing.T) {
+	r := &Runtime{}
+	for _, c := range []struct {
+		name string
+		spec v1.PodSpec
+		want map[string]string
+	}{
+		{"pod network", v1.PodSpec{}, map[string]string{"net.ipv4.ip_unprivileged_port_start": "0", "net.ipv4.ping_group_range": "0 2147483647"}},
+		{"own value kept", v1.PodSpec{SecurityContext: &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "1024"}}}},
+			map[string]string{"net.ipv4.ip_unprivileged_port_start": "1024", "net.ipv4.ping_group_range": "0 2147483647"}},
+		{"user namespace", v1.PodSpec{HostUsers: ptr.To(false)}, map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"}},
+		{"host network", v1.PodSpec{HostNetwork: true}, nil},
+	} {
+		sec, err := r.containerSecurity(&v1.Pod{Spec: c.spec}, &v1.Container{Name: "c"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(sec.Sysctls, c.want) {
+			t.Errorf("%s: sysctls %v, want %v", c.name, sec.Sysctls, c.want)
+		}
 	}
 }

@@ -73,6 +73,7 @@ func (r *Runtime) containerSecurity(pod *v1.Pod, c *v1.Container, imageUser stri
 			sec.Sysctls[node.NormalizeSysctl(s.Name)] = s.Value
 		}
 	}
+	sec.Sysctls = withUnprivilegedNet(pod, sec.Sysctls)
 	profile := psc.SeccompProfile
 	if csc.SeccompProfile != nil {
 		profile = csc.SeccompProfile
@@ -180,4 +181,32 @@ func (r *Runtime) containerResources(pod *v1.Pod, c *v1.Container) runtime.Resou
 		out.OOMScoreAdj = min(max(adj, 2), 999)
 	}
 	return out
+}
+
+// The sysctls containerd's CRI gives every sandbox with a network of its
+// own (enable_unprivileged_ports and enable_unprivileged_icmp, on by
+// default): any user binds the low ports and opens ICMP echo sockets.
+const (
+	sysctlUnprivilegedPortStart = "net.ipv4.ip_unprivileged_port_start"
+	sysctlPingGroupRange        = "net.ipv4.ping_group_range"
+)
+
+// withUnprivilegedNet adds those to the pod's sysctls where the pod sets
+// none of its own, as containerd's sandbox: not on the host's network, and
+// the ICMP range not in a user namespace (whose IDs it would not map).
+func withUnprivilegedNet(pod *v1.Pod, sysctls map[string]string) map[string]string {
+	if pod.Spec.HostNetwork {
+		return sysctls
+	}
+	if sysctls == nil {
+		sysctls = map[string]string{}
+	}
+	if _, ok := sysctls[sysctlUnprivilegedPortStart]; !ok {
+		sysctls[sysctlUnprivilegedPortStart] = "0"
+	}
+	userns := pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers
+	if _, ok := sysctls[sysctlPingGroupRange]; !ok && !userns {
+		sysctls[sysctlPingGroupRange] = "0 2147483647"
+	}
+	return sysctls
 }

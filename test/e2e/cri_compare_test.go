@@ -74,7 +74,7 @@ func TestCRICompare(t *testing.T) {
 
 	// The same pod on each node, in a namespace of its own: an init
 	// container, a main one that exits once (3) and runs on restarted, env,
-	// an emptyDir, a port.
+	// an emptyDir, a port, a pod security context (user, groups, sysctl).
 	nodes := []*criNode{
 		{kind: "hostlet", node: hostletNode, socket: h.CRISocket(), roots: []string{h.PodLogsDir(), h.RootDir(), h.CgroupRoot()}},
 		{kind: "kubelet", node: kubeletNode, socket: k.CRISocket(),
@@ -130,8 +130,11 @@ func comparePod(ns, node string) *v1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cmp", Labels: map[string]string{"app": "cmp"},
 			Annotations: map[string]string{"example.com/note": "compared"}},
 		Spec: v1.PodSpec{
-			NodeName:                      node,
-			RestartPolicy:                 v1.RestartPolicyAlways,
+			NodeName:      node,
+			RestartPolicy: v1.RestartPolicyAlways,
+			SecurityContext: &v1.PodSecurityContext{RunAsUser: ptrTo(int64(1000)), RunAsGroup: ptrTo(int64(3000)),
+				FSGroup: ptrTo(int64(2000)), SupplementalGroups: []int64{4000},
+				Sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}},
 			TerminationGracePeriodSeconds: ptrTo(int64(5)),
 			InitContainers: []v1.Container{{Name: "init", Image: images.BusyboxRef, VolumeMounts: data,
 				Command: []string{"sh", "-c", "echo init; echo ready > /data/init"}}},
@@ -198,12 +201,14 @@ func (n *criNode) gather(t *testing.T, ctx context.Context, crictl string) {
 		repl[r] = []string{"<pod-logs-dir>", "<root-dir>", "<cgroup-root>"}[i]
 	}
 	containers := map[string]any{}
+	idOf := map[string]string{}
 	var ids []string
 	for _, ctr := range list(ps, "containers") {
 		key := containerKey(ctr)
 		id := str(ctr, "id")
 		repl[id] = "<container-id " + key + ">"
 		ids = append(ids, id)
+		idOf[key] = id
 		containers[key] = ctr
 	}
 	if len(containers) != 3 {
@@ -228,6 +233,10 @@ func (n *criNode) gather(t *testing.T, ctx context.Context, crictl string) {
 		logs[key] = n.crictl(t, ctx, crictl, "logs", id)
 	}
 	view["inspect"], view["logs"] = inspect, logs
+	// What the running container is: its user and groups, the network
+	// sysctls its sandbox was given.
+	view["exec"] = n.crictl(t, ctx, crictl, "exec", "--sync", idOf["main/1"], "sh", "-c",
+		"id; cat /proc/sys/net/ipv4/ip_unprivileged_port_start /proc/sys/net/ipv4/ping_group_range")
 	imgs := map[string]any{}
 	for _, img := range list(n.json(t, ctx, crictl, "images", "-o", "json"), "images") {
 		imgs[imageKey(img)] = img
