@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
@@ -28,6 +29,9 @@ func TestKubeletStatsAndMetrics(t *testing.T) {
 	pod.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
 	pod.Spec.Volumes = []v1.Volume{{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}}
 	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
+	// A memory limit makes the pod's (its cgroup's), and so its
+	// availableBytes.
+	pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("200Mi")}
 	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{
 		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
 		PeriodSeconds: 1,
@@ -55,6 +59,22 @@ func TestKubeletStatsAndMetrics(t *testing.T) {
 	if n.Network == nil || len(n.Network.Interfaces) == 0 {
 		t.Errorf("node network: %s", js(n.Network))
 	}
+	// The container filesystem is the image filesystem, as the kubelet's
+	// CRI stats provider has it (not split).
+	if r := n.Runtime; r == nil || r.ImageFs == nil || r.ContainerFs == nil || r.ContainerFs.CapacityBytes == nil || r.ImageFs.CapacityBytes == nil ||
+		*r.ContainerFs.CapacityBytes != *r.ImageFs.CapacityBytes || r.ContainerFs.Inodes == nil || r.ContainerFs.InodesFree == nil {
+		t.Errorf("node runtime filesystems: %s", js(n.Runtime))
+	}
+	// Swap as cAdvisor reads it for the kubelet: the root cgroup's, the
+	// system containers'.
+	if n.Swap == nil || n.Swap.SwapUsageBytes == nil {
+		t.Errorf("node swap: %s", js(n.Swap))
+	}
+	for _, sc := range n.SystemContainers {
+		if sc.Swap == nil || sc.Swap.SwapUsageBytes == nil || sc.CPU == nil || sc.Memory == nil || sc.Memory.WorkingSetBytes == nil {
+			t.Errorf("system container %s: %s", sc.Name, js(sc))
+		}
+	}
 	var ps *statsv1alpha1.PodStats
 	for i := range sum.Pods {
 		if sum.Pods[i].PodRef.Namespace == ns && sum.Pods[i].PodRef.Name == "fill" {
@@ -73,6 +93,24 @@ func TestKubeletStatsAndMetrics(t *testing.T) {
 	}
 	if ws := ps.Memory.WorkingSetBytes; ws == nil || *ws < filled {
 		t.Errorf("pod working set %s, want ≥ %d", js(ps.Memory), filled)
+	}
+	// The pod's memory from its cgroup, as the kubelet's: its limit (the
+	// container's) less its working set, read together.
+	if m := ps.Memory; m.AvailableBytes == nil || m.WorkingSetBytes == nil || *m.AvailableBytes+*m.WorkingSetBytes != 200<<20 {
+		t.Errorf("pod memory %s, want availableBytes + workingSetBytes = %d", js(m), 200<<20)
+	}
+	if c.Memory.AvailableBytes == nil || *c.Memory.AvailableBytes > 200<<20-filled {
+		t.Errorf("container memory %s, want availableBytes ≤ %d", js(c.Memory), 200<<20-filled)
+	}
+	if ps.CPU == nil || ps.CPU.UsageCoreNanoSeconds == nil || *ps.CPU.UsageCoreNanoSeconds == 0 || ps.CPU.UsageNanoCores == nil {
+		t.Errorf("pod CPU %s", js(ps.CPU))
+	}
+	// The pod's processes: its containers' (sleep, and a probe's now and then).
+	if ps.ProcessStats == nil || ps.ProcessStats.ProcessCount == nil || *ps.ProcessStats.ProcessCount < 1 {
+		t.Errorf("pod process stats %s", js(ps.ProcessStats))
+	}
+	if ps.Swap == nil || ps.Swap.SwapUsageBytes == nil || c.Swap == nil || c.Swap.SwapUsageBytes == nil {
+		t.Errorf("pod swap %s container swap %s", js(ps.Swap), js(c.Swap))
 	}
 	if c.CPU.UsageCoreNanoSeconds == nil || *c.CPU.UsageCoreNanoSeconds == 0 || c.CPU.UsageNanoCores == nil || c.StartTime.IsZero() {
 		t.Errorf("container CPU %s start %v", js(c.CPU), c.StartTime)
