@@ -47,6 +47,8 @@ func newClients(ctx context.Context, o *options) (clients, error) {
 	// The kubelet's API client limits (--kube-api-qps/--kube-api-burst).
 	restCfg.QPS, restCfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
 	restCfg.UserAgent = "hostlet/" + node.KubeletVersion
+	// The kubelet's contentType (--kube-api-content-type): protobuf.
+	setContentType(restCfg, o.contentType)
 	// Traced as the kubelet's API client (startTracing ran before): each
 	// request a span, a child of the caller's (a pod's sync), its trace
 	// context passed on to the API server.

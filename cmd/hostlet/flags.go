@@ -118,6 +118,7 @@ type options struct {
 	evictionFlags
 	cgroupFlags
 	staticPodFlags
+	agentFlags
 
 	// kubeletConfig is the effective configuration (/configz): the file's
 	// and the drop-ins', the flags' over them; gates its feature gates.
@@ -223,6 +224,7 @@ func (o *options) flags() *pflag.FlagSet {
 	o.evictionFlags.flags(fs)
 	o.cgroupFlags.flags(fs)
 	o.staticPodFlags.flags(fs)
+	o.agentFlags.flags(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 2, "log verbosity (0-2 info, 3+ debug)")
 	fs.StringVar(&o.loggingFormat, "logging-format", "text", "Sets the log format. Permitted formats: \"json\" (gated by LoggingBetaOptions), \"text\".")
 	// Tests only: lets a pod annotation make hostlet panic (testpanic.Annotation).

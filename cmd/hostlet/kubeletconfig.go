@@ -163,6 +163,11 @@ var kubeletFields = []kubeletField{
 	flagged("httpCheckFrequency", "http-check-frequency"),
 	flagged("imagePullCredentialsVerificationPolicy", "image-pull-credentials-verification-policy"),
 	flagged("preloadedImagesVerificationAllowlist", "preloaded-images-verification-allowlist"),
+	flagged("syncFrequency", "sync-frequency"),
+	flagged("oomScoreAdj", "oom-score-adj"),
+	flagged("maxOpenFiles", "max-open-files"),
+	flagged("contentType", "kube-api-content-type"),
+	flagged("enableContentionProfiling", "contention-profiling"),
 	{path: "mergeDefaultEvictionSettings", use: useLoad},
 	// OpenTelemetry spans to an OTLP gRPC collector (tracing.go).
 	{path: "tracing", use: useFile},
@@ -201,15 +206,10 @@ var kubeletFields = []kubeletField{
 	{path: "failCgroupV1", use: useCheck, check: checkFailCgroupV1},
 
 	// Not implemented, harmlessly ignored (logged).
-	ignore("syncFrequency", "syncs pods on events, and resyncs at its own period"),
-	ignore("enableContentionProfiling", "profiles with profiling alone"),
-	ignore("oomScoreAdj", "leaves its own OOM score to its unit (OOMScoreAdjust)"),
 	ignore("cpuManagerReconcilePeriod", "has no CPU manager"),
 	ignore("runtimeRequestTimeout", "bounds containerd calls itself"),
 	ignore("hairpinMode", "leaves hairpin to the CNI config"),
 	ignore("podCIDR", "takes pod CIDRs from the Node (podCIDR is for a kubelet without an API server)"),
-	ignore("maxOpenFiles", "leaves its file limit to its unit (LimitNOFILE)"),
-	ignore("contentType", "talks to the API server in its client's default content type"),
 	ignore("makeIPTablesUtilChains", "makes no iptables chains (kube-proxy's job)"),
 	ignore("iptablesMasqueradeBit", "makes no iptables chains (kube-proxy's job)"),
 	ignore("iptablesDropBit", "makes no iptables chains (kube-proxy's job)"),
@@ -289,6 +289,10 @@ func (o *options) resolveKubeletConfig(fs *pflag.FlagSet, cmdline map[string]boo
 	}
 	if err := kubeletconfig.Validate(kc, gates); err != nil {
 		return fmt.Errorf("failed to validate kubelet configuration, error: %w", err)
+	}
+	// Not in the kubelet's validation: its NewMainKubelet refuses it.
+	if kc.SyncFrequency.Duration <= 0 {
+		return fmt.Errorf("failed to create kubelet: invalid sync frequency %d", kc.SyncFrequency.Duration)
 	}
 	warnings, err := checkUnimplemented(kc, fromFile)
 	if err != nil {

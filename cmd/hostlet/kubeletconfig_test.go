@@ -12,6 +12,7 @@ import (
 
 	log "github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
@@ -362,7 +363,7 @@ func TestKubeletConfigDropins(t *testing.T) {
 // at the kubelet's default, silent.
 func TestKubeletConfigUnimplemented(t *testing.T) {
 	dir := t.TempDir()
-	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"cpuManagerPolicy: static\nenableControllerAttachDetach: false\nsyncFrequency: 30s\nmaxPods: 20\n")
+	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"cpuManagerPolicy: static\nenableControllerAttachDetach: false\nhairpinMode: none\nmaxPods: 20\n")
 	var o options
 	err := o.parse([]string{"--config", conf})
 	if err == nil {
@@ -373,14 +374,14 @@ func TestKubeletConfigUnimplemented(t *testing.T) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
 	}
-	if strings.Contains(err.Error(), "syncFrequency") {
+	if strings.Contains(err.Error(), "hairpinMode") {
 		t.Errorf("an ignored field refused: %v", err)
 	}
 
-	conf = writeFile(t, dir, "warn.yaml", kcHeader+"syncFrequency: 30s\noomScoreAdj: -500\ncpuManagerPolicy: none\nmaxPodz: 3\n")
+	conf = writeFile(t, dir, "warn.yaml", kcHeader+"hairpinMode: none\nvolumePluginDir: /opt/flex\ncpuManagerPolicy: none\nmaxPodz: 3\n")
 	o2 := parseArgs(t, "--config", conf)
 	joined := strings.Join(o2.warnings, "\n")
-	for _, want := range []string{"ignored: syncFrequency: \"30s\"", "ignored: oomScoreAdj: -500", `unknown field "maxPodz"`} {
+	for _, want := range []string{"ignored: hairpinMode: \"none\"", "ignored: volumePluginDir: \"/opt/flex\"", `unknown field "maxPodz"`} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("warnings lack %q: %q", want, o2.warnings)
 		}
@@ -760,5 +761,48 @@ func TestEnableServerField(t *testing.T) {
 	o.hostnameOverride, o.nodeIP = "n", "127.0.0.1"
 	if _, err := o.settings(); err == nil || !strings.Contains(err.Error(), "--registry-mirror") {
 		t.Errorf("with the mirror: %v", err)
+	}
+}
+
+// The node agent's own settings set their flags as the kubelet's do, with
+// the kubelet's defaults without a file; a syncFrequency of 0 stops hostlet
+// as it stops the kubelet.
+func TestAgentFields(t *testing.T) {
+	o := parseArgs(t)
+	if o.oomScoreAdj != -999 || o.maxOpenFiles != 1000000 || o.contentType != "application/vnd.kubernetes.protobuf" ||
+		o.contentionProfiling || o.syncFrequency != time.Minute {
+		t.Errorf("defaults: %+v", o.agentFlags)
+	}
+	dir := t.TempDir()
+	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"syncFrequency: 30s\noomScoreAdj: -500\nmaxOpenFiles: 4096\ncontentType: application/json\nenableContentionProfiling: true\n")
+	o = parseArgs(t, "--config", conf)
+	if o.oomScoreAdj != -500 || o.maxOpenFiles != 4096 || o.contentType != "application/json" || !o.contentionProfiling || o.syncFrequency != 30*time.Second {
+		t.Errorf("from the file: %+v", o.agentFlags)
+	}
+	if len(o.warnings) != 0 {
+		t.Errorf("warnings: %q", o.warnings)
+	}
+	if *o.kubeletConfig.OOMScoreAdj != -500 || o.kubeletConfig.SyncFrequency.Duration != 30*time.Second {
+		t.Errorf("configz: oomScoreAdj %d, syncFrequency %v", *o.kubeletConfig.OOMScoreAdj, o.kubeletConfig.SyncFrequency)
+	}
+	var o2 options
+	err := o2.parse([]string{"--sync-frequency", "0s"})
+	if err == nil || !strings.Contains(err.Error(), "invalid sync frequency 0") {
+		t.Errorf("syncFrequency 0: %v", err)
+	}
+}
+
+// As the kubelet's setContentTypeForClient: protobuf accepts JSON too,
+// another type is left to client-go's defaulting.
+func TestSetContentType(t *testing.T) {
+	var cfg rest.Config
+	setContentType(&cfg, "application/vnd.kubernetes.protobuf")
+	if cfg.ContentType != "application/vnd.kubernetes.protobuf" || cfg.AcceptContentTypes != "application/vnd.kubernetes.protobuf,application/json" {
+		t.Errorf("protobuf: %q %q", cfg.ContentType, cfg.AcceptContentTypes)
+	}
+	cfg = rest.Config{}
+	setContentType(&cfg, "application/json")
+	if cfg.ContentType != "application/json" || cfg.AcceptContentTypes != "" {
+		t.Errorf("json: %q %q", cfg.ContentType, cfg.AcceptContentTypes)
 	}
 }

@@ -92,6 +92,8 @@ func run(ctx context.Context, o *options) error {
 	if err := prepareRootDir(o.rootDir); err != nil {
 		return err
 	}
+	// Before any pod runs, as the kubelet: its OOM score and file limit.
+	o.applyProcess()
 	c, err := newClients(ctx, o)
 	if err != nil {
 		return err

@@ -82,8 +82,10 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf, SeccompDefault: o.seccompDefault, PodPidsLimit: o.podPidsLimit,
 		CFSQuota:     podspec.NewCFSQuota(o.cpuCFSQuota, o.cpuCFSQuotaPeriod, o.gates.Enabled("CustomCPUCFSQuotaPeriod")),
 		OOMKillGroup: oomGroup,
-		Puller:       podspec.NewPuller(o.serializeImagePulls, o.kubeletConfig.MaxParallelImagePulls, float32(o.registryQPS), int(o.registryBurst)),
-		Objects:      podspec.NewObjectCache(ctx, p.client, clock.RealClock{}), Services: p.inf.services.Lister(), Events: p.events, Node: p.node, Runtime: p.rt,
+		// syncFrequency: how often content volumes are rewritten.
+		SyncFrequency: o.syncFrequency,
+		Puller:        podspec.NewPuller(o.serializeImagePulls, o.kubeletConfig.MaxParallelImagePulls, float32(o.registryQPS), int(o.registryBurst)),
+		Objects:       podspec.NewObjectCache(ctx, p.client, clock.RealClock{}, podspec.ObjectMaxIdle(o.syncFrequency)), Services: p.inf.services.Lister(), Events: p.events, Node: p.node, Runtime: p.rt,
 		Pod:     p.pods.Pod,
 		Devices: p.devices, Claims: p.claims, ActivePods: p.active, Swap: p.swap,
 		PersistentVolumes: p.client.CoreV1(), CSI: p.csi,

@@ -124,9 +124,11 @@ func serve(ctx context.Context, o *options, name string, cert server.Certificate
 		SystemContainers: p.systemContainers, Mirror: mirrorHandler, NoServer: !o.enableServer,
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,
-		Configz:      o.kubeletConfig,
-		Health:       p.checks,
-		SystemLogs:   o.systemLogHandler, SystemLogQuery: o.systemLogQuery && o.gates.Enabled("NodeLogQuery"),
+		// As the kubelet: block profiling only beside profiling.
+		ContentionProfiling: o.profiling && o.contentionProfiling,
+		Configz:             o.kubeletConfig,
+		Health:              p.checks,
+		SystemLogs:          o.systemLogHandler, SystemLogQuery: o.systemLogQuery && o.gates.Enabled("NodeLogQuery"),
 	})
 }
 

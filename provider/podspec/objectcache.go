@@ -19,20 +19,26 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// objectMaxIdle is how long a watch outlives its last read: the kubelet's
-// five pod resync periods. A content volume is re-read every resync, so
-// only objects that env alone refers to (or of pods gone) go idle.
-const objectMaxIdle = 5 * time.Minute
+// ObjectMaxIdle is how long a watch outlives its last read: the kubelet's
+// five pod resync periods (syncFrequency), never under a minute. A content
+// volume is re-read every resync, so only objects that env alone refers to
+// (or of pods gone) go idle.
+func ObjectMaxIdle(syncFrequency time.Duration) time.Duration {
+	return max(5*syncFrequency, time.Minute)
+}
+
+// objectMaxIdle is ObjectMaxIdle at the default syncFrequency.
+var objectMaxIdle = ObjectMaxIdle(DefaultSyncFrequency)
 
 // NewObjectCache reads pods' ConfigMaps and Secrets as the kubelet's
 // watch-based object managers do: one watch per object (a field selector
 // on its name, which the Node authorizer allows for objects of the node's
-// pods), started by its first read, stopped once unread for objectMaxIdle
-// or when ctx ends, reads answered from the watch's store once listed.
+// pods), started by its first read, stopped once unread for maxIdle
+// (ObjectMaxIdle) or when ctx ends, reads answered from the watch's store once listed.
 // A burst of pods that share an object (kube-root-ca.crt) costs one list
 // and one watch instead of a GET per container. Tokens stay direct calls.
-func NewObjectCache(ctx context.Context, client kubernetes.Interface, clk clock.WithDelayedExecution) Objects {
-	return &objectCache{ctx: ctx, api: apiObjects{client}, client: client, clock: clk, maxIdle: objectMaxIdle,
+func NewObjectCache(ctx context.Context, client kubernetes.Interface, clk clock.WithDelayedExecution, maxIdle time.Duration) Objects {
+	return &objectCache{ctx: ctx, api: apiObjects{client}, client: client, clock: clk, maxIdle: maxIdle,
 		items: map[objectKey]*watchedObject{}}
 }
 

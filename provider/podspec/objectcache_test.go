@@ -22,7 +22,7 @@ func newTestCache(t *testing.T, objs ...runtime.Object) (*objectCache, *fake.Cli
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	clk := testingclock.NewFakeClock(time.Now())
-	return NewObjectCache(t.Context(), client, clk).(*objectCache), client, clk
+	return NewObjectCache(t.Context(), client, clk, objectMaxIdle).(*objectCache), client, clk
 }
 
 func countActions(client *fake.Clientset, verb, resource string) int {
@@ -180,5 +180,15 @@ func TestObjectCacheWaitIsBoundedByContext(t *testing.T) {
 	cancel()
 	if _, err := c.ConfigMap(ctx, "ns", "c"); err != context.Canceled {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// A watch outlives its last read by five resync periods, never under a
+// minute, as the kubelet's watch-based managers.
+func TestObjectMaxIdle(t *testing.T) {
+	for sync, want := range map[time.Duration]time.Duration{time.Minute: 5 * time.Minute, 10 * time.Second: time.Minute, 2 * time.Minute: 10 * time.Minute} {
+		if got := ObjectMaxIdle(sync); got != want {
+			t.Errorf("syncFrequency %v: %v, want %v", sync, got, want)
+		}
 	}
 }

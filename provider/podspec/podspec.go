@@ -53,6 +53,11 @@ type Config struct {
 	// memory.oom.group), as the kubelet without singleProcessOOMKill
 	// (OOMKillGroup).
 	OOMKillGroup bool
+	// SyncFrequency is the kubelet's syncFrequency: how often a running
+	// pod's content volumes are rewritten (jittered up to half again, as
+	// the kubelet's pod workers), which bounds how late a ConfigMap or
+	// Secret update shows in them. Zero: the kubelet's default, a minute.
+	SyncFrequency time.Duration
 
 	// Objects fetches what pods reference (NewObjectCache: one watch per
 	// object; NewObjects: a GET per read).

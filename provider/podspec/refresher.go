@@ -45,10 +45,14 @@ func newRefresher(r *Runtime) *refresher {
 		released: map[types.UID]bool{}}
 }
 
-// volumeResync is how often the content volumes of a running pod are
-// rewritten from fresh GETs of what they project: the kubelet's pod resync
-// period, which bounds how late a ConfigMap or Secret update shows up.
-const volumeResync = time.Minute
+// DefaultSyncFrequency is the kubelet's syncFrequency by default: how often
+// the content volumes of a running pod are rewritten from fresh reads of
+// what they project (Config.SyncFrequency).
+const DefaultSyncFrequency = time.Minute
+
+// resyncJitter is the kubelet's workerResyncIntervalJitterFactor: a pod's
+// next resync is due within half a period after the period.
+const resyncJitter = 0.5
 
 // maxTokenAge forces a new token a day after issue whatever its lifetime,
 // as the kubelet's token manager does.
@@ -89,9 +93,21 @@ func (t *refresher) scheduleResync(pod *v1.Pod, due time.Time) {
 	}
 }
 
-// nextResync spreads the periodic rewrites of many pods over time.
-func nextResync() time.Time {
-	return time.Now().Add(volumeResync + rand.N(volumeResync/10))
+// nextResync spreads the periodic rewrites of many pods over time, as the
+// kubelet's wait.Jitter(resyncInterval, 0.5).
+func (r *Runtime) nextResync() time.Time {
+	return time.Now().Add(jittered(r.syncFrequency()))
+}
+
+func jittered(d time.Duration) time.Duration {
+	return d + time.Duration(rand.Float64()*resyncJitter*float64(d))
+}
+
+func (r *Runtime) syncFrequency() time.Duration {
+	if r.cfg.SyncFrequency > 0 {
+		return r.cfg.SyncFrequency
+	}
+	return DefaultSyncFrequency
 }
 
 // podUpdated rewrites a pod's downward API files at once when the labels or

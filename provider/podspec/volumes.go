@@ -28,7 +28,7 @@ func (r *Runtime) setupVolumes(ctx context.Context, pod *v1.Pod, podIPs []string
 	objs := r.objects(pod.Namespace)
 	// Rewritten periodically, also after a failure, so volumes catch up
 	// with their objects, as the kubelet's resync does.
-	defer r.tokens.scheduleResync(pod, nextResync())
+	defer r.tokens.scheduleResync(pod, r.nextResync())
 	// Claims first, as the kubelet's populator resolves them before any
 	// volume is mounted.
 	if err := r.resolveClaims(ctx, pod); err != nil {

@@ -13,11 +13,13 @@ const pprofPath = "/debug/pprof/"
 // attachProfiling serves Go's profiles under /debug/pprof/ as the kubelet's
 // profiling handler does (enableProfilingHandler): on the kubelet API, so
 // behind its authentication and its authorization, where /debug paths need
-// nodes/proxy. It also samples blocking and lock contention (the kubelet's
-// enableContentionProfiling), at rates cheap enough to leave on for a bench.
-func attachProfiling(mux *http.ServeMux) {
-	goruntime.SetBlockProfileRate(10000) // one event per 10 µs blocked
-	goruntime.SetMutexProfileFraction(10)
+// nodes/proxy. With contention (enableContentionProfiling) every blocking
+// event is sampled for /debug/pprof/block, as the kubelet's rate 1; without
+// it the block profile stays empty, as the kubelet's.
+func attachProfiling(mux *http.ServeMux, contention bool) {
+	if contention {
+		goruntime.SetBlockProfileRate(1)
+	}
 	mux.HandleFunc(pprofPath, func(w http.ResponseWriter, r *http.Request) {
 		switch strings.TrimPrefix(r.URL.Path, pprofPath) {
 		case "profile":

@@ -9,7 +9,7 @@ import (
 
 func TestProfilingRoutes(t *testing.T) {
 	mux := http.NewServeMux()
-	attachProfiling(mux)
+	attachProfiling(mux, true)
 	for path, want := range map[string]string{
 		"/debug/pprof/":                  "goroutine",
 		"/debug/pprof/cmdline":           "",

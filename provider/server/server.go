@@ -90,6 +90,9 @@ type Config struct {
 	ProbeMetrics []prometheus.Collector
 	// Profiling serves /debug/pprof/ (enableProfilingHandler).
 	Profiling bool
+	// ContentionProfiling samples every blocking event for
+	// /debug/pprof/block (enableContentionProfiling), with Profiling only.
+	ContentionProfiling bool
 	// Configz is the node's effective KubeletConfiguration (v1beta1),
 	// served on /configz as the kubelet's: {"kubeletconfig": ...}.
 	Configz any
@@ -233,7 +236,7 @@ func (s *server) installDebugging(mux *http.ServeMux) {
 		mux.Handle("GET /configz", configzHandler(cfg.Configz))
 	}
 	if cfg.Profiling {
-		attachProfiling(mux)
+		attachProfiling(mux, cfg.ContentionProfiling)
 	}
 	api.AttachPodRoutes(api.PodHandlerConfig{
 		RunInContainer:    s.RunInContainer,

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"strings"
+	"time"
+
+	"github.com/hostlet/hostlet/provider/process"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+)
+
+// agentFlags are the kubelet's settings of the node agent's own process
+// and clients, with the kubelet's flag names and defaults.
+type agentFlags struct {
+	oomScoreAdj         int32
+	maxOpenFiles        int64
+	contentType         string
+	contentionProfiling bool
+	syncFrequency       time.Duration
+}
+
+func (a *agentFlags) flags(fs *pflag.FlagSet) {
+	fs.Int32Var(&a.oomScoreAdj, "oom-score-adj", -999, "The oom-score-adj value for kubelet process. Values must be within the range [-1000, 1000]")
+	fs.Int64Var(&a.maxOpenFiles, "max-open-files", 1000000, "Number of files that can be opened by Kubelet process.")
+	fs.StringVar(&a.contentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "Content type of requests sent to apiserver.")
+	fs.BoolVar(&a.contentionProfiling, "contention-profiling", false, "Enable block profiling, if profiling is enabled")
+	fs.DurationVar(&a.syncFrequency, "sync-frequency", time.Minute, "Max period between synchronizing running containers and config")
+}
+
+// applyProcess sets hostlet's own OOM score and file limit, as the kubelet
+// does before it runs pods.
+func (a *agentFlags) applyProcess() {
+	process.Apply(process.Settings{OOMScoreAdj: a.oomScoreAdj, MaxOpenFiles: a.maxOpenFiles})
+}
+
+// setContentType is the kubelet's setContentTypeForClient: requests in
+// contentType (protobuf by default, where the API server has it), JSON
+// accepted beside protobuf; empty leaves client-go's default.
+func setContentType(cfg *rest.Config, contentType string) {
+	if contentType == "" {
+		return
+	}
+	cfg.ContentType = contentType
+	if contentType == runtime.ContentTypeProtobuf {
+		cfg.AcceptContentTypes = strings.Join([]string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON}, ",")
+	}
+}
