@@ -268,9 +268,11 @@ type builtImage struct {
 	archive string
 }
 
-// buildImages writes one docker-archive per image kind into dir (reused
+// buildImages writes one docker-archive per image ref into dir (reused
 // when its inputs are unchanged) and returns them. Refs of the same kind
-// (agnhost 2.55 and 2.59, say) share one archive.
+// (agnhost 2.55 and 2.59, say) are the same files but each its own image
+// (a label names the ref), as upstream's are: a spec that removes one
+// (CRI RemoveImage, which takes every name of an image) leaves the other.
 func buildImages(wanted map[string]imageKind, in imageInputs, dir string) ([]builtImage, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -289,18 +291,21 @@ func buildImages(wanted map[string]imageKind, in imageInputs, dir string) ([]bui
 	for _, k := range kinds {
 		refs := byKind[imageKind(k)]
 		sort.Strings(refs)
-		img, key, err := assemble(recipeFor(imageKind(k), in), refs)
-		if err != nil {
-			return nil, fmt.Errorf("image %s: %w", k, err)
-		}
-		archive := filepath.Join(dir, k+"-"+key[:16]+".tar")
-		keep[archive] = true
-		if _, err := os.Stat(archive); err != nil {
-			if err := writeDockerArchive(archive, refs, img); err != nil {
-				return nil, fmt.Errorf("image %s: %w", k, err)
+		recipe := recipeFor(imageKind(k), in)
+		for _, ref := range refs {
+			img, key, err := assemble(recipe, []string{ref})
+			if err != nil {
+				return nil, fmt.Errorf("image %s: %w", ref, err)
 			}
+			archive := filepath.Join(dir, k+"-"+key[:16]+".tar")
+			keep[archive] = true
+			if _, err := os.Stat(archive); err != nil {
+				if err := writeDockerArchive(archive, []string{ref}, img); err != nil {
+					return nil, fmt.Errorf("image %s: %w", ref, err)
+				}
+			}
+			out = append(out, builtImage{refs: []string{ref}, archive: archive})
 		}
-		out = append(out, builtImage{refs: refs, archive: archive})
 	}
 	old, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
 	for _, p := range outdated(old, keep, byKind) {
@@ -352,6 +357,12 @@ func assemble(r imageRecipe, refs []string) (v1.Image, string, error) {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Created = "linux", runtime.GOARCH, v1.Time{Time: epoch}
 	cf.Config = r.config
+	cf.Config.Labels = map[string]string{}
+	for k, v := range r.config.Labels {
+		cf.Config.Labels[k] = v
+	}
+	// Each ref its own image ID (see buildImages).
+	cf.Config.Labels["org.hostlet.stand-in-for"] = strings.Join(refs, ",")
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return nil, "", err
 	}
