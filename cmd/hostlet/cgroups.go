@@ -27,6 +27,7 @@ type cgroupFlags struct {
 	kubeletCgroups         string
 	systemCgroups          string
 	systemCgroupsFrom      string
+	runtimeCgroups         string
 }
 
 func (c *cgroupFlags) flags(fs *pflag.FlagSet) {
@@ -43,6 +44,7 @@ func (c *cgroupFlags) flags(fs *pflag.FlagSet) {
 	// place of the host's root (whose processes are not a test's).
 	fs.StringVar(&c.systemCgroupsFrom, "test-system-cgroups-from", "/", "")
 	_ = fs.MarkHidden("test-system-cgroups-from")
+	fs.StringVar(&c.runtimeCgroups, "runtime-cgroups", "", "cgroup (a cgroupfs path) the container runtime runs in, reported as the \"runtime\" system container of /stats/summary (as the kubelet 1.35, nothing is moved into it)")
 	fs.StringVar(&c.swapBehavior, "memory-swap-behavior", "", "the kubelet's memorySwap.swapBehavior: NoSwap (the default: containers never swap) or LimitedSwap (Burstable pods' containers get their memory request's share of the swap; cgroup v2 only)")
 }
 
@@ -69,7 +71,7 @@ func (c *cgroupFlags) newNodeContainers(name string, systemReserved, kubeReserve
 		SystemReserved: systemReserved, KubeReserved: kubeReserved,
 		SystemReservedCgroup: c.systemReservedCgroup, KubeReservedCgroup: c.kubeReservedCgroup,
 		KubeletCgroups: c.kubeletCgroups, SystemCgroups: c.systemCgroups, SystemCgroupsFrom: c.systemCgroupsFrom,
-		Events: events,
+		RuntimeCgroups: c.runtimeCgroups, Events: events,
 	}, cg)
 }
 

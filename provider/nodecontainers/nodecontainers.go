@@ -54,6 +54,11 @@ type Config struct {
 	SystemReservedCgroup, KubeReservedCgroup string
 	// KubeletCgroups and SystemCgroups are cgroupfs paths ("" none).
 	KubeletCgroups, SystemCgroups string
+	// RuntimeCgroups is the kubelet's --runtime-cgroups: the cgroup the
+	// container runtime runs in ("" none), named for the stats summary's
+	// "runtime" system container only (the kubelet 1.35 moves nothing
+	// into it).
+	RuntimeCgroups string
 	// SystemCgroupsFrom is the cgroup whose processes go into
 	// SystemCgroups: the root, "/", as the kubelet's (tests give one of
 	// their own).
@@ -278,8 +283,7 @@ func (m *Manager) ensureKubelet() error {
 // their cgroups (paths from the hierarchies' root): "kubelet" its
 // kubeletCgroups or, without, the cgroup hostlet is in (as the kubelet
 // finds its own; none where that cannot be told), "misc" systemCgroups,
-// "pods" the pods' cgroup. "runtime" is the kubelet's --runtime-cgroups,
-// which hostlet has not.
+// "pods" the pods' cgroup, "runtime" the kubelet's --runtime-cgroups.
 func (m *Manager) SystemContainers() map[string]string {
 	out := map[string]string{"pods": m.cg.PodsCgroupName()}
 	if m.cfg.KubeletCgroups != "" {
@@ -291,6 +295,9 @@ func (m *Manager) SystemContainers() map[string]string {
 	}
 	if m.cfg.SystemCgroups != "" {
 		out["misc"] = m.cfg.SystemCgroups
+	}
+	if m.cfg.RuntimeCgroups != "" {
+		out["runtime"] = m.cfg.RuntimeCgroups
 	}
 	return out
 }

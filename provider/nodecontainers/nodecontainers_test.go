@@ -165,10 +165,11 @@ func TestEnsureSystemContainers(t *testing.T) {
 }
 
 // The summary's system containers: kubeletCgroups or hostlet's own
-// cgroup, systemCgroups as misc, the pods' cgroup.
+// cgroup, systemCgroups as misc, --runtime-cgroups as runtime, the pods'
+// cgroup.
 func TestSystemContainers(t *testing.T) {
-	m, _ := New(Config{KubeletCgroups: "/k", SystemCgroups: "/s"}, &fakeCgroups{})
-	if got := m.SystemContainers(); !reflect.DeepEqual(got, map[string]string{"kubelet": "/k", "misc": "/s", "pods": "/kubepods"}) {
+	m, _ := New(Config{KubeletCgroups: "/k", SystemCgroups: "/s", RuntimeCgroups: "/system.slice/containerd.service"}, &fakeCgroups{})
+	if got := m.SystemContainers(); !reflect.DeepEqual(got, map[string]string{"kubelet": "/k", "misc": "/s", "pods": "/kubepods", "runtime": "/system.slice/containerd.service"}) {
 		t.Errorf("%v", got)
 	}
 	m, _ = New(Config{}, &fakeCgroups{})

@@ -679,8 +679,11 @@ spec:
 		const name = "hostlet-real-kubespray"
 		s := subs(t, name)
 		bait := baitProcess(t, s["@CGROUP@"]+"/root")
+		// kubespray's kubelet.env names containerd's unit as the runtime's
+		// cgroups (kubelet_runtime_cgroups).
+		makeCgroup(t, s["@CGROUP@"]+"/system.slice/containerd.service")
 		h := start(t, harness.HostletOptions{NodeName: name, KubeletConfig: realConfig(t, "kubespray.yaml", s),
-			ExtraArgs: []string{"--test-system-cgroups-from", s["@CGROUP@"] + "/root"}})
+			ExtraArgs: []string{"--test-system-cgroups-from", s["@CGROUP@"] + "/root", "--runtime-cgroups", s["@CGROUP@"] + "/system.slice/containerd.service"}})
 		// kubeletCgroups and systemCgroups.
 		inKubeletCgroups(t, h, s["@CGROUP@"]+"/system.slice/kubelet.service")
 		pollUntil(t, 10*time.Second, "the bait process in systemCgroups", func() bool {
@@ -704,8 +707,9 @@ spec:
 		if out := execIn(t, p.Namespace, p.Name, "c", "cat", "/etc/resolv.conf"); !strings.Contains(out, "nameserver 169.254.25.10") {
 			t.Errorf("resolv.conf under nodelocaldns's clusterDNS:\n%s", out)
 		}
-		// The summary's system containers: systemCgroups as misc, the pods'
-		// cgroup (kubelet only where hostlet could move itself).
+		// The summary's system containers: systemCgroups as misc,
+		// --runtime-cgroups as runtime, the pods' cgroup (kubelet only where
+		// hostlet could move itself), each with its swap.
 		_, token := kubeletIdentity(t, p.Namespace, "stats", "get")
 		code, body := kubeletCallAt(t, h.Port(), "GET", "/stats/summary", token, 8<<20)
 		var sum statsv1alpha1.Summary
@@ -714,10 +718,11 @@ spec:
 		}
 		got := map[string]bool{}
 		for _, c := range sum.Node.SystemContainers {
-			got[c.Name] = c.CPU != nil && c.CPU.UsageCoreNanoSeconds != nil && c.Memory != nil && c.Memory.WorkingSetBytes != nil
+			got[c.Name] = c.CPU != nil && c.CPU.UsageCoreNanoSeconds != nil && c.Memory != nil && c.Memory.WorkingSetBytes != nil &&
+				c.Swap != nil && c.Swap.SwapUsageBytes != nil
 		}
-		if !got["misc"] || !got["pods"] {
-			t.Errorf("system containers with CPU and memory %v, want misc and pods", got)
+		if !got["misc"] || !got["pods"] || !got["runtime"] {
+			t.Errorf("system containers with CPU, memory and swap %v, want misc, runtime and pods", got)
 		}
 	})
 
