@@ -88,6 +88,9 @@ type testEnv struct {
 	// ownDir is the cluster's Options.Dir when this run made it (removed
 	// after the cluster unless -keep).
 	ownDir string
+	// binds are host paths the node's dirs were bound onto for the run
+	// (nodee2e.go's kubeletDir), unmounted after it.
+	binds []string
 	// hostDirs are host paths the tests' manifests make (hostPath
 	// DirectoryOrCreate) that did not exist before the run: removed after.
 	hostDirs []string
@@ -195,7 +198,7 @@ func startCluster(ctx context.Context, c config, imgs []builtImage, kind nodeKin
 		importImage = cl.ImportImage
 	}
 	if c.nodeE2E {
-		if err := env.linkKubeletDir(); err != nil {
+		if err := env.linkKubeletDir(kind); err != nil {
 			return fail(err)
 		}
 	}
@@ -268,6 +271,11 @@ func (e *testEnv) stop(runDir string) {
 		// addons' manifests stay. Unmount deepest first, then remove.
 		if err := removeOwnDir(e.ownDir); err != nil {
 			logf("removing %s: %v", e.ownDir, err)
+		}
+	}
+	for _, b := range e.binds {
+		if err := syscall.Unmount(b, syscall.MNT_DETACH); err != nil {
+			logf("unmounting %s: %v", b, err)
 		}
 	}
 	for _, d := range e.hostDirs {

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -312,18 +313,44 @@ func runNodeKind(ctx context.Context, c config, nt nodeTooling, images []builtIm
 // /var/lib/kubelet/pod-resources.
 const kubeletDir = "/var/lib/kubelet"
 
-// linkKubeletDir points /var/lib/kubelet at the node's root dir for the
-// run, if this machine has none (a link, removed after the run: never a
-// real kubelet's dir).
-func (e *testEnv) linkKubeletDir() error {
-	if _, err := os.Lstat(kubeletDir); err == nil {
-		logf("%s exists: the suite's device plugin and pod resources specs use it, not this node's root dir", kubeletDir)
+// linkKubeletDir gives the suite the node's dirs at /var/lib/kubelet for
+// the run, never touching what a real kubelet keeps there: with no such
+// dir, hostlet's root dir linked there (the link removed after), or for
+// the kubelet, which makes /var/lib/kubelet/device-plugins itself
+// whatever its root dir, the dir it makes removed after; with one (a
+// kubelet ran here), hostlet's device-plugins and pod-resources bound over
+// its own for the run.
+func (e *testEnv) linkKubeletDir(kind nodeKind) error {
+	if _, err := os.Lstat(kubeletDir); os.IsNotExist(err) {
+		if kind == kindKubelet {
+			e.hostDirs = append(e.hostDirs, kubeletDir)
+			return nil
+		}
+		if err := os.Symlink(e.rootDir(), kubeletDir); err != nil {
+			return err
+		}
+		e.hostDirs = append(e.hostDirs, kubeletDir)
 		return nil
-	}
-	if err := os.Symlink(e.rootDir(), kubeletDir); err != nil {
+	} else if err != nil || kind == kindKubelet {
 		return err
 	}
-	e.hostDirs = append(e.hostDirs, kubeletDir)
+	for _, sub := range []string{"device-plugins", "pod-resources"} {
+		src, dst := filepath.Join(e.rootDir(), sub), filepath.Join(kubeletDir, sub)
+		if err := os.MkdirAll(src, 0o750); err != nil {
+			return err
+		}
+		if _, err := os.Lstat(dst); os.IsNotExist(err) {
+			if err := os.Mkdir(dst, 0o750); err != nil {
+				return err
+			}
+			e.hostDirs = append(e.hostDirs, dst)
+		}
+		if err := syscall.Mount(src, dst, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s onto %s: %w", src, dst, err)
+		}
+		e.binds = append(e.binds, dst)
+	}
+	logf("%s exists: the node's device-plugins and pod-resources bound over its own for the run", kubeletDir)
 	return nil
 }
 
