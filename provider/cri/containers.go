@@ -301,7 +301,9 @@ func containerStatus(p *podSandbox, c runtime.ContainerStatus, mounts []runtime.
 				st.Reason = reasonError
 			}
 		}
-		st.Message = terminationMessage(p, c.ID)
+		// No message: containerd's CRI has one only for a container that
+		// failed to start; the kubelet reads the termination message
+		// itself, from the file or the log.
 	}
 	if u := c.User; u != nil {
 		st.User.Linux = &criapi.LinuxContainerUser{Uid: int64(u.UID), Gid: int64(u.GID)}
@@ -329,27 +331,6 @@ func containerState(s runtime.State) criapi.ContainerState {
 		return criapi.ContainerState_CONTAINER_EXITED
 	}
 	return criapi.ContainerState_CONTAINER_UNKNOWN
-}
-
-// terminationMessage is the message the pod's status has for that
-// container instance (its termination message, or its log's tail as
-// terminationMessagePolicy says): hostlet reads it when the container
-// ends, and the status keeps it for this instance and the one before.
-func terminationMessage(p *podSandbox, id string) string {
-	if p == nil || p.pod == nil {
-		return ""
-	}
-	want := "containerd://" + id
-	for _, list := range [][]v1.ContainerStatus{p.pod.Status.InitContainerStatuses, p.pod.Status.ContainerStatuses, p.pod.Status.EphemeralContainerStatuses} {
-		for _, cs := range list {
-			for _, t := range []*v1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-				if t != nil && t.ContainerID == want {
-					return t.Message
-				}
-			}
-		}
-	}
-	return ""
 }
 
 // containerLabels are the kubelet's newContainerLabels.

@@ -532,7 +532,7 @@ func TestContainerStatus(t *testing.T) {
 	if st.Image.Image != "docker.io/library/busybox:latest" || st.Image.UserSpecifiedImage != "busybox" || st.ImageRef != "docker.io/library/busybox@sha256:b0b0" {
 		t.Errorf("init's image: %v, ref %s", st.Image, st.ImageRef)
 	}
-	if st.State != criapi.ContainerState_CONTAINER_EXITED || st.ExitCode != 1 || st.Reason != "Error" || st.Message != "it failed" ||
+	if st.State != criapi.ContainerState_CONTAINER_EXITED || st.ExitCode != 1 || st.Reason != "Error" || st.Message != "" ||
 		st.StartedAt != started.UnixNano() || st.FinishedAt != finished.UnixNano() {
 		t.Errorf("init: %v", st)
 	}
@@ -1163,12 +1163,12 @@ func TestPodSandboxStatusVerbose(t *testing.T) {
 		cfg.Linux.Overhead == nil || cfg.Linux.Overhead.GetCpuShares() != 0 {
 		t.Errorf("resources %v, overhead %v", r, cfg.Linux.Overhead)
 	}
-	// A stopped one: its process stopped, its namespace closed.
+	// A stopped one: its process deleted, its namespace closed.
 	resp, err = s.PodSandboxStatus(ctx, &criapi.PodSandboxStatusRequest{PodSandboxId: sandboxID(hostUID), Verbose: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(resp.Info["info"], `"processStatus":"stopped","netNamespaceClosed":true`) {
+	if !strings.Contains(resp.Info["info"], `"processStatus":"deleted","netNamespaceClosed":true`) {
 		t.Errorf("stopped sandbox: %s", resp.Info["info"])
 	}
 }

@@ -38,7 +38,9 @@ type sandboxInfo struct {
 
 // sandboxVerboseInfo is the "info" of a verbose PodSandboxStatus.
 func (s *server) sandboxVerboseInfo(ctx context.Context, p *podSandbox) (map[string]string, error) {
-	info := sandboxInfo{Status: "stopped", NetNSClosed: true}
+	// Not ready: released, its namespaces gone, as containerd's stopped
+	// sandbox whose pause task was deleted.
+	info := sandboxInfo{Status: "deleted", NetNSClosed: true}
 	if p.state() == criapi.PodSandboxState_SANDBOX_READY {
 		info.Status, info.NetNSClosed = "running", false
 		info.Pid = uint32(max(p.rec.PausePID, 0))

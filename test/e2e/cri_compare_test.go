@@ -72,9 +72,10 @@ func TestCRICompare(t *testing.T) {
 	}
 	t.Cleanup(k.Stop)
 
-	// The same pod on each node, in a namespace of its own: an init
-	// container, a main one that exits once (3) and runs on restarted, env,
-	// an emptyDir, a port, a pod security context (user, groups, sysctl).
+	// The same pods on each node, in a namespace of its own: one with an
+	// init container, a main one that exits once (3) and runs on
+	// restarted, env, an emptyDir, a port, a pod security context (user,
+	// groups, sysctl); one that has ended.
 	nodes := []*criNode{
 		{kind: "hostlet", node: hostletNode, socket: h.CRISocket(), roots: []string{h.PodLogsDir(), h.RootDir(), h.CgroupRoot()}},
 		{kind: "kubelet", node: kubeletNode, socket: k.CRISocket(),
@@ -84,6 +85,7 @@ func TestCRICompare(t *testing.T) {
 	for _, n := range nodes {
 		n.ns = c.NewNamespace(t)
 		c.CreatePod(t, comparePod(n.ns, n.node))
+		c.CreatePod(t, endedPod(n.ns, n.node))
 	}
 	for _, n := range nodes {
 		p, err := c.WaitForPod(ctx, n.ns, "cmp", 3*time.Minute, func(p *v1.Pod) (bool, error) {
@@ -94,6 +96,9 @@ func TestCRICompare(t *testing.T) {
 			t.Fatalf("%s: the pod's main container restarted once and ready: %v", n.kind, err)
 		}
 		n.pod = p
+		if n.ended, err = c.WaitForPod(ctx, n.ns, "done", time.Minute, harness.PodPhase(v1.PodSucceeded)); err != nil {
+			t.Fatalf("%s: the ended pod: %v", n.kind, err)
+		}
 	}
 	// A moment for what follows a start to settle on both (the log's
 	// lines, the stats' first samples).
@@ -148,11 +153,22 @@ func comparePod(ns, node string) *v1.Pod {
 	}
 }
 
+// endedPod is the pod both nodes run to its end: a container that writes
+// its termination message and exits 0.
+func endedPod(ns, node string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "done"},
+		Spec: v1.PodSpec{NodeName: node, RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: ptrTo(int64(5)),
+			Containers: []v1.Container{{Name: "c", Image: images.BusyboxRef,
+				Command: []string{"sh", "-c", "echo done; echo bye > /dev/termination-log"}}}},
+	}
+}
+
 // criNode is one node under comparison and what crictl answered there.
 type criNode struct {
 	kind, node, socket, ns string
 	roots                  []string // the pod logs dir, root dir and cgroup root
-	pod                    *v1.Pod
+	pod, ended             *v1.Pod
 	// view is crictl's answers, normalized: command -> its JSON (or log
 	// text), lists keyed by what names their items.
 	view map[string]any
@@ -184,7 +200,7 @@ func (n *criNode) json(t *testing.T, ctx context.Context, crictl string, args ..
 // gather runs the crictl commands and normalizes their answers.
 func (n *criNode) gather(t *testing.T, ctx context.Context, crictl string) {
 	t.Helper()
-	byNS := []string{"--label", "io.kubernetes.pod.namespace=" + n.ns}
+	byNS := []string{"--label", "io.kubernetes.pod.namespace=" + n.ns, "--label", "io.kubernetes.pod.name=cmp"}
 	pods := n.json(t, ctx, crictl, append([]string{"pods", "-o", "json"}, byNS...)...)
 	items := list(pods, "items")
 	if len(items) != 1 {
@@ -269,6 +285,7 @@ func (n *criNode) gather(t *testing.T, ctx context.Context, crictl string) {
 	}
 	view["info"] = info
 	view["imagefsinfo"] = statsShape(n.json(t, ctx, crictl, "imagefsinfo", "-o", "json"), "")
+	n.gatherEnded(t, ctx, crictl, view, repl)
 	keys := slices.Collect(func(yield func(string) bool) {
 		for k := range repl {
 			if !yield(k) {
@@ -282,6 +299,46 @@ func (n *criNode) gather(t *testing.T, ctx context.Context, crictl string) {
 		pairs = append(pairs, k, repl[k])
 	}
 	n.view = normalizeCRI(view, strings.NewReplacer(pairs...), "").(map[string]any)
+}
+
+// gatherEnded adds the ended pod's answers to view ("ended-..."): its
+// sandbox stopped, its container exited, no stats; its per-node strings
+// to repl.
+func (n *criNode) gatherEnded(t *testing.T, ctx context.Context, crictl string, view map[string]any, repl map[string]string) {
+	t.Helper()
+	byPod := []string{"--label", "io.kubernetes.pod.namespace=" + n.ns, "--label", "io.kubernetes.pod.name=done"}
+	items := list(n.json(t, ctx, crictl, append([]string{"pods", "-o", "json"}, byPod...)...), "items")
+	if len(items) != 1 {
+		t.Fatalf("%s: crictl pods of the ended pod: %v", n.kind, items)
+	}
+	sandbox := str(items[0], "id")
+	repl[sandbox], repl[string(n.ended.UID)] = "<sandbox-id done>", "<pod-uid done>"
+	for _, ip := range n.ended.Status.PodIPs {
+		repl[ip.IP] = "<pod-ip done>"
+	}
+	view["ended-pods"] = items[0]
+	inspectp := n.json(t, ctx, crictl, "inspectp", "-o", "json", sandbox)
+	if m, ok := inspectp.(map[string]any); ok {
+		m["info"] = presentKeys(m["info"], criSandboxInfoValues)
+	}
+	view["ended-inspectp"] = inspectp
+	ps := list(n.json(t, ctx, crictl, append([]string{"ps", "-a", "-o", "json"}, byPod...)...), "containers")
+	if len(ps) != 1 {
+		t.Fatalf("%s: crictl ps -a of the ended pod: %v", n.kind, ps)
+	}
+	id := str(ps[0], "id")
+	repl[id] = "<container-id done>"
+	view["ended-ps"] = ps[0]
+	st := n.json(t, ctx, crictl, "inspect", "-o", "json", id)
+	if m, ok := st.(map[string]any); ok {
+		m["info"] = presentKeys(m["info"], criInfoValues)
+		if s, ok := m["status"].(map[string]any); ok {
+			s["mounts"] = keyed(s["mounts"], func(v any) string { return str(v, "containerPath") })
+		}
+	}
+	view["ended-inspect"] = st
+	view["ended-logs"] = n.crictl(t, ctx, crictl, "logs", id)
+	view["ended-statsp"] = field(n.json(t, ctx, crictl, append([]string{"statsp", "-o", "json"}, byPod...)...), "stats")
 }
 
 const sandboxKey = "cmp"
@@ -372,7 +429,8 @@ var digits = regexp.MustCompile(`^[0-9]+$`)
 // statsShape keeps of the stats' figures whether they are there and not
 // zero (the two nodes' containers use what they use); the attributes stay.
 // A writable layer's figures are there or not: containerd measures its
-// snapshots every 10s, not yet or 0 on its first answers.
+// snapshots every 10s, not yet or 0 on its first answers; so is a CPU
+// rate, 0 on a container's first sample (whoever asked before).
 func statsShape(v any, key string) any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -381,7 +439,7 @@ func statsShape(v any, key string) any {
 			switch {
 			case k == "attributes":
 				out[k] = e
-			case key == "writableLayer" && k != "fsId":
+			case key == "writableLayer" && k != "fsId", key == "usageNanoCores":
 				out[k] = "<measure>"
 			default:
 				out[k] = statsShape(e, k)
@@ -533,6 +591,12 @@ var criDesignDifferences = []struct {
 		"hostlet's image filesystem use is the filesystem's, as /stats/summary's imageFs (containerd's CRI sums its snapshots', measured every 10s)"},
 	{"imagefsinfo status imageFilesystems * inodesUsed value",
 		"hostlet's image filesystem inodes are the filesystem's, as /stats/summary's imageFs (containerd's CRI sums its snapshots')"},
+	{"ended-inspect status imageRef", "the kubelet's images are imported, not pulled: its imageRef is the image ID for want of a repo digest"},
+	{"ended-inspect status mounts /dev/termination-log hostPath",
+		"the host file behind /dev/termination-log: the kubelet names it by 8 random hex digits, hostlet by the container id's prefix"},
+	{"ended-inspectp info config dns_config", "hostlet released the ended pod's sandbox (its files, its pod cgroup) at its end; containerd keeps a stopped sandbox's config until the kubelet removes it"},
+	{"ended-inspectp info config hostname", "hostlet released the ended pod's sandbox (its files) at its end; containerd keeps a stopped sandbox's config"},
+	{"ended-inspectp info config linux cgroup_parent", "hostlet released the ended pod's cgroup at its end; containerd keeps a stopped sandbox's config"},
 	{"images * repoDigests", "the kubelet's images are imported, not pulled (no repo digest recorded); hostlet names the manifest's"},
 	{"inspect * status imageRef", "the kubelet's images are imported, not pulled: its imageRef is the image ID for want of a repo digest"},
 }
