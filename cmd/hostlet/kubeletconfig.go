@@ -48,10 +48,14 @@ const (
 
 // kubeletField is one row of kubeletFields.
 type kubeletField struct {
-	path   string // JSON path in the KubeletConfiguration, dot-separated
-	use    fieldUse
-	flag   string // useFlag: hostlet's flag
-	reason string // useRefuse, useWarn: what hostlet does instead
+	path string // JSON path in the KubeletConfiguration, dot-separated
+	use  fieldUse
+	flag string // useFlag: hostlet's flag
+	// reason is, for useRefuse and useWarn, what hostlet does instead
+	// (logged as "hostlet <reason>"); for useLoad, useFile and useCheck
+	// what it does with the field. docs/configuration.md's table of every
+	// field is made from them (TestKubeletFieldsDoc).
+	reason string
 	// check (useCheck) returns a warning to log or a refusal; fromFile
 	// says whether a configuration file or drop-in was read.
 	check func(kc *kubeletv1beta1.KubeletConfiguration, fromFile bool) (warning, refusal string)
@@ -168,25 +172,20 @@ var kubeletFields = []kubeletField{
 	flagged("maxOpenFiles", "max-open-files"),
 	flagged("contentType", "kube-api-content-type"),
 	flagged("enableContentionProfiling", "contention-profiling"),
-	{path: "mergeDefaultEvictionSettings", use: useLoad},
-	// OpenTelemetry spans to an OTLP gRPC collector (tracing.go).
-	{path: "tracing", use: useFile},
-	// The node Lease's duration, renewed every quarter of it (the kubelet
-	// has no flag for it either).
-	{path: "nodeLeaseDurationSeconds", use: useFile},
-	// How many images are pulled at once without serializeImagePulls
-	// (the kubelet has no flag for it either).
-	{path: "maxParallelImagePulls", use: useFile},
-	// Whether an OOM kill takes the whole container on cgroup v2
-	// (podspec.OOMKillGroup; the kubelet has no flag for it either).
-	{path: "singleProcessOOMKill", use: useFile},
-	// A shutdown period per pod priority band, replacing the two periods
-	// (node.ShutdownConfig.ByPodPriority; the kubelet has no flag for it
-	// either).
-	{path: "shutdownGracePeriodByPodPriority", use: useFile},
-	// The host IDs each pod with hostUsers: false gets
-	// (podspec.UserNamespaceLength; the kubelet has no flag for it either).
-	{path: "userNamespaces", use: useFile},
+	{path: "mergeDefaultEvictionSettings", use: useLoad,
+		reason: "as the kubelet's: the eviction thresholds the file leaves unset keep their defaults"},
+	{path: "tracing", use: useFile,
+		reason: "OpenTelemetry spans to an OTLP gRPC collector, as the kubelet's (tracing.go)"},
+	{path: "nodeLeaseDurationSeconds", use: useFile,
+		reason: "the node Lease's duration, renewed every quarter of it, as the kubelet's"},
+	{path: "maxParallelImagePulls", use: useFile,
+		reason: "how many images are pulled at once without serializeImagePulls, as the kubelet's"},
+	{path: "singleProcessOOMKill", use: useFile,
+		reason: "whether an OOM kill takes one process rather than the whole container on cgroup v2 (podspec.OOMKillGroup), as the kubelet's"},
+	{path: "shutdownGracePeriodByPodPriority", use: useFile,
+		reason: "a shutdown period per pod priority band, replacing the two periods (node.ShutdownConfig.ByPodPriority), as the kubelet's"},
+	{path: "userNamespaces", use: useFile,
+		reason: "the host IDs each pod with hostUsers: false gets (podspec.UserNamespaceLength), as the kubelet's"},
 
 	// Not implemented, and not to be ignored: a node that does not do what
 	// its configuration says would surprise (security, placement, what the
@@ -197,31 +196,34 @@ var kubeletFields = []kubeletField{
 	refuse("topologyManagerPolicy", "has no topology manager"),
 	refuse("topologyManagerScope", "has no topology manager"),
 	refuse("topologyManagerPolicyOptions", "has no topology manager"),
-	{path: "qosReserved", use: useCheck, check: checkQOSReserved},
+	{path: "qosReserved", use: useCheck, check: checkQOSReserved,
+		reason: "parsed as the kubelet parses it; without the QOSReserved gate no effect, as the kubelet's (logged); refused with the gate: hostlet sets no QoS memory limits"},
 	refuse("runOnce", "has no run-once mode; the kubelet 1.35 refuses it too, at validation (deprecated), before this table is read"),
 	refuse("enableControllerAttachDetach", "attaches no volumes: the attach/detach controller does"),
 	refuse("reservedSystemCPUs", "has no CPU manager"),
 	refuse("reservedMemory", "has no memory manager"),
-	{path: "imageServiceEndpoint", use: useCheck, check: checkImageServiceEndpoint},
-	{path: "failCgroupV1", use: useCheck, check: checkFailCgroupV1},
+	{path: "imageServiceEndpoint", use: useCheck, check: checkImageServiceEndpoint,
+		reason: "taken when it is containerRuntimeEndpoint's socket; another refused: hostlet pulls into that containerd's own image store"},
+	{path: "failCgroupV1", use: useCheck, check: checkFailCgroupV1,
+		reason: "hostlet runs on cgroup v1 where the kubelet 1.35 would not (logged when a file says true)"},
 
 	// Not implemented, harmlessly ignored (logged).
-	ignore("cpuManagerReconcilePeriod", "has no CPU manager"),
-	ignore("runtimeRequestTimeout", "bounds containerd calls itself"),
-	ignore("hairpinMode", "leaves hairpin to the CNI config"),
+	ignore("cpuManagerReconcilePeriod", "has no CPU manager to reconcile"),
+	ignore("runtimeRequestTimeout", "calls containerd's own API, not CRI: calls that need one have their own deadline, not one CRI timeout"),
+	ignore("hairpinMode", "leaves hairpin to the CNI config, as the kubelet 1.35 does: it passes hairpinMode nowhere with a CRI runtime"),
 	ignore("podCIDR", "takes pod CIDRs from the Node (podCIDR is for a kubelet without an API server)"),
-	ignore("makeIPTablesUtilChains", "makes no iptables chains (kube-proxy's job)"),
-	ignore("iptablesMasqueradeBit", "makes no iptables chains (kube-proxy's job)"),
-	ignore("iptablesDropBit", "makes no iptables chains (kube-proxy's job)"),
-	ignore("configMapAndSecretChangeDetectionStrategy", "reads ConfigMaps and Secrets of volumes its own way"),
-	ignore("showHiddenMetricsForVersion", "has no hidden metrics"),
-	ignore("volumePluginDir", "has no FlexVolume plugins"),
-	ignore("kernelMemcgNotification", "measures memory each eviction round"),
-	ignore("logging.flushFrequency", "writes its log unbuffered"),
-	ignore("logging.vmodule", "has one verbosity (logging.verbosity)"),
-	ignore("logging.options", "logs text"),
-	ignore("enableDebugFlagsHandler", "serves no /debug/flags/v"),
-	ignore("memoryThrottlingFactor", "has no MemoryQoS"),
+	ignore("makeIPTablesUtilChains", "makes none of the kubelet's iptables chains, at the default true too (KUBE-IPTABLES-HINT, KUBE-FIREWALL with its localnet drop rule, KUBE-KUBELET-CANARY): kube-proxy in iptables mode makes the same localnet rule and its own hint"),
+	ignore("iptablesMasqueradeBit", "makes no masquerade rules; the kubelet 1.35 uses it for none either (kube-proxy has its own)"),
+	ignore("iptablesDropBit", "makes no drop rules; the kubelet 1.35 uses it for none either"),
+	ignore("configMapAndSecretChangeDetectionStrategy", "always watches them as the default Watch strategy does (one watch per object), which shows updates as soon as Cache or Get would"),
+	ignore("showHiddenMetricsForVersion", "has no deprecated metrics hidden that it could show"),
+	ignore("volumePluginDir", "has no FlexVolume plugins (deprecated): CSI drivers only"),
+	ignore("kernelMemcgNotification", "measures memory each eviction round (10s), without the memcg threshold notification that would start a round early"),
+	ignore("logging.flushFrequency", "writes its log unbuffered: nothing to flush"),
+	ignore("logging.vmodule", "has one verbosity for all its code (logging.verbosity): logrus has no per-file levels"),
+	ignore("logging.options", "writes JSON lines whole to stderr: no info buffer, no stream split"),
+	ignore("enableDebugFlagsHandler", "serves no /debug/flags/v, at the default true too: its verbosity is set at start (logging.verbosity)"),
+	ignore("memoryThrottlingFactor", "has no MemoryQoS (an alpha gate, off: the kubelet uses the factor only with it)"),
 }
 
 // hostletGates are the kubelet's feature gates of behaviour hostlet has:
