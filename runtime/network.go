@@ -335,3 +335,57 @@ func (n *Network) Detach(ctx context.Context, conf []byte, id, netnsPath string,
 	// lo needs no DEL: it goes with the namespace.
 	return nil
 }
+
+// CNIConfigInfo is the node's CNI state as containerd's CRI shows it in
+// its verbose status (go-cni's ConfigResult): the plugin and config dirs,
+// one config loaded, the interfaces' prefix, and the networks a pod is
+// attached to: the loopback, then the loaded list on eth0.
+type CNIConfigInfo struct {
+	PluginDirs       []string
+	PluginConfDir    string
+	PluginMaxConfNum int
+	Prefix           string
+	Networks         []CNINetworkInfo
+}
+
+// CNINetworkInfo is one network a pod is attached to, and its interface.
+type CNINetworkInfo struct {
+	Config *CNIConfListInfo
+	IFName string
+}
+
+// CNIConfListInfo is a config list: its name, version, plugins, source.
+type CNIConfListInfo struct {
+	Name       string
+	CNIVersion string
+	Plugins    []CNIPluginInfo
+	Source     string
+}
+
+// CNIPluginInfo is one plugin's config and source.
+type CNIPluginInfo struct {
+	Network any
+	Source  string
+}
+
+// cniLoopback is go-cni's loopback network, which containerd's CRI
+// attaches every pod to first (hostlet brings lo up itself).
+const cniLoopback = `{"cniVersion":"0.3.1","name":"cni-loopback","plugins":[{"type":"loopback"}]}`
+
+// ConfigInfo is the CNI state as CNIConfigInfo says; no networks before a
+// config is loaded.
+func (n *Network) ConfigInfo() CNIConfigInfo {
+	out := CNIConfigInfo{PluginDirs: slices.Clone(n.binDirs), PluginConfDir: n.confDir, PluginMaxConfNum: 1, Prefix: "eth"}
+	list, err := n.config()
+	if err != nil {
+		return out
+	}
+	lo := &CNIConfListInfo{Name: "cni-loopback", CNIVersion: "0.3.1",
+		Plugins: []CNIPluginInfo{{Network: map[string]string{"type": "loopback"}, Source: `{"type":"loopback"}`}}, Source: cniLoopback}
+	def := &CNIConfListInfo{Name: list.Name, CNIVersion: list.CNIVersion, Source: string(list.Bytes)}
+	for _, p := range list.Plugins {
+		def.Plugins = append(def.Plugins, CNIPluginInfo{Network: p.Network, Source: string(p.Bytes)})
+	}
+	out.Networks = []CNINetworkInfo{{Config: lo, IFName: "lo"}, {Config: def, IFName: "eth0"}}
+	return out
+}

@@ -198,3 +198,23 @@ func TestForPodSkipsPortmapWithoutHostPorts(t *testing.T) {
 		t.Errorf("the loaded list was changed: %v", got)
 	}
 }
+
+// The CNI state as containerd's verbose status has it: dirs, one config,
+// the loopback network then the loaded list on eth0; none before a load.
+func TestNetworkConfigInfo(t *testing.T) {
+	n := &Network{confDir: "/etc/cni/net.d", binDirs: []string{"/opt/cni/bin"}}
+	if info := n.ConfigInfo(); info.PluginConfDir != "/etc/cni/net.d" || info.PluginMaxConfNum != 1 || info.Prefix != "eth" || len(info.Networks) != 0 {
+		t.Errorf("before a load: %+v", info)
+	}
+	list, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"1.0.0","name":"pods","plugins":[{"type":"bridge"},{"type":"portmap"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.list = list
+	info := n.ConfigInfo()
+	if len(info.Networks) != 2 || info.Networks[0].IFName != "lo" || info.Networks[0].Config.Name != "cni-loopback" ||
+		info.Networks[1].IFName != "eth0" || info.Networks[1].Config.Name != "pods" || len(info.Networks[1].Config.Plugins) != 2 ||
+		info.Networks[1].Config.Plugins[1].Source != `{"type":"portmap"}` {
+		t.Errorf("loaded: %+v", info)
+	}
+}

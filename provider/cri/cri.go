@@ -103,6 +103,8 @@ type Images interface {
 // the runtime's NetworkReady condition.
 type Network interface {
 	Status() error
+	// ConfigInfo is the CNI state as containerd's verbose status shows it.
+	ConfigInfo() runtime.CNIConfigInfo
 }
 
 // Config is the socket and the sources.
@@ -221,6 +223,9 @@ func (s *server) Status(ctx context.Context, r *criapi.StatusRequest) (*criapi.S
 		// The node's one network is CNI's default one, as containerd names
 		// its load status.
 		resp.Info = map[string]string{"golang": string(golang), "lastCNILoadStatus": status, "lastCNILoadStatus.default": status}
+		if b, err := json.Marshal(s.cfg.Network.ConfigInfo()); err == nil {
+			resp.Info["cniconfig"] = string(b)
+		}
 	}
 	deprecations, err := s.cfg.Runtime.Deprecations(ctx)
 	if err != nil {

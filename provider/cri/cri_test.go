@@ -249,6 +249,9 @@ func (f *fakeRuntime) ImageFsDir(context.Context) (string, error) { return os.Te
 type fakeNetwork struct{ err error }
 
 func (f fakeNetwork) Status() error { return f.err }
+func (f fakeNetwork) ConfigInfo() runtime.CNIConfigInfo {
+	return runtime.CNIConfigInfo{PluginConfDir: "/etc/cni/net.d", PluginMaxConfNum: 1, Prefix: "eth"}
+}
 
 var (
 	created  = time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC)
@@ -1056,7 +1059,8 @@ func TestServe(t *testing.T) {
 		conds[2].Type != "ContainerdHasNoDeprecationWarnings" || !conds[2].Status {
 		t.Errorf("conditions %v", conds)
 	}
-	if st.Info["lastCNILoadStatus.default"] == "" || st.Info["lastCNILoadStatus.default"] != st.Info["lastCNILoadStatus"] {
+	if st.Info["lastCNILoadStatus.default"] == "" || st.Info["lastCNILoadStatus.default"] != st.Info["lastCNILoadStatus"] ||
+		!strings.Contains(st.Info["cniconfig"], `"PluginConfDir":"/etc/cni/net.d"`) {
 		t.Errorf("info %v", st.Info)
 	}
 	if len(st.RuntimeHandlers) != 2 || st.RuntimeHandlers[1].Name != "runc" || !st.RuntimeHandlers[1].Features.UserNamespaces {

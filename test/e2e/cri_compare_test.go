@@ -606,9 +606,7 @@ var criDesignDifferences = []struct {
 var criGaps = []struct {
 	pattern string
 	why     string
-}{
-	{"info cniconfig", "hostlet's verbose status has no libcni config (containerd's: plugin and config dirs, the networks loaded)"},
-}
+}{}
 
 // designDifference is why the field at path differs, "" when it must not:
 // the kind ("by design", "hostlet's gap") and the reason.
