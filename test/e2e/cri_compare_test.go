@@ -21,12 +21,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The same pod on a hostlet node and on an upstream kubelet node (the
-// kubelet with containerd's CRI, on a second host of the same cluster):
-// crictl's answers on both compared field by field, after what is per node
-// (ids, times, IPs, UIDs, namespaces, directories) is put into
-// placeholders. Every field is compared; the ones that differ by design
-// are criDesignDifferences, each with why.
+// The same pods on a hostlet node and on an upstream kubelet node (the
+// kubelet with containerd's CRI, on a second host of the same cluster): a
+// running one that restarted once and one that ended. crictl's answers on
+// both (pods, ps -a, inspect, inspectp, logs, images, stats, statsp, exec
+// --sync of id and the network sysctls, version, info, imagefsinfo) are
+// compared field by field, after what is per node (ids, times, IPs, UIDs,
+// namespaces, directories, cgroup roots) is put into placeholders and
+// what is measured (stats' figures) into whether it is there; verbose info
+// maps by their keys and the values that say what (sandbox, runtime,
+// snapshotter, a sandbox's config and states). Every field is compared;
+// the ones that differ by design are criDesignDifferences, each with why.
 func TestCRICompare(t *testing.T) {
 	skipIfNoCluster(t)
 	const hostletNode, kubeletNode = "hostlet-cmp", "kubelet-cmp"
@@ -581,23 +586,23 @@ var criDesignDifferences = []struct {
 		"hostlet has no pause image: a sandbox is namespaces hostlet holds itself, no pause container (the kubelet's containerd pins its sandbox image)"},
 	{"inspect * status mounts /dev/termination-log hostPath",
 		"the host file behind /dev/termination-log: the kubelet names it by 8 random hex digits, hostlet by the container id's prefix; the same directory, <root-dir>/pods/<pod-uid>/containers/<name>/"},
-	// The kubelet's containerd has the images imported (ctr's import, no
-	// pull): no digested reference was recorded, so its CRI lists no repo
-	// digest and answers the image ID as imageRef (the kubelet's pod
-	// status imageID). hostlet names an image's repo digest from its
-	// manifest, as a pull records it.
 	{"info config", "containerd's CRI plugin configuration: hostlet's containerd runs no CRI plugin, its configuration is the kubelet's (the node's /configz)"},
 	{"imagefsinfo status imageFilesystems * usedBytes value",
 		"hostlet's image filesystem use is the filesystem's, as /stats/summary's imageFs (containerd's CRI sums its snapshots', measured every 10s)"},
 	{"imagefsinfo status imageFilesystems * inodesUsed value",
 		"hostlet's image filesystem inodes are the filesystem's, as /stats/summary's imageFs (containerd's CRI sums its snapshots')"},
-	{"ended-inspect status imageRef", "the kubelet's images are imported, not pulled: its imageRef is the image ID for want of a repo digest"},
 	{"ended-inspect status mounts /dev/termination-log hostPath",
 		"the host file behind /dev/termination-log: the kubelet names it by 8 random hex digits, hostlet by the container id's prefix"},
 	{"ended-inspectp info config dns_config", "hostlet released the ended pod's sandbox (its files, its pod cgroup) at its end; containerd keeps a stopped sandbox's config until the kubelet removes it"},
 	{"ended-inspectp info config hostname", "hostlet released the ended pod's sandbox (its files) at its end; containerd keeps a stopped sandbox's config"},
 	{"ended-inspectp info config linux cgroup_parent", "hostlet released the ended pod's cgroup at its end; containerd keeps a stopped sandbox's config"},
+	// The kubelet's containerd has the images imported (ctr's import, no
+	// pull): no digested reference was recorded, so its CRI lists no repo
+	// digest and answers the image ID as imageRef (the kubelet's pod
+	// status imageID). hostlet names an image's repo digest from its
+	// manifest, as a pull records it.
 	{"images * repoDigests", "the kubelet's images are imported, not pulled (no repo digest recorded); hostlet names the manifest's"},
+	{"ended-inspect status imageRef", "the kubelet's images are imported, not pulled: its imageRef is the image ID for want of a repo digest"},
 	{"inspect * status imageRef", "the kubelet's images are imported, not pulled: its imageRef is the image ID for want of a repo digest"},
 }
 
