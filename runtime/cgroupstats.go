@@ -95,6 +95,27 @@ type CgroupPressure struct {
 	CPUSome, CPUFull       uint64
 	MemorySome, MemoryFull uint64
 	IOSome, IOFull         uint64
+	// CPU, Memory and IO are the kernel's whole PSI lines, the averages
+	// with the totals, as cAdvisor reads them for the stats summary.
+	CPU, Memory, IO PSI
+}
+
+// PSI is one resource's pressure: some tasks waiting, all of them stalled.
+type PSI struct{ Some, Full PSIData }
+
+// PSIData is a PSI line: the share of time stalled (percent) over 10, 60
+// and 300 seconds, and the total stall time in microseconds.
+type PSIData struct {
+	Avg10, Avg60, Avg300 float64
+	Total                uint64
+}
+
+// psiOf is the library's PSI lines as ours.
+func psiOf(p *cgroups.PSIStats) PSI {
+	line := func(d cgroups.PSIData) PSIData {
+		return PSIData{Avg10: d.Avg10, Avg60: d.Avg60, Avg300: d.Avg300, Total: d.Total}
+	}
+	return PSI{Some: line(p.Some), Full: line(p.Full)}
 }
 
 // CgroupSpec is a cgroup's limits as cAdvisor reads them into its spec.
@@ -278,6 +299,7 @@ func readCgroupStats(paths map[string]string, v2, root bool, now, boot time.Time
 			CPUSome: st.CpuStats.PSI.Some.Total, CPUFull: st.CpuStats.PSI.Full.Total,
 			MemorySome: st.MemoryStats.PSI.Some.Total, MemoryFull: st.MemoryStats.PSI.Full.Total,
 			IOSome: st.BlkioStats.PSI.Some.Total, IOFull: st.BlkioStats.PSI.Full.Total,
+			CPU: psiOf(st.CpuStats.PSI), Memory: psiOf(st.MemoryStats.PSI), IO: psiOf(st.BlkioStats.PSI),
 		}
 	}
 	if memDir != "" {

@@ -55,7 +55,7 @@ func TestCgroupStatsV2(t *testing.T) {
 		"pids.current":        "7\n",
 		"pids.max":            "100\n",
 		"io.stat":             "8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n",
-		"cpu.pressure":        psi(1234, 567),
+		"cpu.pressure":        "some avg10=1.50 avg60=0.75 avg300=0.25 total=1234\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=567\n",
 		"memory.pressure":     psi(20, 10),
 		"io.pressure":         psi(40, 30),
 	})
@@ -83,7 +83,10 @@ func TestCgroupStatsV2(t *testing.T) {
 	if len(st.IO) != 1 || st.IO[0] != (CgroupIO{Major: 8, Minor: 0, ReadBytes: 4096, WriteBytes: 8192, Reads: 1, Writes: 2}) {
 		t.Errorf("io %+v", st.IO)
 	}
-	if p := st.Pressure; p == nil || *p != (CgroupPressure{CPUSome: 1234, CPUFull: 567, MemorySome: 20, MemoryFull: 10, IOSome: 40, IOFull: 30}) {
+	line := func(some, full uint64) PSI { return PSI{Some: PSIData{Total: some}, Full: PSIData{Total: full}} }
+	if p := st.Pressure; p == nil || *p != (CgroupPressure{CPUSome: 1234, CPUFull: 567, MemorySome: 20, MemoryFull: 10, IOSome: 40, IOFull: 30,
+		CPU:    PSI{Some: PSIData{Avg10: 1.5, Avg60: 0.75, Avg300: 0.25, Total: 1234}, Full: PSIData{Total: 567}},
+		Memory: line(20, 10), IO: line(40, 30)}) {
 		t.Errorf("pressure %+v", p)
 	}
 	// cpu.weight 4 is the kubelet's weight for 100m (102 shares); cAdvisor's

@@ -139,10 +139,22 @@ func (s *server) summary(ctx context.Context, full bool) (*statsv1alpha1.Summary
 	if s.cfg.Cgroups != nil {
 		// The root cgroup's swap, as the kubelet's cAdvisor "/" has it.
 		if root, err := s.cfg.Cgroups.CgroupStats("/"); err == nil {
+			// cAdvisor's root container is limited by the machine: its swap
+			// limit is the host's swap (SwapTotal).
+			root.Spec.SwapLimit = uint64(max(runtime.SwapCapacity("/proc/meminfo"), 0))
 			nodeStats.Swap = cgroupSwap(root)
+			if nodeStats.CPU != nil {
+				nodeStats.CPU.PSI = cgroupPSI(root.Pressure, cpuPSI)
+			}
+			if nodeStats.Memory != nil {
+				nodeStats.Memory.PSI = cgroupPSI(root.Pressure, memoryPSI)
+			}
+			if full {
+				nodeStats.IO = cgroupIO(root)
+			}
 		}
 	}
-	nodeStats.SystemContainers = s.systemContainers(seen)
+	nodeStats.SystemContainers = s.systemContainers(seen, full)
 	sum := &statsv1alpha1.Summary{Node: *nodeStats, Pods: []statsv1alpha1.PodStats{}}
 	for _, pod := range pods {
 		ps := s.podStats(ctx, pod, samples, seen, imageFs)
@@ -158,7 +170,7 @@ func (s *server) summary(ctx context.Context, full bool) (*statsv1alpha1.Summary
 // systemContainers are the node's system containers' CPU, memory and swap, as
 // the kubelet's summary reads them from their cgroups (in name order; one
 // whose cgroup cannot be read is left out, as the kubelet leaves it).
-func (s *server) systemContainers(seen map[string]bool) []statsv1alpha1.ContainerStats {
+func (s *server) systemContainers(seen map[string]bool, full bool) []statsv1alpha1.ContainerStats {
 	if s.cfg.Cgroups == nil || len(s.cfg.SystemContainers) == 0 {
 		return nil
 	}
@@ -176,7 +188,11 @@ func (s *server) systemContainers(seen map[string]bool) []statsv1alpha1.Containe
 		key := "system/" + n
 		seen[key] = true
 		cpu, mem := cgroupCPUMemory(cg, s.cpu.nanoCores(key, cg.CPU.Total, cg.Time))
-		out = append(out, statsv1alpha1.ContainerStats{Name: n, StartTime: metav1.NewTime(cg.Created), CPU: cpu, Memory: mem, Swap: cgroupSwap(cg)})
+		cs := statsv1alpha1.ContainerStats{Name: n, StartTime: metav1.NewTime(cg.Created), CPU: cpu, Memory: mem, Swap: cgroupSwap(cg)}
+		if full {
+			cs.IO = cgroupIO(cg)
+		}
+		out = append(out, cs)
 	}
 	return out
 }
@@ -212,7 +228,10 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 		if name := cgroupNames[id]; name != "" {
 			if cg, err := s.cfg.Cgroups.CgroupStats(name); err == nil {
 				cs.Swap = cgroupSwap(cg)
+				cs.CPU.PSI = cgroupPSI(cg.Pressure, cpuPSI)
+				cs.Memory.PSI = cgroupPSI(cg.Pressure, memoryPSI)
 				if full {
+					cs.IO = cgroupIO(cg)
 					ps.ProcessStats = mergeProcessStats(ps.ProcessStats, cg.Processes)
 				}
 			}
@@ -233,6 +252,9 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 			seen[key] = true
 			ps.CPU, ps.Memory = cgroupCPUMemory(cg, s.cpu.nanoCores(key, cg.CPU.Total, cg.Time))
 			ps.Swap = cgroupSwap(cg)
+			if full {
+				ps.IO = cgroupIO(cg)
+			}
 		}
 	}
 	if !full {
@@ -385,13 +407,15 @@ const unlimitedMemory = uint64(1 << 62)
 // since the previous request (nil on the first).
 func cgroupCPUMemory(cg runtime.CgroupStats, nanoCores *uint64) (*statsv1alpha1.CPUStats, *statsv1alpha1.MemoryStats) {
 	at := metav1.NewTime(cg.Time)
-	cpu := &statsv1alpha1.CPUStats{Time: at, UsageCoreNanoSeconds: ptr.To(cg.CPU.Total), UsageNanoCores: nanoCores}
+	cpu := &statsv1alpha1.CPUStats{Time: at, UsageCoreNanoSeconds: ptr.To(cg.CPU.Total), UsageNanoCores: nanoCores,
+		PSI: cgroupPSI(cg.Pressure, cpuPSI)}
 	if !cg.Spec.HasMemory {
 		return cpu, &statsv1alpha1.MemoryStats{Time: at, WorkingSetBytes: ptr.To[uint64](0)}
 	}
 	m := cg.Memory
 	mem := &statsv1alpha1.MemoryStats{Time: at, UsageBytes: ptr.To(m.Usage), WorkingSetBytes: ptr.To(m.WorkingSet),
-		RSSBytes: ptr.To(m.RSS), PageFaults: ptr.To(m.PageFaults), MajorPageFaults: ptr.To(m.MajorPageFaults)}
+		RSSBytes: ptr.To(m.RSS), PageFaults: ptr.To(m.PageFaults), MajorPageFaults: ptr.To(m.MajorPageFaults),
+		PSI: cgroupPSI(cg.Pressure, memoryPSI)}
 	if cg.Spec.MemoryLimit <= unlimitedMemory {
 		mem.AvailableBytes = ptr.To(sub(cg.Spec.MemoryLimit, m.WorkingSet))
 	}
@@ -412,6 +436,31 @@ func cgroupSwap(cg runtime.CgroupStats) *statsv1alpha1.SwapStats {
 		s.SwapAvailableBytes = ptr.To(sub(cg.Spec.SwapLimit, cg.Memory.Swap))
 	}
 	return s
+}
+
+// cgroupPSI is a resource's PSI as the kubelet's cadvisorPSIToStatsPSI
+// makes it with its KubeletPSI gate (beta, on by default): the kernel's
+// lines (totals in microseconds, as cAdvisor has them) where it keeps them
+// per cgroup (v2), zeros elsewhere (cgroup v1), as cAdvisor's zero value.
+func cgroupPSI(p *runtime.CgroupPressure, pick func(*runtime.CgroupPressure) runtime.PSI) *statsv1alpha1.PSIStats {
+	var v runtime.PSI
+	if p != nil {
+		v = pick(p)
+	}
+	line := func(d runtime.PSIData) statsv1alpha1.PSIData {
+		return statsv1alpha1.PSIData{Total: d.Total, Avg10: d.Avg10, Avg60: d.Avg60, Avg300: d.Avg300}
+	}
+	return &statsv1alpha1.PSIStats{Full: line(v.Full), Some: line(v.Some)}
+}
+
+func cpuPSI(p *runtime.CgroupPressure) runtime.PSI    { return p.CPU }
+func memoryPSI(p *runtime.CgroupPressure) runtime.PSI { return p.Memory }
+
+// cgroupIO is a cgroup's I/O as the kubelet's cadvisorInfoToIOStats:
+// its pressure (cgroupPSI).
+func cgroupIO(cg runtime.CgroupStats) *statsv1alpha1.IOStats {
+	return &statsv1alpha1.IOStats{Time: metav1.NewTime(cg.Time),
+		PSI: cgroupPSI(cg.Pressure, func(p *runtime.CgroupPressure) runtime.PSI { return p.IO })}
 }
 
 // mergeProcessStats adds a container's process count to the pod's, as

@@ -98,12 +98,34 @@ func TestCgroupCPUMemoryAndSwap(t *testing.T) {
 		Memory: runtime.CgroupMemoryStats{Usage: 50 << 20, WorkingSet: 30 << 20, RSS: 20 << 20, Swap: 1 << 20, PageFaults: 9, MajorPageFaults: 2},
 		Spec:   runtime.CgroupSpec{HasMemory: true, MemoryLimit: 160 << 20, SwapLimit: 160 << 20}}
 	cpu, mem := cgroupCPUMemory(cg, ptr.To[uint64](42))
-	if *cpu.UsageCoreNanoSeconds != 7e9 || *cpu.UsageNanoCores != 42 || !cpu.Time.Time.Equal(at) || cpu.PSI != nil {
+	// cgroup v1 keeps no PSI: zeros, as cAdvisor's for the kubelet.
+	zero := statsv1alpha1.PSIStats{}
+	if *cpu.UsageCoreNanoSeconds != 7e9 || *cpu.UsageNanoCores != 42 || !cpu.Time.Time.Equal(at) || cpu.PSI == nil || *cpu.PSI != zero {
 		t.Errorf("cpu %+v", cpu)
 	}
 	if *mem.AvailableBytes != 130<<20 || *mem.WorkingSetBytes != 30<<20 || *mem.UsageBytes != 50<<20 || *mem.RSSBytes != 20<<20 ||
-		*mem.PageFaults != 9 || *mem.MajorPageFaults != 2 || mem.PSI != nil {
+		*mem.PageFaults != 9 || *mem.MajorPageFaults != 2 || mem.PSI == nil || *mem.PSI != zero {
 		t.Errorf("memory %+v", mem)
+	}
+	if io := cgroupIO(cg); io.PSI == nil || *io.PSI != zero || !io.Time.Time.Equal(at) {
+		t.Errorf("io %+v", io)
+	}
+	// v2's lines, each resource its own.
+	v2 := cg
+	v2.Pressure = &runtime.CgroupPressure{
+		CPU:    runtime.PSI{Some: runtime.PSIData{Avg10: 1.5, Avg60: 1, Avg300: 0.5, Total: 100}, Full: runtime.PSIData{Total: 10}},
+		Memory: runtime.PSI{Some: runtime.PSIData{Total: 200}, Full: runtime.PSIData{Avg10: 2, Total: 20}},
+		IO:     runtime.PSI{Some: runtime.PSIData{Total: 300}},
+	}
+	cpu, mem = cgroupCPUMemory(v2, nil)
+	if p := cpu.PSI; p.Some != (statsv1alpha1.PSIData{Avg10: 1.5, Avg60: 1, Avg300: 0.5, Total: 100}) || p.Full.Total != 10 {
+		t.Errorf("cpu psi %+v", p)
+	}
+	if p := mem.PSI; p.Some.Total != 200 || p.Full != (statsv1alpha1.PSIData{Avg10: 2, Total: 20}) {
+		t.Errorf("memory psi %+v", p)
+	}
+	if p := cgroupIO(v2).PSI; p.Some.Total != 300 || p.Full.Total != 0 {
+		t.Errorf("io psi %+v", p)
 	}
 	// v1's memsw limit is memory and swap together, as cAdvisor's spec
 	// has it: the kubelet subtracts the swap used from it.
@@ -193,6 +215,14 @@ func TestPodCgroupStats(t *testing.T) {
 		}
 		if side.Swap == nil || side.Swap.SwapAvailableBytes != nil || gone.Swap != nil {
 			t.Errorf("full %v: side swap %+v, gone %+v", full, side.Swap, gone.Swap)
+		}
+		// PSI (zeros on v1) where the cgroup was read; I/O in the full
+		// summary only.
+		if app.CPU.PSI == nil || app.Memory.PSI == nil || ps.CPU.PSI == nil || ps.Memory.PSI == nil || gone.CPU.PSI != nil {
+			t.Errorf("full %v: psi app %+v %+v pod %+v %+v gone %+v", full, app.CPU.PSI, app.Memory.PSI, ps.CPU.PSI, ps.Memory.PSI, gone.CPU.PSI)
+		}
+		if (app.IO != nil) != full || (ps.IO != nil) != full || gone.IO != nil {
+			t.Errorf("full %v: io app %+v pod %+v gone %+v", full, app.IO, ps.IO, gone.IO)
 		}
 		switch {
 		case full && (ps.ProcessStats == nil || *ps.ProcessStats.ProcessCount != 3):

@@ -67,11 +67,18 @@ func TestKubeletStatsAndMetrics(t *testing.T) {
 	}
 	// Swap as cAdvisor reads it for the kubelet: the root cgroup's, the
 	// system containers'.
-	if n.Swap == nil || n.Swap.SwapUsageBytes == nil {
+	// The root's swap limit is the host's swap.
+	if n.Swap == nil || n.Swap.SwapUsageBytes == nil || n.Swap.SwapAvailableBytes == nil {
 		t.Errorf("node swap: %s", js(n.Swap))
 	}
+	// PSI as the kubelet's (KubeletPSI on by default): the kernel's where
+	// it keeps them per cgroup, zeros on cgroup v1; I/O its pressure.
+	if n.CPU.PSI == nil || n.Memory.PSI == nil || n.IO == nil || n.IO.PSI == nil {
+		t.Errorf("node PSI: cpu %s memory %s io %s", js(n.CPU), js(n.Memory), js(n.IO))
+	}
 	for _, sc := range n.SystemContainers {
-		if sc.Swap == nil || sc.Swap.SwapUsageBytes == nil || sc.CPU == nil || sc.Memory == nil || sc.Memory.WorkingSetBytes == nil {
+		if sc.Swap == nil || sc.Swap.SwapUsageBytes == nil || sc.CPU == nil || sc.Memory == nil || sc.Memory.WorkingSetBytes == nil ||
+			sc.CPU.PSI == nil || sc.Memory.PSI == nil || sc.IO == nil || sc.IO.PSI == nil {
 			t.Errorf("system container %s: %s", sc.Name, js(sc))
 		}
 	}
@@ -111,6 +118,9 @@ func TestKubeletStatsAndMetrics(t *testing.T) {
 	}
 	if ps.Swap == nil || ps.Swap.SwapUsageBytes == nil || c.Swap == nil || c.Swap.SwapUsageBytes == nil {
 		t.Errorf("pod swap %s container swap %s", js(ps.Swap), js(c.Swap))
+	}
+	if ps.CPU.PSI == nil || ps.Memory.PSI == nil || ps.IO == nil || ps.IO.PSI == nil || c.CPU.PSI == nil || c.Memory.PSI == nil || c.IO == nil || c.IO.PSI == nil {
+		t.Errorf("PSI: pod %s %s %s container %s %s %s", js(ps.CPU), js(ps.Memory), js(ps.IO), js(c.CPU), js(c.Memory), js(c.IO))
 	}
 	if c.CPU.UsageCoreNanoSeconds == nil || *c.CPU.UsageCoreNanoSeconds == 0 || c.CPU.UsageNanoCores == nil || c.StartTime.IsZero() {
 		t.Errorf("container CPU %s start %v", js(c.CPU), c.StartTime)
