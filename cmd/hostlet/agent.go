@@ -4,6 +4,9 @@ import (
 	"strings"
 	"time"
 
+	log "github.com/sirupsen/logrus"
+	"k8s.io/utils/ptr"
+
 	"github.com/hostlet/hostlet/provider/process"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,5 +47,22 @@ func setContentType(cfg *rest.Config, contentType string) {
 	cfg.ContentType = contentType
 	if contentType == runtime.ContentTypeProtobuf {
 		cfg.AcceptContentTypes = strings.Join([]string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON}, ",")
+	}
+}
+
+// debugFlagsSetter is what /debug/flags/v sets (enableDebugFlagsHandler,
+// file only, true by default as the kubelet's): hostlet's log level as -v
+// maps it (3 and above debug); nil when the file turns it off.
+func (o *options) debugFlagsSetter() func(v uint32) {
+	if o.kubeletConfig != nil && !ptr.Deref(o.kubeletConfig.EnableDebugFlagsHandler, true) {
+		return nil
+	}
+	return func(v uint32) {
+		level := log.InfoLevel
+		if v >= 3 {
+			level = log.DebugLevel
+		}
+		log.SetLevel(level)
+		log.WithField("verbosity", v).Info("log verbosity set through /debug/flags/v")
 	}
 }

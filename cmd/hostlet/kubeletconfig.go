@@ -184,6 +184,8 @@ var kubeletFields = []kubeletField{
 		reason: "whether an OOM kill takes one process rather than the whole container on cgroup v2 (podspec.OOMKillGroup), as the kubelet's"},
 	{path: "shutdownGracePeriodByPodPriority", use: useFile,
 		reason: "a shutdown period per pod priority band, replacing the two periods (node.ShutdownConfig.ByPodPriority), as the kubelet's"},
+	{path: "enableDebugFlagsHandler", use: useFile,
+		reason: "/debug/flags/v on the kubelet API, as the kubelet's: a PUT of a number sets the log verbosity (klog's, and hostlet's: 3 and above is debug); false: 405"},
 	{path: "userNamespaces", use: useFile,
 		reason: "the host IDs each pod with hostUsers: false gets (podspec.UserNamespaceLength), as the kubelet's"},
 
@@ -222,7 +224,6 @@ var kubeletFields = []kubeletField{
 	ignore("logging.flushFrequency", "writes its log unbuffered: nothing to flush"),
 	ignore("logging.vmodule", "has one verbosity for all its code (logging.verbosity): logrus has no per-file levels"),
 	ignore("logging.options", "writes JSON lines whole to stderr: no info buffer, no stream split"),
-	ignore("enableDebugFlagsHandler", "serves no /debug/flags/v, at the default true too: its verbosity is set at start (logging.verbosity)"),
 	ignore("memoryThrottlingFactor", "has no MemoryQoS (an alpha gate, off: the kubelet uses the factor only with it)"),
 }
 

@@ -126,6 +126,7 @@ func serve(ctx context.Context, o *options, name string, cert server.Certificate
 		Profiling:    o.profiling,
 		// As the kubelet: block profiling only beside profiling.
 		ContentionProfiling: o.profiling && o.contentionProfiling,
+		SetVerbosity:        o.debugFlagsSetter(),
 		Configz:             o.kubeletConfig,
 		Health:              p.checks,
 		SystemLogs:          o.systemLogHandler, SystemLogQuery: o.systemLogQuery && o.gates.Enabled("NodeLogQuery"),

@@ -93,6 +93,9 @@ type Config struct {
 	// ContentionProfiling samples every blocking event for
 	// /debug/pprof/block (enableContentionProfiling), with Profiling only.
 	ContentionProfiling bool
+	// SetVerbosity, if set, serves /debug/flags/v (enableDebugFlagsHandler):
+	// a PUT sets the log verbosity. Unset: the endpoint answers 405.
+	SetVerbosity func(v uint32)
 	// Configz is the node's effective KubeletConfiguration (v1beta1),
 	// served on /configz as the kubelet's: {"kubeletconfig": ...}.
 	Configz any
@@ -238,6 +241,7 @@ func (s *server) installDebugging(mux *http.ServeMux) {
 	if cfg.Profiling {
 		attachProfiling(mux, cfg.ContentionProfiling)
 	}
+	mux.Handle(debugFlagsPath, debugFlagsHandler(cfg.SetVerbosity))
 	api.AttachPodRoutes(api.PodHandlerConfig{
 		RunInContainer:    s.RunInContainer,
 		AttachToContainer: s.AttachToContainer,

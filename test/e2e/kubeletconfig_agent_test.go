@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/hostlet/hostlet/test/harness"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 // The node agent's own settings as the kubelet applies them: oomScoreAdj
@@ -19,7 +22,8 @@ import (
 // would take 60 to 90s). The values raise the OOM score and lower the
 // limit, which needs no CAP_SYS_RESOURCE (the test host may not grant it;
 // the kubelet's defaults, -999 and 1000000, would then be logged as
-// failed, as the kubelet logs them).
+// failed, as the kubelet logs them). /debug/flags/v (enableDebugFlagsHandler,
+// on by default) takes a new verbosity.
 func TestKubeletConfigAgentSettings(t *testing.T) {
 	skipIfNoCluster(t)
 	const name = "hostlet-kubeletconfig-agent"
@@ -44,6 +48,24 @@ func TestKubeletConfigAgentSettings(t *testing.T) {
 	}
 
 	ctx := ctxT(t)
+	rt, err := rest.TransportFor(cluster.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, fmt.Sprintf("https://127.0.0.1:%d/debug/flags/v", h.Port()), strings.NewReader("4"))
+	resp, err := (&http.Client{Transport: rt, Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "successfully set klog.logging.verbosity to 4" {
+		t.Errorf("PUT /debug/flags/v: %d %q", resp.StatusCode, body)
+	}
+	if b, _ := os.ReadFile(h.LogPath()); !strings.Contains(string(b), "log verbosity set through /debug/flags/v") {
+		t.Errorf("hostlet's log does not say the verbosity was set")
+	}
+
 	ns := cluster.NewNamespace(t)
 	c := cluster.Client().CoreV1()
 	cm, err := c.ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"},
