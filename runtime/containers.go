@@ -195,7 +195,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, cfg ContainerConfig) (str
 	removeLogFiles(logPath)
 	var termLog string
 	if cfg.TerminationMessagePath != "" {
-		termLog = filepath.Join(s.Dir, "containers", cfg.Name, id[:12]+"-termination-log")
+		// Named as the kubelet names it (makeMounts): 8 hex digits of its
+		// own for each instance, here the container id's first.
+		termLog = filepath.Join(s.Dir, "containers", cfg.Name, id[:8])
 		if err := os.MkdirAll(filepath.Dir(termLog), 0o750); err != nil {
 			return "", err
 		}

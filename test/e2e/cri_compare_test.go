@@ -474,8 +474,8 @@ func statsShape(v any, key string) any {
 var criTimeKeys = map[string]bool{"createdAt": true, "startedAt": true, "finishedAt": true, "timestamp": true,
 	"kubernetes.io/config.seen": true}
 
-// criRandomPath is the kubelet's termination-log file name (a random
-// suffix per container instance, pkg/kubelet/kuberuntime).
+// criRandomPath is the termination-log file name (8 hex digits per
+// container instance: the kubelet's random ones, hostlet's of the id).
 var criRandomPath = regexp.MustCompile(`/containers/([^/]+)/[0-9a-f]{8}$`)
 
 // criSnapshotter is a snapshotter's root in its containerd's (the image
@@ -584,15 +584,11 @@ var criDesignDifferences = []struct {
 }{
 	{"images hostlet.local/pause:3.10 **",
 		"hostlet has no pause image: a sandbox is namespaces hostlet holds itself, no pause container (the kubelet's containerd pins its sandbox image)"},
-	{"inspect * status mounts /dev/termination-log hostPath",
-		"the host file behind /dev/termination-log: the kubelet names it by 8 random hex digits, hostlet by the container id's prefix; the same directory, <root-dir>/pods/<pod-uid>/containers/<name>/"},
 	{"info config", "containerd's CRI plugin configuration: hostlet's containerd runs no CRI plugin, its configuration is the kubelet's (the node's /configz)"},
 	{"imagefsinfo status imageFilesystems * usedBytes value",
 		"hostlet's image filesystem use is the filesystem's, as /stats/summary's imageFs (containerd's CRI sums its snapshots', measured every 10s)"},
 	{"imagefsinfo status imageFilesystems * inodesUsed value",
 		"hostlet's image filesystem inodes are the filesystem's, as /stats/summary's imageFs (containerd's CRI sums its snapshots')"},
-	{"ended-inspect status mounts /dev/termination-log hostPath",
-		"the host file behind /dev/termination-log: the kubelet names it by 8 random hex digits, hostlet by the container id's prefix"},
 	{"ended-inspectp info config dns_config", "hostlet released the ended pod's sandbox (its files, its pod cgroup) at its end; containerd keeps a stopped sandbox's config until the kubelet removes it"},
 	{"ended-inspectp info config hostname", "hostlet released the ended pod's sandbox (its files) at its end; containerd keeps a stopped sandbox's config"},
 	{"ended-inspectp info config linux cgroup_parent", "hostlet released the ended pod's cgroup at its end; containerd keeps a stopped sandbox's config"},
