@@ -184,10 +184,9 @@ func (p *Pod) probeKills(ctx context.Context) {
 		if ShouldRestart(c, &p.pod.Spec, 1) {
 			msg += ", will be restarted"
 		}
-		if rec.probeCancel != nil {
-			rec.probeCancel()
-			rec.probeCancel = nil
-		}
+		// The failed probe's worker has stopped (on hold, as the kubelet's);
+		// the readiness probe goes on through the preStop hook until the
+		// container exits, as the kubelet's does.
 		p.kill(ctx, c, rec, p.clock.Now().Add(grace), msg, nil)
 		rec.probeKilled = true
 	}

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -327,5 +328,39 @@ func TestImageChangeEndsBackOff(t *testing.T) {
 	s.wantCalls("start a#2")
 	if c := s.container("a"); c.State.Running == nil || c.Image != "img:2" {
 		t.Errorf("after the image change: %+v", c)
+	}
+}
+
+// While a container its liveness probe failed is killed (its preStop hook
+// running), its readiness probe goes on, as the kubelet's; it stops once
+// the container has exited.
+func TestReadinessProbedThroughLivenessKill(t *testing.T) {
+	pod := testPod("a")
+	probe := &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
+	pod.Spec.Containers[0].LivenessProbe, pod.Spec.Containers[0].ReadinessProbe = probe, probe.DeepCopy()
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sleep"}}}}
+	s := newScenario(t, pod)
+	readyDuringHook := make(chan bool, 1)
+	s.pr.hook = func(ctx context.Context, what string) error {
+		readyDuringHook <- s.pr.running("a", probes.Readiness)
+		return nil
+	}
+	s.probe("a", probes.Liveness, false)
+	if !<-readyDuringHook {
+		t.Error("the readiness probe was stopped before the preStop hook of a liveness kill")
+	}
+	// The runtime's exit event of the killed instance.
+	s.rt.mu.Lock()
+	var killed ContainerInfo
+	for _, c := range s.rt.containers {
+		if c.Name == "a" {
+			killed = c
+		}
+	}
+	s.rt.mu.Unlock()
+	s.w.Exited(killed)
+	s.settle()
+	if s.pr.running("a", probes.Readiness) {
+		t.Error("the readiness probe of an exited container still runs")
 	}
 }

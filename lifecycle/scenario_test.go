@@ -261,13 +261,15 @@ type fakeProber struct {
 	clk     *testingclock.FakeClock
 	mu      sync.Mutex
 	workers map[string]probes.WorkerConfig
-	hooks   []string
+	// ctxs are the workers' contexts, by the same key.
+	ctxs  map[string]context.Context
+	hooks []string
 	// hook runs a hook ("postStart c", "preStop c"); nil succeeds at once.
 	hook func(ctx context.Context, what string) error
 }
 
 func newFakeProber(clk *testingclock.FakeClock) *fakeProber {
-	return &fakeProber{clk: clk, workers: map[string]probes.WorkerConfig{}}
+	return &fakeProber{clk: clk, workers: map[string]probes.WorkerConfig{}, ctxs: map[string]context.Context{}}
 }
 
 func (f *fakeProber) Probe(context.Context, *v1.ProbeHandler, probes.Target, time.Duration) (probes.Result, string) {
@@ -292,10 +294,19 @@ func (f *fakeProber) Hook(ctx context.Context, h *v1.LifecycleHandler, t probes.
 	return "", nil
 }
 
-func (f *fakeProber) Start(_ context.Context, cfg probes.WorkerConfig) {
+func (f *fakeProber) Start(ctx context.Context, cfg probes.WorkerConfig) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.workers[fmt.Sprint(cfg.Log.Data["container"], "/", cfg.Kind)] = cfg
+	key := fmt.Sprint(cfg.Log.Data["container"], "/", cfg.Kind)
+	f.workers[key], f.ctxs[key] = cfg, ctx
+}
+
+// running reports whether a probe worker of the container is still on.
+func (f *fakeProber) running(name string, kind probes.Kind) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ctx, ok := f.ctxs[fmt.Sprint(name, "/", kind)]
+	return ok && ctx.Err() == nil
 }
 
 func (f *fakeProber) worker(name string, kind probes.Kind) (probes.WorkerConfig, bool) {
