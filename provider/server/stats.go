@@ -44,6 +44,12 @@ type Volumes interface {
 	VolumeDir(pod *v1.Pod, name string) string
 }
 
+// agentStart is when hostlet started (near enough: when this package was
+// loaded): the kubelet's summary gives its kubelet system container the
+// time its summary provider was made, at the kubelet's start, rather than
+// its cgroup's.
+var agentStart = metav1.Now()
+
 // nodeKey is the node's entry in the CPU sample cache, beside container IDs.
 const nodeKey = "/"
 
@@ -189,6 +195,9 @@ func (s *server) systemContainers(seen map[string]bool, full bool) []statsv1alph
 		seen[key] = true
 		cpu, mem := cgroupCPUMemory(cg, s.cpu.nanoCores(key, cg.CPU.Total, cg.Time))
 		cs := statsv1alpha1.ContainerStats{Name: n, StartTime: metav1.NewTime(cg.Created), CPU: cpu, Memory: mem, Swap: cgroupSwap(cg)}
+		if n == statsv1alpha1.SystemContainerKubelet {
+			cs.StartTime = agentStart
+		}
 		if full {
 			cs.IO = cgroupIO(cg)
 		}

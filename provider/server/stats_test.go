@@ -240,3 +240,27 @@ func TestPodCgroupStats(t *testing.T) {
 		t.Errorf("pod without a cgroup: cpu %+v swap %+v processes %+v", ps.CPU, ps.Swap, ps.ProcessStats)
 	}
 }
+
+// The system containers from their cgroups, the kubelet's started when
+// hostlet did; I/O in the full summary only; one unreadable left out.
+func TestSystemContainersStats(t *testing.T) {
+	created := time.Unix(100, 0)
+	cg := runtime.CgroupStats{Time: time.Unix(5000, 0), Created: created, CPU: runtime.CgroupCPU{Total: 1e9},
+		Memory: runtime.CgroupMemoryStats{Usage: 2e6, WorkingSet: 1e6}, Spec: runtime.CgroupSpec{HasMemory: true, MemoryLimit: 1 << 63, SwapLimit: 1 << 63}}
+	s := &server{cfg: Config{
+		Cgroups:          fakeCgroups{stats: map[string]runtime.CgroupStats{"/k": cg, "/kubepods": cg}},
+		SystemContainers: map[string]string{"kubelet": "/k", "pods": "/kubepods", "misc": "/gone"},
+	}}
+	for _, full := range []bool{true, false} {
+		got := s.systemContainers(map[string]bool{}, full)
+		if len(got) != 2 || got[0].Name != "kubelet" || got[1].Name != "pods" {
+			t.Fatalf("system containers %+v", got)
+		}
+		if !got[0].StartTime.Equal(&agentStart) || !got[1].StartTime.Time.Equal(created) {
+			t.Errorf("start times %v %v", got[0].StartTime, got[1].StartTime)
+		}
+		if got[1].Memory.AvailableBytes != nil || got[1].Swap == nil || got[1].CPU.PSI == nil || (got[1].IO != nil) != full {
+			t.Errorf("full %v: pods %+v", full, got[1])
+		}
+	}
+}
