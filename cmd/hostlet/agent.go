@@ -21,6 +21,7 @@ type agentFlags struct {
 	contentType         string
 	contentionProfiling bool
 	syncFrequency       time.Duration
+	podCIDR             string
 }
 
 func (a *agentFlags) flags(fs *pflag.FlagSet) {
@@ -29,6 +30,7 @@ func (a *agentFlags) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.contentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "Content type of requests sent to apiserver.")
 	fs.BoolVar(&a.contentionProfiling, "contention-profiling", false, "Enable block profiling, if profiling is enabled")
 	fs.DurationVar(&a.syncFrequency, "sync-frequency", time.Minute, "Max period between synchronizing running containers and config")
+	fs.StringVar(&a.podCIDR, "pod-cidr", "", "The CIDR to use for pod IP addresses until the Node has spec.podCIDRs (hostlet's default bridge network's range), as the kubelet hands it to its runtime at start; comma-separated for dual-stack")
 }
 
 // applyProcess sets hostlet's own OOM score and file limit, as the kubelet
@@ -65,4 +67,15 @@ func (o *options) debugFlagsSetter() func(v uint32) {
 		log.SetLevel(level)
 		log.WithField("verbosity", v).Info("log verbosity set through /debug/flags/v")
 	}
+}
+
+// startPodCIDRs are the pod CIDRs the runtime starts with: podCIDR, as the
+// kubelet's NewMainKubelet hands it to the runtime (UpdatePodCIDR) before
+// the Node's spec.podCIDRs, which replace it once they are set; none
+// without it.
+func startPodCIDRs(podCIDR string) []string {
+	if podCIDR == "" {
+		return nil
+	}
+	return strings.Split(podCIDR, ",")
 }

@@ -774,9 +774,10 @@ func TestAgentFields(t *testing.T) {
 		t.Errorf("defaults: %+v", o.agentFlags)
 	}
 	dir := t.TempDir()
-	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"syncFrequency: 30s\noomScoreAdj: -500\nmaxOpenFiles: 4096\ncontentType: application/json\nenableContentionProfiling: true\n")
+	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"syncFrequency: 30s\noomScoreAdj: -500\nmaxOpenFiles: 4096\ncontentType: application/json\nenableContentionProfiling: true\npodCIDR: 10.244.7.0/24\n")
 	o = parseArgs(t, "--config", conf)
-	if o.oomScoreAdj != -500 || o.maxOpenFiles != 4096 || o.contentType != "application/json" || !o.contentionProfiling || o.syncFrequency != 30*time.Second {
+	if o.oomScoreAdj != -500 || o.maxOpenFiles != 4096 || o.contentType != "application/json" || !o.contentionProfiling || o.syncFrequency != 30*time.Second ||
+		o.podCIDR != "10.244.7.0/24" {
 		t.Errorf("from the file: %+v", o.agentFlags)
 	}
 	if len(o.warnings) != 0 {
@@ -832,4 +833,14 @@ func TestKubeletFieldsDoc(t *testing.T) {
 		return
 	}
 	t.Errorf("%s's table of fields is not kubeletFields'; rerun with HOSTLET_UPDATE_DOCS=1", path)
+}
+
+// podCIDR is the runtime's until the Node has its own; none without it.
+func TestStartPodCIDRs(t *testing.T) {
+	if got := startPodCIDRs(""); got != nil {
+		t.Errorf("none: %q", got)
+	}
+	if got := strings.Join(startPodCIDRs("10.244.7.0/24,fd00:7::/64"), " "); got != "10.244.7.0/24 fd00:7::/64" {
+		t.Errorf("dual-stack: %q", got)
+	}
 }

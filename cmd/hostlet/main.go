@@ -108,6 +108,10 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	defer rt.Close()
+	// podCIDR until the Node has its own, as the kubelet's.
+	if cidrs := startPodCIDRs(o.podCIDR); cidrs != nil {
+		rt.Network().SetPodCIDRs(cidrs)
+	}
 	// Before any pod is synced: what a kill of the previous hostlet left
 	// half made, nothing of this one's can be yet. containerd down: left
 	// for the pods' deletions and the sweep.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -88,4 +89,37 @@ func TestKubeletConfigAgentSettings(t *testing.T) {
 	// Within a period and a half and the watch's delivery.
 	took := waitExecOutput(t, ns, pod.Name, "c", "uno", 25*time.Second, "cat", "/cfg/a")
 	t.Logf("ConfigMap update visible after %v", took.Round(time.Second))
+}
+
+// podCIDR (--pod-cidr) is the range of hostlet's default bridge network
+// while the Node has no spec.podCIDRs, as the kubelet hands it to its
+// runtime at start: a pod's IP comes from it.
+func TestKubeletConfigPodCIDR(t *testing.T) {
+	skipIfNoCluster(t)
+	const podCIDR = "10.245.8.0/24"
+	const name = "hostlet-podcidr"
+	c, err := harness.Start(ctxT(t), harness.Options{Logf: t.Logf, NodeNetns: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	importTestImages(t, c)
+	h, err := c.StartHostlet(ctxT(t), harness.HostletOptions{Binary: hostletBinary(t), NodeName: name,
+		KubeletConfig: kcHeader + "podCIDR: " + podCIDR + "\n",
+		ExtraArgs:     []string{"--cni-conf-dir", t.TempDir(), "--cni-default-bridge", "p" + c.BridgeName()[2:]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Stop)
+	ns := c.NewNamespace(t)
+	pod := busybox(ns, "plain", "sleep", "3600")
+	pod.Spec.NodeName = name
+	c.CreatePod(t, pod)
+	p := waitPodIn(t, c, ns, pod.Name, v1.PodRunning)
+	if _, n, _ := net.ParseCIDR(podCIDR); !n.Contains(net.ParseIP(p.Status.PodIP)) {
+		t.Errorf("pod IP %s not from podCIDR %s", p.Status.PodIP, podCIDR)
+	}
+	if node, err := c.Client().CoreV1().Nodes().Get(ctxT(t), name, metav1.GetOptions{}); err == nil && len(node.Spec.PodCIDRs) > 0 {
+		t.Errorf("the Node has pod CIDRs %q: the test needs a node without", node.Spec.PodCIDRs)
+	}
 }
