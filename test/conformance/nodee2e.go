@@ -196,16 +196,7 @@ func runNodeE2E(ctx context.Context, c config, tools tooling) (int, error) {
 		}
 		return 0, nil
 	}
-	runDir, err := newRunDir(c.results, c.keepRuns)
-	if err != nil {
-		return 1, err
-	}
-	logf("results in %s", runDir)
-	list, err := nt.listImages(ctx)
-	if err != nil {
-		return 1, err
-	}
-	images, err := prepareImages(ctx, c, tools, list)
+	runDir, images, err := startRun(ctx, c, tools, nt.listImages)
 	if err != nil {
 		return 1, err
 	}
@@ -240,17 +231,7 @@ func runNodeE2E(ctx context.Context, c config, tools tooling) (int, error) {
 		printSIGComparison(&out, byKind[kindHostlet], byKind[kindKubelet])
 		printComparison(&out, names, byKind[kindHostlet], byKind[kindKubelet])
 	}
-	os.WriteFile(filepath.Join(runDir, "summary.txt"), []byte(out.String()), 0o644)
-	io.WriteString(os.Stdout, out.String())
-	if _, ran := byKind[kindHostlet]; !ran {
-		return 0, nil
-	}
-	if code != 0 {
-		fmt.Println("FAIL: node e2e specs outside node-known-failures.txt failed on hostlet (or the suite itself did)")
-		return code, nil
-	}
-	fmt.Println("OK: every node e2e failure on hostlet is a known one")
-	return 0, nil
+	return verdict(out.String(), runDir, byKind, code, "node e2e specs outside node-known-failures.txt", "node e2e failure")
 }
 
 // checkNodeKnown: every name in node-known-failures.txt is a spec of the
