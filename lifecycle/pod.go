@@ -83,9 +83,11 @@ type container struct {
 	probeCancel    context.CancelFunc
 	// probeKilled: cur was killed by its probe (see afterProbeKill).
 	probeKilled bool
-	// specChanged: cur was killed because its definition (image) changed:
-	// it starts again whatever the restart policy, as the kubelet does.
-	specChanged bool
+	// restartKilled: cur was killed to be started again, whatever its
+	// exit code: its definition (image) changed (whatever the restart
+	// policy), or its liveness or startup probe failed in a pod that
+	// restarts failures; the kubelet decides the restart before the kill.
+	restartKilled bool
 	// rerun: an init container that completed in an earlier sandbox and
 	// runs again in the new one.
 	rerun bool

@@ -189,6 +189,8 @@ func (p *Pod) probeKills(ctx context.Context) {
 		// container exits, as the kubelet's does.
 		p.kill(ctx, c, rec, p.clock.Now().Add(grace), msg, nil)
 		rec.probeKilled = true
+		// A process that exits 0 on SIGTERM is restarted all the same.
+		rec.restartKilled = ShouldRestart(c, &p.pod.Spec, 1)
 	}
 }
 
@@ -220,7 +222,7 @@ func (p *Pod) definitionKills(ctx context.Context) {
 			rec.probeCancel = nil
 		}
 		p.kill(ctx, c, rec, p.clock.Now().Add(p.specGrace()), fmt.Sprintf("Container %s definition changed, will be restarted", c.Name), nil)
-		rec.specChanged, rec.killFor, rec.probeKilled = true, "", false
+		rec.restartKilled, rec.killFor, rec.probeKilled = true, "", false
 		rec.bo, rec.retryAt, rec.retryDelay = backoffState{}, time.Time{}, 0
 	}
 }

@@ -364,3 +364,23 @@ func TestReadinessProbedThroughLivenessKill(t *testing.T) {
 		t.Error("the readiness probe of an exited container still runs")
 	}
 }
+
+// A container its liveness probe failed is restarted in a restartPolicy
+// OnFailure pod even when its process exits 0 on the SIGTERM, as the
+// kubelet decides the restart before the kill; under Never it is not.
+func TestProbeKillRestartsWhateverTheExit(t *testing.T) {
+	for policy, restarts := range map[v1.RestartPolicy]bool{v1.RestartPolicyOnFailure: true, v1.RestartPolicyNever: false} {
+		pod := restartPolicy(testPod("a"), policy)
+		pod.Spec.Containers[0].LivenessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
+		s := newScenario(t, pod, func(s *scenario) { s.rt.stopCodes = map[string]int32{"a": 0} })
+		s.calls("start")
+		s.probe("a", probes.Liveness, false)
+		got := s.calls("start")
+		if restarts && (len(got) != 1 || got[0] != "start a#1") {
+			t.Errorf("%s: starts %q after the kill, want a#1", policy, got)
+		}
+		if !restarts && len(got) != 0 {
+			t.Errorf("%s: starts %q after the kill, want none", policy, got)
+		}
+	}
+}

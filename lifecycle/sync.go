@@ -200,7 +200,7 @@ func (p *Pod) syncMain(ctx context.Context, wake *wakeup) {
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		rec := p.record(c.Name)
-		if rec.cur.Running || (rec.cur.Exited && !rec.specChanged && !ShouldRestart(c, spec, rec.cur.ExitCode)) {
+		if rec.cur.Running || (rec.cur.Exited && !rec.restartKilled && !ShouldRestart(c, spec, rec.cur.ExitCode)) {
 			continue
 		}
 		wake.at(p.ensureRunning(ctx, c, rec))
@@ -223,7 +223,7 @@ func (p *Pod) mainDone() bool {
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		rec := p.containers[c.Name]
-		if rec == nil || !rec.cur.Exited || rec.specChanged || ShouldRestart(c, spec, rec.cur.ExitCode) {
+		if rec == nil || !rec.cur.Exited || rec.restartKilled || ShouldRestart(c, spec, rec.cur.ExitCode) {
 			return false
 		}
 	}
@@ -332,7 +332,7 @@ func (p *Pod) ensureRunning(ctx context.Context, c *v1.Container, rec *container
 		}
 		rec.prev = &prev
 	}
-	rec.cur, rec.waiting, rec.retryAt, rec.failures, rec.probeKilled, rec.rerun, rec.crashLoop, rec.specChanged = info, nil, time.Time{}, 0, false, false, false, false
+	rec.cur, rec.waiting, rec.retryAt, rec.failures, rec.probeKilled, rec.rerun, rec.crashLoop, rec.restartKilled = info, nil, time.Time{}, 0, false, false, false, false
 	rec.actual, rec.actualFor = c.Resources.DeepCopy(), info.ID
 	if failure != nil {
 		// It exited without running (StartError): the next sync, at once,

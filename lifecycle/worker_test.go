@@ -23,6 +23,9 @@ type fakeRuntime struct {
 	blocked chan struct{} // closed when a start blocks
 	started []string
 	stopped []string
+	// stopCodes are the exit codes a stop gives the named containers
+	// (default 137: a process that traps SIGTERM can exit 0).
+	stopCodes map[string]int32
 	// onStop, if set, is called as a container's stop begins.
 	onStop     func(name string)
 	stopGrace  []time.Duration
@@ -115,7 +118,11 @@ func (f *fakeRuntime) StopContainer(ctx context.Context, pod *v1.Pod, c *v1.Cont
 	defer f.mu.Unlock()
 	info := f.containers[id]
 	if info.Running {
-		info.Running, info.Exited, info.ExitCode, info.FinishedAt = false, true, 137, f.clock.Now()
+		code := int32(137)
+		if c, ok := f.stopCodes[info.Name]; ok {
+			code = c
+		}
+		info.Running, info.Exited, info.ExitCode, info.FinishedAt = false, true, code, f.clock.Now()
 		f.containers[id] = info
 	}
 	f.stopped = append(f.stopped, info.Name)
