@@ -62,6 +62,20 @@ func (r *Runtime) podHostname(pod *v1.Pod) (string, string) {
 	return h, fmt.Sprintf("%s.%s.%s.svc.%s", h, pod.Spec.Subdomain, pod.Namespace, r.cfg.ClusterDomain)
 }
 
+// kernelHostname is the sandbox's hostname: the FQDN with
+// setHostnameAsFQDN, refused beyond the kernel's 64-byte nodename in the
+// kubelet's words (its GetNodenameForKernel), before any sandbox is made.
+func kernelHostname(hostname, fqdn string, asFQDN *bool) (string, error) {
+	const fqdnMaxLen = 64
+	if fqdn == "" || asFQDN == nil || !*asFQDN {
+		return hostname, nil
+	}
+	if len(fqdn) > fqdnMaxLen {
+		return "", fmt.Errorf("failed to construct FQDN from pod hostname and cluster domain, FQDN %s is too long (%d characters is the max, %d characters requested)", fqdn, fqdnMaxLen, len(fqdn))
+	}
+	return fqdn, nil
+}
+
 // truncateHostname keeps a hostname within 63 characters, as the
 // kubelet's truncatePodHostnameIfNeeded: cut, then no trailing '-' or '.'.
 func truncateHostname(h string) string {

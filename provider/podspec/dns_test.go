@@ -33,3 +33,20 @@ func TestClusterDomain(t *testing.T) {
 		}
 	}
 }
+
+// setHostnameAsFQDN makes the FQDN the hostname, refused past the kernel's
+// 64 bytes with the kubelet's message.
+func TestKernelHostname(t *testing.T) {
+	yes, no := true, false
+	if h, err := kernelHostname("h", "h.s.ns.svc.", &yes); h != "h.s.ns.svc." || err != nil {
+		t.Errorf("as FQDN: %q %v", h, err)
+	}
+	if h, err := kernelHostname("h", "h.s.ns.svc.", &no); h != "h" || err != nil {
+		t.Errorf("not as FQDN: %q %v", h, err)
+	}
+	long := strings.Repeat("a", 55) + ".t.ns.svc.cluster.local"
+	if _, err := kernelHostname("h", long, &yes); err == nil ||
+		!strings.HasPrefix(err.Error(), "failed to construct FQDN from pod hostname and cluster domain, FQDN "+long+" is too long (64 characters is the max, 78 characters requested)") {
+		t.Errorf("too long: %v", err)
+	}
+}

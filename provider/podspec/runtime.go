@@ -70,8 +70,8 @@ func (r *Runtime) PrepareSandbox(ctx context.Context, pod *v1.Pod) ([]string, er
 			return nil, err
 		}
 		hostname, fqdn := r.podHostname(pod)
-		if pod.Spec.SetHostnameAsFQDN != nil && *pod.Spec.SetHostnameAsFQDN && fqdn != "" {
-			hostname = fqdn
+		if hostname, err = kernelHostname(hostname, fqdn, pod.Spec.SetHostnameAsFQDN); err != nil {
+			return nil, err
 		}
 		cfg := runtime.SandboxConfig{
 			UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name,
