@@ -201,7 +201,9 @@ func TestImageUpdateRestarts(t *testing.T) {
 	always := v1.ContainerRestartPolicyAlways
 	pod := testapp(ns, "setimage")
 	pod.Spec.RestartPolicy = v1.RestartPolicyNever
-	pod.Spec.InitContainers = []v1.Container{{Name: "side", Image: images.TestappRef, RestartPolicy: &always}}
+	// The sidecar serves on a port of its own: both share the pod's network.
+	pod.Spec.InitContainers = []v1.Container{{Name: "side", Image: images.TestappRef, RestartPolicy: &always,
+		Args: []string{"--http", ":9080", "--tcp", ":9081", "--grpc", ":9082"}}}
 	cluster.CreatePod(t, pod)
 	p := waitPhase(t, ns, "setimage", v1.PodRunning)
 	before := status(p, "app").ContainerID
