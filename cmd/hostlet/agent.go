@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"time"
 
 	log "github.com/sirupsen/logrus"
 	"k8s.io/utils/ptr"
 
+	"github.com/hostlet/hostlet/provider/iptables"
 	"github.com/hostlet/hostlet/provider/process"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +24,9 @@ type agentFlags struct {
 	contentionProfiling bool
 	syncFrequency       time.Duration
 	podCIDR             string
+	// makeIPTablesUtilChains: the kubelet's iptables chains
+	// (provider/iptables).
+	makeIPTablesUtilChains bool
 }
 
 func (a *agentFlags) flags(fs *pflag.FlagSet) {
@@ -30,6 +35,7 @@ func (a *agentFlags) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.contentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "Content type of requests sent to apiserver.")
 	fs.BoolVar(&a.contentionProfiling, "contention-profiling", false, "Enable block profiling, if profiling is enabled")
 	fs.DurationVar(&a.syncFrequency, "sync-frequency", time.Minute, "Max period between synchronizing running containers and config")
+	fs.BoolVar(&a.makeIPTablesUtilChains, "make-iptables-util-chains", true, "If true, kubelet will ensure iptables utility rules are present on host.")
 	fs.StringVar(&a.podCIDR, "pod-cidr", "", "The CIDR to use for pod IP addresses until the Node has spec.podCIDRs (hostlet's default bridge network's range), as the kubelet hands it to its runtime at start; comma-separated for dual-stack")
 }
 
@@ -37,6 +43,15 @@ func (a *agentFlags) flags(fs *pflag.FlagSet) {
 // does before it runs pods.
 func (a *agentFlags) applyProcess() {
 	process.Apply(process.Settings{OOMScoreAdj: a.oomScoreAdj, MaxOpenFiles: a.maxOpenFiles})
+}
+
+// startIPTablesChains makes the kubelet's iptables utility chains and
+// keeps them (makeIPTablesUtilChains), as the kubelet's Run does once its
+// node status loop started; nothing of hostlet's own waits for them.
+func (a *agentFlags) startIPTablesChains(ctx context.Context) {
+	if a.makeIPTablesUtilChains {
+		go iptables.Run(ctx, iptables.Present())
+	}
 }
 
 // setContentType is the kubelet's setContentTypeForClient: requests in

@@ -224,6 +224,7 @@ func run(ctx context.Context, o *options) error {
 	nd.SetPressure(evictions)
 	go evictions.Run(ctx, o.evictionInterval)
 	go nd.Run(ctx, o.statusUpdateFreq)
+	o.startIPTablesChains(ctx)
 	// A pulled or removed image shows in status.images at once.
 	go rt.WatchImages(ctx, nd.UpdateStatus)
 	go func() {

@@ -18,7 +18,8 @@ import (
 //   - ca-certificates: hostlet pulls images itself (containerd's client
 //     resolves and fetches in hostlet's process), so TLS to registries uses
 //     the host's roots.
-//   - iptables: the CNI plugins' portmap and masquerade rules.
+//   - iptables: the CNI plugins' portmap and masquerade rules, and the
+//     kubelet's own chains hostlet makes (makeIPTablesUtilChains).
 //   - CNI plugins: preflight looks in /opt/cni/bin and /usr/lib/cni; Debian's
 //     containernetworking-plugins fills the latter, Kubernetes' own
 //     kubernetes-cni the former. A CNI DaemonSet (flannel) brings only its

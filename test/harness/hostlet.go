@@ -147,6 +147,7 @@ func (c *Cluster) StartHostlet(ctx context.Context, opts HostletOptions) (*Hostl
 		// the kubelet's default and would refuse to start).
 		h.args = append(h.args, "--fail-swap-on=false")
 	}
+	h.args = append(h.args, hostNetnsArgs(c, opts)...)
 	if c.net != nil {
 		// Before ExtraArgs: a --node-labels there replaces this one.
 		h.args = append(h.args, "--node-labels", NodeNetnsLabel+"=true")
@@ -353,6 +354,19 @@ func hostSwapOn() bool {
 }
 
 // hasFlag reports whether args set the flag name ("--x v" or "--x=v").
+// hostNetnsArgs are the flags of a hostlet that runs in this machine's own
+// network namespace (neither Options.NodeNetns nor a Host): the kubelet's
+// iptables chains (makeIPTablesUtilChains, on by default) are not made in
+// the machine's tables, as the harness's upstream kubelet makes none
+// either. On the command line, so a configuration file saying true does
+// not override it; ExtraArgs still may.
+func hostNetnsArgs(c *Cluster, opts HostletOptions) []string {
+	if c.net != nil || opts.Host != nil || hasFlag(opts.ExtraArgs, "--make-iptables-util-chains") {
+		return nil
+	}
+	return []string{"--make-iptables-util-chains=false"}
+}
+
 func hasFlag(args []string, name string) bool {
 	for _, a := range args {
 		if a == name || strings.HasPrefix(a, name+"=") {

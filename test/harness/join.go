@@ -70,6 +70,7 @@ func (c *Cluster) StartJoinedHostlet(ctx context.Context, opts HostletOptions, c
 	if !hasFlag(opts.ExtraArgs, "--eviction-hard") {
 		h.args = append(h.args, "--eviction-hard", EvictionHard)
 	}
+	h.args = append(h.args, hostNetnsArgs(c, opts)...)
 	h.args = append(h.args, opts.ExtraArgs...)
 	if err := h.start(); err != nil {
 		return nil, err
