@@ -26,6 +26,11 @@ import (
 
 // options are hostlet's settings, named like the kubelet's flags.
 type options struct {
+	// controllerAttachDetach is enableControllerAttachDetach: false
+	// leaves the node's volumes to the node, which (as the kubelet 1.35)
+	// attaches none.
+	controllerAttachDetach bool
+
 	kubeconfig        string
 	configFile        string
 	configDir         string
@@ -144,6 +149,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "labels to add when registering the node (key=value,...)")
 	fs.StringSliceVar(&o.taints, "register-with-taints", nil, "taints to register the node with (key=value:Effect,...); no-op with --register-node=false")
 	fs.BoolVar(&o.registerNode, "register-node", true, "register the node with the API server; false: wait for someone else to create the Node, then write its status, as the kubelet's registerNode")
+	fs.BoolVar(&o.controllerAttachDetach, "enable-controller-attach-detach", true, "Enables the Attach/Detach controller to manage attachment/detachment of volumes scheduled to this node, and disables kubelet from executing any attach/detach operations")
 	fs.StringVar(&o.providerID, "provider-id", "", "unique identifier of the node in a machine database (a cloud provider's), set as spec.providerID when the node registers")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "number of pods this node can run")
 	fs.Int32Var(&o.podsPerCore, "pods-per-core", 0, "number of pods per core this node can run, within --max-pods (0: no such limit), as the kubelet's podsPerCore")

@@ -363,13 +363,13 @@ func TestKubeletConfigDropins(t *testing.T) {
 // at the kubelet's default, silent.
 func TestKubeletConfigUnimplemented(t *testing.T) {
 	dir := t.TempDir()
-	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"cpuManagerPolicy: static\nenableControllerAttachDetach: false\nhairpinMode: none\nmaxPods: 20\n")
+	conf := writeFile(t, dir, "kubelet.yaml", kcHeader+"cpuManagerPolicy: static\ntopologyManagerPolicy: best-effort\nhairpinMode: none\nmaxPods: 20\n")
 	var o options
 	err := o.parse([]string{"--config", conf})
 	if err == nil {
 		t.Fatal("refused fields accepted")
 	}
-	for _, want := range []string{`cpuManagerPolicy: "static"`, "enableControllerAttachDetach: false", "attaches no volumes"} {
+	for _, want := range []string{`cpuManagerPolicy: "static"`, `topologyManagerPolicy: "best-effort"`, "has no topology manager"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

@@ -150,7 +150,7 @@ func run(ctx context.Context, o *options) error {
 	// The CSI plugin's volumes in use go into the node's status, which it
 	// asks to be updated when they change.
 	statusRequests := node.NewStatusRequests()
-	csiVolumes := newCSI(o.rootDir, s.name, c.api, statusRequests.Request, events, inf.node.Informer())
+	csiVolumes := newCSI(o.rootDir, s.name, o.controllerAttachDetach, c.api, statusRequests.Request, events, inf.node.Informer())
 	nd, err := newNode(ctx, s.node, events, inf, c.heartbeat, dm, rt, csiVolumes, statusRequests)
 	if err != nil {
 		return err

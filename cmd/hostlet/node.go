@@ -52,7 +52,7 @@ func (o *options) nodeConfig(name, nodeIP string) (node.Config, error) {
 	}
 	return node.Config{
 		Name: name, InternalIPs: []string{nodeIP}, ExternalIP: o.externalIP,
-		Labels: o.nodeLabels, Taints: taints, ProviderID: o.providerID, MaxPods: o.maxPods, PodsPerCore: int(o.podsPerCore), Reserved: reserved,
+		Labels: o.nodeLabels, Taints: taints, ProviderID: o.providerID, NoControllerAttachDetach: !o.controllerAttachDetach, MaxPods: o.maxPods, PodsPerCore: int(o.podsPerCore), Reserved: reserved,
 		EvictionHard: thresholds, RootDir: o.rootDir, Port: o.port, Version: node.KubeletVersion,
 		MaxImages: o.maxImages, DeclaredFeatures: declared, Sysctls: sysctls, NoLocalStorageCapacity: !o.localStorageIsolation,
 	}, nil

@@ -30,8 +30,10 @@ func prepareRootDir(rootDir string) error {
 // status: changed is told when they change; its volume resize events go
 // to events. node is the informer on the node's own Node: a volume waiting
 // for its attachment is looked at again when the Node lists it attached.
-func newCSI(rootDir, nodeName string, client kubernetes.Interface, changed func(), events record.EventRecorder, node csi.NodeInformer) *csi.Manager {
-	return csi.New(csi.Config{RootDir: rootDir, NodeName: nodeName, Client: client, Changed: changed, Events: events, Node: node})
+// controllerAttach is enableControllerAttachDetach.
+func newCSI(rootDir, nodeName string, controllerAttach bool, client kubernetes.Interface, changed func(), events record.EventRecorder, node csi.NodeInformer) *csi.Manager {
+	return csi.New(csi.Config{RootDir: rootDir, NodeName: nodeName, Client: client, Changed: changed, Events: events, Node: node,
+		NoControllerAttachDetach: !controllerAttach})
 }
 
 // startPlugins starts the CSI plugin and the registration of CSI and DRA

@@ -39,6 +39,12 @@ type Config struct {
 	// ProviderID is the Node's spec.providerID when it registers (the
 	// kubelet's providerID; "" leaves it to the cloud controller manager).
 	ProviderID string
+	// NoControllerAttachDetach is enableControllerAttachDetach: false: the
+	// Node is registered without the controller-managed-attach-detach
+	// annotation (removed from a Node registered with it), so the
+	// attach/detach controller leaves its volumes to the node, as the
+	// kubelet's initialNode and reconcileCMADAnnotationWithExistingNode.
+	NoControllerAttachDetach bool
 	// PodsPerCore, if > 0, caps the pods at that many per CPU (the
 	// kubelet's podsPerCore; maxPods still bounds them).
 	PodsPerCore  int
@@ -176,14 +182,18 @@ func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
 	}
 	allocatable := n.allocatableFrom(capacity)
 	n.withDevices(capacity, allocatable)
+	// The TTL annotation belongs to the TTL controller, not the kubelet.
+	annotations := map[string]string{}
+	if cfg.NoControllerAttachDetach {
+		log.Info("Controller attach/detach is disabled for this node; Kubelet will attach and detach volumes")
+	} else {
+		annotations[ControllerManagedAttachAnnotation] = "true"
+	}
 	node := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   cfg.Name,
-			Labels: labels,
-			// The TTL annotation belongs to the TTL controller, not the kubelet.
-			Annotations: map[string]string{
-				"volumes.kubernetes.io/controller-managed-attach-detach": "true",
-			},
+			Name:        cfg.Name,
+			Labels:      labels,
+			Annotations: annotations,
 		},
 		Spec: v1.NodeSpec{Taints: cfg.Taints, ProviderID: cfg.ProviderID},
 		Status: v1.NodeStatus{
@@ -205,6 +215,10 @@ func New(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
 	node.Status.Conditions = n.conditions(ctx, health, nil)
 	return n, nil
 }
+
+// ControllerManagedAttachAnnotation on a Node says the attach/detach
+// controller attaches its volumes (the kubelet's volutil constant).
+const ControllerManagedAttachAnnotation = "volumes.kubernetes.io/controller-managed-attach-detach"
 
 // Object returns a copy of the node as hostlet reports it.
 func (n *Node) Object() *v1.Node {

@@ -118,7 +118,7 @@ func TestKubeletConfigRefusesUnimplemented(t *testing.T) {
 		NodeName:             name,
 		NoWaitReady:          true,
 		KubeletConfig:        kcHeader + "cpuManagerPolicy: static\nmaxPods: 20\n",
-		KubeletConfigDropins: map[string]string{"10-attach.conf": kcHeader + "enableControllerAttachDetach: false\n"},
+		KubeletConfigDropins: map[string]string{"10-topology.conf": kcHeader + "topologyManagerPolicy: best-effort\n"},
 	})
 	select {
 	case <-h.Done():
@@ -130,7 +130,7 @@ func TestKubeletConfigRefusesUnimplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := string(b)
-	for _, want := range []string{"does not implement", `cpuManagerPolicy: "static"`, "enableControllerAttachDetach: false"} {
+	for _, want := range []string{"does not implement", `cpuManagerPolicy: "static"`, `topologyManagerPolicy: "best-effort"`} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -25,6 +26,27 @@ type NodeInformer interface {
 	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
 	RemoveEventHandler(cache.ResourceEventHandlerRegistration) error
 	GetStore() cache.Store
+}
+
+// errKubeletAttach is the kubelet 1.35's csiAttacher.Attach on the
+// kubelet's own volume host: with enableControllerAttachDetach false its
+// reconciler attaches an attachable volume itself (AttachVolume, not the
+// wait for the controller's attachment), and the CSI attacher refuses
+// that on a node; the volume is never mounted (FailedAttachVolume, the
+// attach retried with back-off). A driver whose CSIDriver says
+// attachRequired: false, and inline ephemeral volumes, are not attached
+// and mount as with the controller.
+var errKubeletAttach = errors.New("attaching volumes from the kubelet is not supported")
+
+// kubeletAttach is the attach of a volume not set up yet on a node
+// without the attach/detach controller: the kubelet's failure, its
+// operation named as its event names it; nil with the controller (the
+// attachment is waited for).
+func (m *Manager) kubeletAttach() error {
+	if !m.cfg.NoControllerAttachDetach {
+		return nil
+	}
+	return &Failure{Op: "AttachVolume.Attach", Err: errKubeletAttach}
 }
 
 // awaitAttach waits until the attach/detach controller lists the volume

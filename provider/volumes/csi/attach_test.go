@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -301,5 +303,49 @@ func TestSetUpAfterTheBound(t *testing.T) {
 	}
 	if <-f.gets {
 		t.Error("the check under the lock said attached")
+	}
+}
+
+// Without the attach/detach controller (enableControllerAttachDetach:
+// false) an attachable volume fails as the kubelet 1.35's does, whose CSI
+// attacher refuses to attach from the kubelet: no VolumeAttachment read
+// or made, the volume in use all the same (the kubelet reports a desired
+// attachable volume in use). A driver that needs no attach mounts as with
+// the controller (here: on to its missing registration).
+func TestNoControllerAttachDetach(t *testing.T) {
+	client := fake.NewClientset()
+	m := New(Config{RootDir: t.TempDir(), NodeName: "n1", Client: client, NoControllerAttachDetach: true})
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid1"}}
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1"}, Spec: v1.PersistentVolumeSpec{
+		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}}}}
+	op := func() (string, string) {
+		t.Helper()
+		_, _, err := m.SetUpPV(t.Context(), pod, "data", "data", pv, false)
+		var f *Failure
+		if !errors.As(err, &f) {
+			t.Fatalf("SetUpPV: %v", err)
+		}
+		return f.Op, f.Err.Error()
+	}
+	if o, msg := op(); o != "AttachVolume.Attach" || msg != "attaching volumes from the kubelet is not supported" {
+		t.Errorf("attachable: %s %s", o, msg)
+	}
+	for _, a := range client.Actions() {
+		if a.GetResource().Resource == "volumeattachments" {
+			t.Errorf("VolumeAttachment %s without the controller", a.GetVerb())
+		}
+	}
+	if got := m.VolumesInUse(); len(got) != 1 || got[0] != "kubernetes.io/csi/d^h" {
+		t.Errorf("in use %v", got)
+	}
+
+	no := false
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := idx.Add(&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}}); err != nil {
+		t.Fatal(err)
+	}
+	m.csiDrivers = storagelisters.NewCSIDriverLister(idx)
+	if o, msg := op(); o != "MountVolume.MountDevice" || !strings.Contains(msg, "driver name d not found in the list of registered CSI drivers") {
+		t.Errorf("attachRequired false: %s %s", o, msg)
 	}
 }

@@ -50,6 +50,9 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, volName, claim st
 		// lock, as setUp does.
 		m.markInUse(pod.UID, UniqueName(v.driver, v.handle))
 		if !m.mapped(link, publish, mapFile) {
+			if err := m.kubeletAttach(); err != nil {
+				return "", err
+			}
 			m.awaitAttach(ctx, v)
 		}
 	}

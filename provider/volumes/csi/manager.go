@@ -51,6 +51,11 @@ type Config struct {
 	// taken, until the Node's status.volumesAttached lists it (attach.go).
 	// Without it the pod's retry asks again.
 	Node NodeInformer
+	// NoControllerAttachDetach is enableControllerAttachDetach: false:
+	// no attach/detach controller attaches the node's volumes, and the
+	// node does not either, as the kubelet 1.35's CSI attacher refuses to
+	// from the kubelet (attach.go).
+	NoControllerAttachDetach bool
 }
 
 // driver is a registered CSI node plugin.
@@ -263,6 +268,9 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v volume) (string, boo
 		// use before it verifies the attachment.
 		m.markInUse(pod.UID, UniqueName(v.driver, v.handle))
 		if ok, err := m.mounted(target); err != nil || !ok {
+			if err := m.kubeletAttach(); err != nil {
+				return "", false, err
+			}
 			m.awaitAttach(ctx, v)
 		}
 	} else if !v.ephemeral {
