@@ -360,6 +360,46 @@ func (c *Cgroups) UpdateQOS(burstableMilliCPU int64) error {
 	return c.update(c.qosName(QOSBestEffort), &PodResources{CPUShares: ptr.To(uint64(MinShares))})
 }
 
+// UpdateQOSMemory sets the memory limits of the burstable and besteffort
+// QoS cgroups (qosReserved), as the kubelet's QoS container manager's
+// UpdateCgroups with the QOSReserved gate: both written; if either write
+// failed (cgroup v1 refuses a limit below the usage), each cgroup already
+// using more than its new limit is given its usage as the limit instead,
+// so it may not grow, and both are written again.
+func (c *Cgroups) UpdateQOSMemory(burstable, bestEffort int64) error {
+	if !c.perQOS {
+		return nil
+	}
+	c.qosMu.Lock()
+	defer c.qosMu.Unlock()
+	limits := map[string]int64{QOSBurstable: burstable, QOSBestEffort: bestEffort}
+	write := func() error {
+		var errs []error
+		for _, qos := range []string{QOSBurstable, QOSBestEffort} {
+			limit := limits[qos]
+			errs = append(errs, c.update(c.qosName(qos), &PodResources{Memory: &limit}))
+		}
+		return errors.Join(errs...)
+	}
+	if write() == nil {
+		return nil
+	}
+	for _, qos := range []string{QOSBurstable, QOSBestEffort} {
+		m, _, err := c.manager(c.qosName(qos), nil)
+		if err != nil {
+			return err
+		}
+		st, err := m.GetStats()
+		if err != nil {
+			return fmt.Errorf("reading the memory usage of %s: %w", c.name(c.qosName(qos)), err)
+		}
+		if usage := int64(st.MemoryStats.Usage.Usage); usage > limits[qos] {
+			limits[qos] = usage
+		}
+	}
+	return write()
+}
+
 // EnsurePod creates the pod's cgroup with res unless it exists (the
 // kubelet's podContainerManager.EnsureExists), and returns the parent
 // of its containers.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/hostlet/hostlet/kubeletconfig"
 	"github.com/hostlet/hostlet/provider/nodecontainers"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/runtime"
@@ -28,6 +29,8 @@ type cgroupFlags struct {
 	systemCgroups          string
 	systemCgroupsFrom      string
 	runtimeCgroups         string
+	// qosReserved is the kubelet's --qos-reserved (memory=<percent>%).
+	qosReserved map[string]string
 }
 
 func (c *cgroupFlags) flags(fs *pflag.FlagSet) {
@@ -45,6 +48,7 @@ func (c *cgroupFlags) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.systemCgroupsFrom, "test-system-cgroups-from", "/", "")
 	_ = fs.MarkHidden("test-system-cgroups-from")
 	fs.StringVar(&c.runtimeCgroups, "runtime-cgroups", "", "cgroup (a cgroupfs path) the container runtime runs in, reported as the \"runtime\" system container of /stats/summary (as the kubelet 1.35, nothing is moved into it)")
+	fs.StringToStringVar(&c.qosReserved, "qos-reserved", nil, "<Warning: Alpha feature> A set of ResourceName=Percentage (e.g. memory=50%) pairs that describe how pod resource requests are reserved at the QoS level. Currently only memory is supported. Requires the QOSReserved feature gate to be enabled.")
 	fs.StringVar(&c.swapBehavior, "memory-swap-behavior", "", "the kubelet's memorySwap.swapBehavior: NoSwap (the default: containers never swap) or LimitedSwap (Burstable pods' containers get their memory request's share of the swap; cgroup v2 only)")
 }
 
@@ -73,6 +77,33 @@ func (c *cgroupFlags) newNodeContainers(name string, systemReserved, kubeReserve
 		KubeletCgroups: c.kubeletCgroups, SystemCgroups: c.systemCgroups, SystemCgroupsFrom: c.systemCgroupsFrom,
 		RuntimeCgroups: c.runtimeCgroups, Events: events,
 	}, cg)
+}
+
+// qosReserve is qosReserved's QoS memory limits, nil unless it reserves
+// memory under the QOSReserved gate and the QoS cgroups are made: the
+// allocatable the limits come from is the capacity less both
+// reservations, as the kubelet's GetNodeAllocatableAbsolute (no eviction
+// threshold).
+func (o *options) qosReserve(capacity, systemReserved, kubeReserved v1.ResourceList, cg *runtime.Cgroups) *nodecontainers.QOSReserve {
+	if !o.cgroupsPerQOS || !o.gates.Enabled("QOSReserved") {
+		return nil
+	}
+	// Parsed at start already (checkQOSReserved).
+	reserved, err := kubeletconfig.ParseQOSReserved(o.qosReserved)
+	if err != nil {
+		return nil
+	}
+	percent, ok := reserved[v1.ResourceMemory]
+	if !ok {
+		return nil
+	}
+	allocatable := capacity.Memory().DeepCopy()
+	allocatable.Sub(systemReserved[v1.ResourceMemory])
+	allocatable.Sub(kubeReserved[v1.ResourceMemory])
+	if allocatable.Sign() < 0 {
+		allocatable.Set(0)
+	}
+	return &nodecontainers.QOSReserve{Percent: percent, Allocatable: allocatable.Value(), Cgroups: cg}
 }
 
 // reservations are --system-reserved and --kube-reserved apart: each

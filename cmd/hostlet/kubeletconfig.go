@@ -175,6 +175,7 @@ var kubeletFields = []kubeletField{
 	flagged("podCIDR", "pod-cidr"),
 	flagged("makeIPTablesUtilChains", "make-iptables-util-chains"),
 	flagged("enableControllerAttachDetach", "enable-controller-attach-detach"),
+	flagged("qosReserved", "qos-reserved"),
 	{path: "mergeDefaultEvictionSettings", use: useLoad,
 		reason: "as the kubelet's: the eviction thresholds the file leaves unset keep their defaults"},
 	{path: "tracing", use: useFile,
@@ -201,8 +202,6 @@ var kubeletFields = []kubeletField{
 	refuse("topologyManagerPolicy", "has no topology manager"),
 	refuse("topologyManagerScope", "has no topology manager"),
 	refuse("topologyManagerPolicyOptions", "has no topology manager"),
-	{path: "qosReserved", use: useCheck, check: checkQOSReserved,
-		reason: "parsed as the kubelet parses it; without the QOSReserved gate no effect, as the kubelet's (logged); refused with the gate: hostlet sets no QoS memory limits"},
 	refuse("runOnce", "has no run-once mode; the kubelet 1.35 refuses it too, at validation (deprecated), before this table is read"),
 	refuse("reservedSystemCPUs", "has no CPU manager"),
 	refuse("reservedMemory", "has no memory manager"),
@@ -233,6 +232,7 @@ var kubeletFields = []kubeletField{
 // set away from its default is logged as having no effect on hostlet.
 var hostletGates = map[string]string{
 	"GracefulNodeShutdown":                             "gated: shutdownGracePeriod needs it",
+	"QOSReserved":                                      "gated: qosReserved needs it",
 	"GracefulNodeShutdownBasedOnPodPriority":           "gated: shutdownGracePeriodByPodPriority needs it",
 	"KubeletCrashLoopBackOffMax":                       "gated: crashLoopBackOff.maxContainerRestartPeriod needs it",
 	"RotateKubeletServerCertificate":                   "gated: serverTLSBootstrap needs it",
@@ -300,6 +300,13 @@ func (o *options) resolveKubeletConfig(fs *pflag.FlagSet, cmdline map[string]boo
 	warnings, err := checkUnimplemented(kc, fromFile)
 	if err != nil {
 		return err
+	}
+	qosWarning, err := checkQOSReserved(kc, gates)
+	if err != nil {
+		return err
+	}
+	if qosWarning != "" {
+		warnings = append(warnings, qosWarning)
 	}
 	o.warnings = append(o.warnings, warnings...)
 	o.warnings = append(o.warnings, gateWarnings(kc.FeatureGates, gates)...)
@@ -433,21 +440,20 @@ func checkFailCgroupV1(kc *kubeletv1beta1.KubeletConfiguration, fromFile bool) (
 // checkQOSReserved parses qosReserved as the kubelet does at start (a
 // value it cannot parse stops it, gate or not); without the QOSReserved
 // gate (alpha, off) the kubelet then ignores it, and so does hostlet,
-// saying so. With the gate the kubelet limits the QoS cgroups' memory,
-// which hostlet does not.
-func checkQOSReserved(kc *kubeletv1beta1.KubeletConfiguration, _ bool) (warning, refusal string) {
+// saying so. With the gate the QoS cgroups get their memory limits
+// (nodecontainers.QOSReserve).
+func checkQOSReserved(kc *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) (warning string, err error) {
 	if len(kc.QOSReserved) == 0 {
-		return "", ""
+		return "", nil
 	}
 	value := render(reflect.ValueOf(kc.QOSReserved))
 	if _, err := kubeletconfig.ParseQOSReserved(kc.QOSReserved); err != nil {
-		return "", fmt.Sprintf("qosReserved: %s: --qos-reserved value failed to parse: %v", value, err)
+		return "", fmt.Errorf("qosReserved: %s: --qos-reserved value failed to parse: %w", value, err)
 	}
-	gates := kubeletconfig.NewFeatureGate()
-	if err := gates.SetFromMap(kc.FeatureGates); err == nil && gates.Enabled("QOSReserved") {
-		return "", fmt.Sprintf("qosReserved: %s (hostlet reserves no memory per QoS class: the QoS cgroups get no memory limits under the QOSReserved gate)", value)
+	if !gates.Enabled("QOSReserved") {
+		return fmt.Sprintf("ignored: qosReserved: %s: without the QOSReserved feature gate it has no effect, as with the kubelet", value), nil
 	}
-	return fmt.Sprintf("ignored: qosReserved: %s: without the QOSReserved feature gate it has no effect, as with the kubelet", value), ""
+	return "", nil
 }
 
 // checkImageServiceEndpoint takes imageServiceEndpoint when it is the

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	log "github.com/sirupsen/logrus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -728,23 +730,44 @@ func TestUserNamespacesIDsPerPodField(t *testing.T) {
 }
 
 // qosReserved as the kubelet takes it: parsed (a bad value refused with
-// its message), without effect and said so without the QOSReserved gate,
-// refused with it (hostlet sets no QoS memory limits).
+// its message), without effect and said so without the QOSReserved gate;
+// with it (from the file or --qos-reserved) the QoS memory limits come
+// from the capacity less both reservations.
 func TestQOSReserved(t *testing.T) {
 	dir := t.TempDir()
 	o := parseArgs(t, "--config", writeFile(t, dir, "k.yaml", kcHeader+"qosReserved:\n  memory: 50%\n"))
 	if w := strings.Join(o.warnings, "\n"); !strings.Contains(w, `ignored: qosReserved: {"memory":"50%"}: without the QOSReserved feature gate it has no effect`) {
 		t.Errorf("warnings %q", o.warnings)
 	}
+	if o.qosReserve(v1.ResourceList{v1.ResourceMemory: resource.MustParse("10Gi")}, nil, nil, nil) != nil {
+		t.Error("QoS memory limits without the gate")
+	}
 	for _, tc := range []struct{ config, want string }{
 		{"qosReserved:\n  cpu: 50%\n", `cannot reserve "cpu" resource`},
 		{"qosReserved:\n  memory: \"150%\"\n", "percentage must be between 0 and 100"},
-		{"qosReserved:\n  memory: 50%\nfeatureGates:\n  QOSReserved: true\n", "hostlet reserves no memory per QoS class"},
 	} {
 		var o options
 		err := o.parse([]string{"--config", writeFile(t, dir, "k.yaml", kcHeader+tc.config)})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.config, err, tc.want)
+		}
+	}
+	gated := kcHeader + "featureGates:\n  QOSReserved: true\n"
+	for _, args := range [][]string{
+		{"--config", writeFile(t, dir, "k.yaml", gated+"qosReserved:\n  memory: 50%\n")},
+		{"--config", writeFile(t, dir, "g.yaml", gated), "--qos-reserved", "memory=50%"},
+	} {
+		o := parseArgs(t, args...)
+		if len(o.warnings) != 0 {
+			t.Errorf("%q: warnings %q", args, o.warnings)
+		}
+		if got := o.kubeletConfig.QOSReserved["memory"]; got != "50%" {
+			t.Errorf("%q: /configz's qosReserved %q", args, got)
+		}
+		gi := resource.MustParse("1Gi")
+		q := o.qosReserve(v1.ResourceList{v1.ResourceMemory: resource.MustParse("10Gi")}, v1.ResourceList{v1.ResourceMemory: gi}, v1.ResourceList{v1.ResourceMemory: gi}, nil)
+		if q == nil || q.Percent != 50 || q.Allocatable != 8<<30 {
+			t.Errorf("%q: %+v", args, q)
 		}
 	}
 }

@@ -194,7 +194,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	spec := newPodspec(ctx, o, s.nodeIP, podspecParts{client: c.api, inf: inf, events: podEvents, node: nd, rt: rt, pods: reg,
+	// qosReserved's memory limits on the QoS cgroups, set with their CPU
+	// shares.
+	qos := o.qosReserve(capacity, systemReserved, kubeReserved, rt.Cgroups())
+	spec := newPodspec(ctx, o, s.nodeIP, podspecParts{qos: qos, client: c.api, inf: inf, events: podEvents, node: nd, rt: rt, pods: reg,
 		devices: dm, claims: claims, csi: csiVolumes, swap: swap, creds: creds, pulls: pulls, podCerts: podCerts, active: activeAllocated,
 		userns: s.userns})
 	prov := newProvider(ctx, o, s.nodeIP, c.api, pods, inf, rt, spec, podEvents, nd, reg)
@@ -211,6 +214,12 @@ func run(ctx context.Context, o *options) error {
 	go rt.RotateLogs(ctx, s.rotation)
 	go rt.Cgroups().RefreshQOS(ctx, runtime.QOSRefreshInterval, func() (int64, bool) {
 		pods, ok := activeAllocated()
+		if ok && qos != nil {
+			// With the CPU shares, as the kubelet's UpdateCgroups.
+			if err := qos.Update(pods); err != nil {
+				log.WithError(err).Warn("updating the QoS cgroups' memory limits")
+			}
+		}
 		return podspec.BurstableMilliCPU(pods), ok
 	})
 	imageGC, containerGC := newGarbageCollectors(ctx, o, s.imagePolicy, rt, events, nd.Ref(), pulls)

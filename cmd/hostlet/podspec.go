@@ -7,6 +7,7 @@ import (
 	"github.com/hostlet/hostlet/provider/devices"
 	"github.com/hostlet/hostlet/provider/dra"
 	"github.com/hostlet/hostlet/provider/node"
+	"github.com/hostlet/hostlet/provider/nodecontainers"
 	"github.com/hostlet/hostlet/provider/podcerts"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/pullrecords"
@@ -55,6 +56,35 @@ type podspecParts struct {
 	// active are the node's active pods at their allocated resources
 	// (allocatedPods).
 	active func() ([]*v1.Pod, bool)
+	// qos, if set, is qosReserved's QoS memory limits.
+	qos *nodecontainers.QOSReserve
+}
+
+// qosRuntime is the runtime the pod spec translation is given when
+// qosReserved is in effect: its QoS cgroup updates (before a pod's cgroup
+// is made, after one is removed) also set the QoS memory limits from the
+// active pods, as the kubelet's UpdateCgroups writes both at once.
+type qosRuntime struct {
+	*runtime.Runtime
+	qos    *nodecontainers.QOSReserve
+	active func() ([]*v1.Pod, bool)
+}
+
+func (q qosRuntime) UpdateQOSCgroups(burstableMilliCPU int64) error {
+	if err := q.Runtime.UpdateQOSCgroups(burstableMilliCPU); err != nil {
+		return err
+	}
+	return updateQOSMemory(q.qos, q.active)
+}
+
+// updateQOSMemory sets the QoS memory limits from the active pods, once
+// they are known.
+func updateQOSMemory(qos *nodecontainers.QOSReserve, active func() ([]*v1.Pod, bool)) error {
+	pods, ok := active()
+	if !ok {
+		return nil
+	}
+	return qos.Update(pods)
 }
 
 // newPodspec is the pod spec translation, which the provider runs pods
@@ -77,6 +107,10 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 	}
 	// Checked at start (settings): no error is left here.
 	oomGroup, _ := podspec.OOMKillGroup(p.rt.Cgroups().V2(), o.kubeletConfig.SingleProcessOOMKill)
+	var rt podspec.ContainerRuntime = p.rt
+	if p.qos != nil {
+		rt = qosRuntime{Runtime: p.rt, qos: p.qos, active: p.active}
+	}
 	return podspec.New(podspec.Config{
 		RootDir: o.rootDir, HostIPs: []string{nodeIP},
 		ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf, SeccompDefault: o.seccompDefault, PodPidsLimit: o.podPidsLimit,
@@ -85,7 +119,7 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 		// syncFrequency: how often content volumes are rewritten.
 		SyncFrequency: o.syncFrequency,
 		Puller:        podspec.NewPuller(o.serializeImagePulls, o.kubeletConfig.MaxParallelImagePulls, float32(o.registryQPS), int(o.registryBurst)),
-		Objects:       podspec.NewObjectCache(ctx, p.client, clock.RealClock{}, podspec.ObjectMaxIdle(o.syncFrequency)), Services: p.inf.services.Lister(), Events: p.events, Node: p.node, Runtime: p.rt,
+		Objects:       podspec.NewObjectCache(ctx, p.client, clock.RealClock{}, podspec.ObjectMaxIdle(o.syncFrequency)), Services: p.inf.services.Lister(), Events: p.events, Node: p.node, Runtime: rt,
 		Pod:     p.pods.Pod,
 		Devices: p.devices, Claims: p.claims, ActivePods: p.active, Swap: p.swap,
 		PersistentVolumes: p.client.CoreV1(), CSI: p.csi,
