@@ -77,6 +77,10 @@ type config struct {
 	// nodeE2E runs the kubelet's own suite, e2e_node.test, instead
 	// (nodee2e.go).
 	nodeE2E bool
+	// nodeAll lets -focus pick the suite's specs outside
+	// [NodeConformance] too (its [Feature]/[NodeFeature] ones, the CRI
+	// specs of issue 48); [Disruptive] ones are still left out.
+	nodeAll bool
 }
 
 func main() {
@@ -102,6 +106,7 @@ func main() {
 	flag.BoolVar(&c.csiHostpath, "csi-hostpath", false, "run e2e.test's \"[sig-storage] CSI Volumes [Driver: csi-hostpath]\" testsuites (not selection.txt's tests), with stand-ins for the driver images the module proxy does not serve (see csiimages.go)")
 	flag.BoolVar(&c.csiMock, "csi-mock", false, "run e2e.test's \"[sig-storage] CSI Mock\" specs (not selection.txt's tests; with -csi-hostpath too): the node's CSI behaviours against e2e.test's own mock driver, reached through the hostpathplugin stand-in's proxy (see csiimages.go)")
 	flag.BoolVar(&c.nodeE2E, "node-e2e", false, "run the kubelet's own suite (e2e_node.test of the pinned release: its [NodeConformance] specs, the parallel ones then the [Serial] ones) instead of e2e.test's, on a node in its own network namespace with the kubelet's fixed healthz and read-only ports and a static pod dir (make node-e2e); -focus, -skip, -skip-known, -node-kind apply; node-known-failures.txt lists hostlet's known failures")
+	flag.BoolVar(&c.nodeAll, "node-all", false, "with -node-e2e and -focus: choose from all of e2e_node.test's specs, not only its [NodeConformance] ones ([Disruptive] ones are never run)")
 	flag.StringVar(&c.skip, "skip", "", "do not run the tests whose name matches this regexp")
 	flag.BoolVar(&c.join, "join", true, "with -full: join the nodes as a user does (the chart installed with helm, `hostlet join` with its bootstrap token on each node, serving certificates from the chart's approver); -join=false starts them with certificates the harness mints (quicker)")
 	controlPlane := flag.String("control-plane", "", "run the cluster on the control plane (kube-apiserver, controller-manager, scheduler, kubectl, kube-proxy) of another minor version, e.g. 1.37 (test/cluster/kube137, what make compat uses); empty: the pinned 1.35")

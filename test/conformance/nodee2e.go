@@ -134,12 +134,13 @@ var (
 	serialRE     = regexp.MustCompile(`\[Serial\]|\[Slow\]`)
 )
 
-// nodeConformanceNames splits the suite's [NodeConformance] specs into
-// those run in parallel and those run one at a time.
-func nodeConformanceNames(all []string) (parallel, serial []string) {
+// nodeConformanceNames splits the suite's [NodeConformance] specs (with
+// every, all its specs) into those run in parallel and those run one at a
+// time.
+func nodeConformanceNames(all []string, every bool) (parallel, serial []string) {
 	for _, n := range all {
 		switch {
-		case !nodeConformanceRE.MatchString(n) || disruptiveRE.MatchString(n):
+		case !every && !nodeConformanceRE.MatchString(n), disruptiveRE.MatchString(n):
 		case serialRE.MatchString(n):
 			serial = append(serial, n)
 		default:
@@ -161,7 +162,10 @@ func runNodeE2E(ctx context.Context, c config, tools tooling) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	parallel, serial := nodeConformanceNames(all)
+	if c.nodeAll && c.focus == "" {
+		return 2, errors.New("-node-all needs -focus: the suite's specs outside [NodeConformance] are a thousand, most of them for features this node has not")
+	}
+	parallel, serial := nodeConformanceNames(all, c.nodeAll)
 	// -focus and -skip select from both parts at once: either may be left
 	// empty.
 	names, err := filterNames(append(append([]string(nil), parallel...), serial...), c.focus)
