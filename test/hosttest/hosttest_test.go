@@ -377,6 +377,7 @@ func (h *host) run(ctx context.Context) {
 		h.upgrade(ctx)
 	}
 	h.limitedPod(ctx)
+	h.oomGroup(ctx)
 	h.logsAndExec(ctx)
 	if strings.Contains(out, "crun version") {
 		h.crun(ctx)
@@ -468,6 +469,39 @@ for d in /sys/fs/cgroup$cg /sys/fs/cgroup$(dirname $cg); do echo $(cat $d/cpu.ma
 	wantSlice := map[string]string{"systemd": "/kubepods.slice/", "cgroupfs": "/kubepods/"}[h.driver]
 	if !strings.HasPrefix(lines[0], wantSlice) {
 		t.Errorf("with the %s driver the container's cgroup is %s, want one under %s", h.driver, lines[0], wantSlice)
+	}
+}
+
+// oomGroup runs a container of two processes, one of which outgrows its
+// memory limit: on cgroup v2 the kubelet (singleProcessOOMKill false, its
+// default) sets memory.oom.group=1 in the container's cgroup, so the OOM
+// kill takes the whole container, the other process too, rather than the
+// kernel's one pick; the container ends OOMKilled (137), the pod Failed
+// (restartPolicy Never), and the other process is gone from the host.
+func (h *host) oomGroup(ctx context.Context) {
+	t := h.t
+	limits := v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("32Mi")}
+	// dd's 64Mi buffer, read into from /dev/zero, passes the limit; with
+	// only dd killed sh would go on sleeping, the container Running.
+	h.cluster.CreatePod(t, h.pod("oom", 1, limits, "sh", "-c",
+		"sleep 3602 & sleep 5; dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 3603"))
+	if _, err := h.cluster.WaitForPod(ctx, h.ns, "oom", 5*time.Minute, harness.PodPhase(v1.PodRunning)); err != nil {
+		t.Fatal(err)
+	}
+	group := h.vm.Run(ctx, `pid=$(pgrep -xf 'sleep 3602'); cg=$(sed -n 's/^0:://p' /proc/$pid/cgroup); cat /sys/fs/cgroup$cg/memory.oom.group`)
+	if strings.TrimSpace(group) != "1" {
+		t.Errorf("the container's memory.oom.group: %q, want 1", group)
+	}
+	p, err := h.cluster.WaitForPod(ctx, h.ns, "oom", 2*time.Minute, harness.PodPhase(v1.PodFailed))
+	if err != nil {
+		t.Fatalf("the pod of the OOM: %v", err)
+	}
+	if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil ||
+		cs[0].State.Terminated.Reason != "OOMKilled" || cs[0].State.Terminated.ExitCode != 137 {
+		t.Errorf("the container after the OOM: %+v", cs)
+	}
+	if left := strings.TrimSpace(h.vm.Run(ctx, `pgrep -xf 'sleep 3602|sleep 3603' || true`)); left != "" {
+		t.Errorf("processes of the OOM-killed container still run: pids %s", left)
 	}
 }
 
