@@ -207,7 +207,7 @@ func monitor(ctx context.Context, t Tables, reload func()) {
 				l.Info("Inconsistent iptables state detected")
 			}
 			return true
-		}) {
+		}) || ctx.Err() != nil {
 			return
 		}
 		l.Debug("Reloading after iptables flush")
@@ -233,6 +233,9 @@ func othersGone(ctx context.Context, t Tables) bool {
 // every runs cond every interval (first at once when immediate) until it
 // returns true (then true) or ctx ends (false).
 func every(ctx context.Context, interval time.Duration, immediate bool, cond func() bool) bool {
+	if ctx.Err() != nil {
+		return false
+	}
 	if immediate && cond() {
 		return true
 	}
