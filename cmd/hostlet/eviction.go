@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/hostlet/hostlet/provider/volumemanager"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/hostlet/hostlet/provider/eviction"
 	"github.com/hostlet/hostlet/provider/gc"
 	"github.com/hostlet/hostlet/provider/node"
-	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -137,7 +137,7 @@ func (o *options) evictionConfig(nodeCfg node.Config) (eviction.Config, error) {
 // disk usage cache the stats summary reads too.
 type evictionStats struct {
 	*runtime.Runtime
-	volumes.Layout
+	volumemanager.Dirs
 	usage *diskusage.Cache
 }
 
@@ -151,8 +151,8 @@ func (e evictionStats) DirUsage(dir string) (runtime.DiskUsage, error) { return 
 // newEvictions is the eviction manager: it observes the node's signals,
 // measures pods with the runtime and the disk usage cache, ends pods
 // through the provider and reclaims disk through the GCs first.
-func newEvictions(cfg eviction.Config, nd *node.Node, prov *provider.Provider, rt *runtime.Runtime, layout volumes.Layout, usage *diskusage.Cache,
+func newEvictions(cfg eviction.Config, nd *node.Node, prov *provider.Provider, rt *runtime.Runtime, dirs volumemanager.Dirs, usage *diskusage.Cache,
 	imageGC *gc.ImageGC, containerGC *gc.ContainerGC, events record.EventRecorder) *eviction.Manager {
-	return eviction.New(cfg, nd, prov, evictionStats{rt, layout, usage}, containerGC.GarbageCollect, imageGC.DeleteUnusedImages,
+	return eviction.New(cfg, nd, prov, evictionStats{rt, dirs, usage}, containerGC.GarbageCollect, imageGC.DeleteUnusedImages,
 		events, nd.Ref(), clock.RealClock{})
 }

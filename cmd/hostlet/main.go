@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hostlet/hostlet/provider/volumemanager"
 	"net"
 	"os"
 	"os/signal"
@@ -22,7 +23,6 @@ import (
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/podsync"
 	"github.com/hostlet/hostlet/provider/testpanic"
-	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
@@ -227,7 +227,7 @@ func run(ctx context.Context, o *options) error {
 	go containerGC.Run(ctx, o.containerGC)
 	usage := diskusage.New(rt, o.volumeStatsPeriod, clock.RealClock{})
 	go usage.Run(ctx)
-	evictions := newEvictions(s.eviction, nd, prov, rt, volumes.NewLayout(o.rootDir), usage, imageGC, containerGC, events)
+	evictions := newEvictions(s.eviction, nd, prov, rt, volumemanager.NewDirs(o.rootDir), usage, imageGC, containerGC, events)
 	// The node's pressure conditions are the eviction manager's, from its
 	// own observations each round.
 	nd.SetPressure(evictions)

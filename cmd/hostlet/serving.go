@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/hostlet/hostlet/provider/volumemanager"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -17,7 +18,6 @@ import (
 	"github.com/hostlet/hostlet/provider/mirror"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/server"
-	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/provider/volumes/csi"
 	"github.com/hostlet/hostlet/runtime"
 	"github.com/prometheus/client_golang/prometheus"
@@ -120,7 +120,7 @@ func serve(ctx context.Context, o *options, name string, cert server.Certificate
 		Auth:      p.auth, DebuggingDisabled: !o.debuggingHandlers,
 		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: p.client, Pods: p.prov, APIPods: p.inf.pods.Lister(), Runtime: p.rt, Events: p.events,
-		Node: p.node, Stats: p.rt, Usage: p.usage, Volumes: volumes.NewLayout(o.rootDir), CSI: p.csi, Cgroups: p.rt, Metrics: p.metrics,
+		Node: p.node, Stats: p.rt, Usage: p.usage, Volumes: volumemanager.NewDirs(o.rootDir), CSI: p.csi, Cgroups: p.rt, Metrics: p.metrics,
 		SystemContainers: p.systemContainers, Mirror: mirrorHandler, NoServer: !o.enableServer,
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,

@@ -2,11 +2,11 @@ package eviction
 
 import (
 	"context"
+	"github.com/hostlet/hostlet/provider/volumemanager"
 	"path/filepath"
 	"strings"
 
 	"github.com/hostlet/hostlet/provider/node"
-	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
@@ -93,7 +93,7 @@ func measureDisk(ctx context.Context, d Disk, pods []*v1.Pod, stats map[*v1.Pod]
 			du.containers = append(du.containers, cd)
 		}
 		for _, vol := range p.Spec.Volumes {
-			local := volumes.IsLocalEphemeral(vol)
+			local := volumemanager.IsLocalEphemeral(vol)
 			if !local && vol.EmptyDir == nil {
 				continue
 			}

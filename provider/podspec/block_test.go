@@ -7,10 +7,8 @@ import (
 	"testing"
 
 	"github.com/hostlet/hostlet/lifecycle"
-	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/provider/volumes/csi"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -62,38 +60,6 @@ func TestClaimBlockPVRefused(t *testing.T) {
 	}
 }
 
-// A mapped claim is the container's device by the pod's symlink, "mrw"
-// or, for a read-only claim, "r", as the kubelet's makeBlockVolumes; a
-// device path must be absolute and its volume mapped.
-func TestClaimDevice(t *testing.T) {
-	_, pv := boundClaim("data", "pv-b", v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/dev/sdz"}})
-	pv.Spec.VolumeMode = ptr.To(v1.PersistentVolumeBlock)
-	r, _ := claimFixture(t)
-	pod := blockPod("p", "data", false)
-	if _, err := r.claimDevice(pod, v1.VolumeDevice{Name: "a", DevicePath: "/dev/xvda"}); err == nil ||
-		err.Error() != `cannot find volume "a" to pass into container` {
-		t.Errorf("unmapped: %v", err)
-	}
-	if _, err := r.claimDevice(pod, v1.VolumeDevice{Name: "a", DevicePath: "xvda"}); err == nil ||
-		err.Error() != "error DevicePath `xvda` must be an absolute path" {
-		t.Errorf("relative: %v", err)
-	}
-	link := filepath.Join(r.layout().PodDeviceMapPath(pod.UID, "kubernetes.io/local-volume"), "pv-b")
-	for _, ro := range []bool{false, true} {
-		r.claimsMu.Lock()
-		r.claims = map[types.UID]map[string]*podClaim{pod.UID: {"a": {Claim: &volumes.Claim{PV: pv, ReadOnly: ro}, mounted: true}}}
-		r.claimsMu.Unlock()
-		n, err := r.claimDevice(pod, v1.VolumeDevice{Name: "a", DevicePath: "/dev/xvda"})
-		want := "mrw"
-		if ro {
-			want = "r"
-		}
-		if err != nil || n.HostPath != link || n.ContainerPath != "/dev/xvda" || n.Permissions != want {
-			t.Errorf("read-only %v: %+v %v", ro, n, err)
-		}
-	}
-}
-
 // A CSI Block PV is mapped by the CSI plugin: its failure is the kubelet's
 // FailedMapVolume with the operation that failed; once mapped, the
 // container's device is the pod's symlink under kubernetes.io~csi.
@@ -103,6 +69,7 @@ func TestClaimBlockCSI(t *testing.T) {
 	r, _ := claimFixture(t, pvc, pv)
 	f := &fakeCSI{err: &csi.Failure{Op: "MapVolume.MapPodDevice", Err: errors.New("rpc error: NodePublishVolume: boom")}}
 	r.cfg.CSI = f
+	r.volumes = newVolumeManager(r.cfg)
 	pod := blockPod("p", "data", false)
 	err := r.setupVolumes(context.Background(), pod, nil)
 	var lf *lifecycle.Failure

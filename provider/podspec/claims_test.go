@@ -224,6 +224,6 @@ func TestClaimReadWriteOncePod(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	must(t, r.setupVolumes(ctx, a, nil))
-	r.forgetClaims(a.UID)
+	_, _ = r.volumes.ReleasePod(ctx, a.UID)
 	must(t, r.setupVolumes(ctx, b, nil))
 }

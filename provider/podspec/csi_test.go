@@ -46,6 +46,7 @@ func TestCSIVolumeSetup(t *testing.T) {
 	r, _ := claimFixture(t)
 	f := &fakeCSI{err: &csi.Failure{Op: "MountVolume.MountDevice", Err: errors.New("driver name d not found in the list of registered CSI drivers")}}
 	r.cfg.CSI = f
+	r.volumes = newVolumeManager(r.cfg)
 	ro := true
 	pod := claimPod("p", "c", false)
 	pod.Spec.Volumes = []v1.Volume{{Name: "eph", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "d", ReadOnly: &ro}}}}
@@ -84,6 +85,7 @@ func TestCSITeardownGatesRemoval(t *testing.T) {
 	r, _ := claimFixture(t)
 	f := &fakeCSI{teardown: errors.New("driver name d not found in the list of registered CSI drivers")}
 	r.cfg.CSI = f
+	r.volumes = newVolumeManager(r.cfg)
 	dir := r.layout().PodDir("uid-p")
 	if err := os.MkdirAll(filepath.Join(dir, "volumes"), 0o750); err != nil {
 		t.Fatal(err)

@@ -66,7 +66,7 @@ func (r *Runtime) containerDevices(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	// Block PVs the container uses through volumeDevices come first, as
 	// the kubelet's makeBlockVolumes hands them to the runtime.
 	for _, d := range c.VolumeDevices {
-		n, err := r.claimDevice(pod, d)
+		n, err := r.volumes.Device(pod, d)
 		if err != nil {
 			return nil, nil, dev, err
 		}

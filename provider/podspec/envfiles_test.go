@@ -85,7 +85,7 @@ func TestReadEnvFileBeneath(t *testing.T) {
 }
 
 func TestFileKeyRef(t *testing.T) {
-	r := &Runtime{cfg: Config{RootDir: t.TempDir()}}
+	r := New(Config{RootDir: t.TempDir()})
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"},
 		Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}}}
 	dir := r.volumeDir(pod, "cfg")

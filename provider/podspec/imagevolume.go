@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"github.com/hostlet/hostlet/provider/volumemanager"
 	"path/filepath"
-	"strconv"
 
 	"github.com/distribution/reference"
 	"github.com/hostlet/hostlet/lifecycle"
@@ -118,36 +117,12 @@ func (r *Runtime) mountImageVolumes(ctx context.Context, pod *v1.Pod, imgs map[s
 	return out, nil
 }
 
-// imageSubPath is the directory subPath inside the mounted image at root,
-// as CRI's ensureImageSubPath: it must exist, stay inside the image and be
-// a directory (a single file is not mounted, a KEP-4639 non-goal). The
-// image is read-only and cannot change, so the resolved path is given to
-// the runtime as is.
+// imageSubPath is volumemanager.ImageSubPath with the error CRI gives.
 func imageSubPath(root, subPath string) (string, error) {
-	fail := func(err error) (string, error) {
+	real, err := volumemanager.ImageSubPath(root, subPath)
+	if err != nil {
 		return "", &lifecycle.Failure{Reason: "CreateContainerError",
 			Message: fmt.Sprintf("%sfailed to ensure image subpath %q in %q: %v", imageVolumeErr, subPath, root, err)}
-	}
-	dir, err := os.Open(root)
-	if err != nil {
-		return fail(err)
-	}
-	defer dir.Close()
-	f, err := lookupBeneath(dir, subPath)
-	if err != nil {
-		return fail(err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fail(err)
-	}
-	if !fi.IsDir() {
-		return fail(fmt.Errorf("only directory subpath is supported, subpath: %q, mountpoint: %q", subPath, root))
-	}
-	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
-	if err != nil {
-		return fail(err)
 	}
 	return real, nil
 }

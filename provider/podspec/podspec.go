@@ -8,12 +8,12 @@ package podspec
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hostlet/hostlet/crash"
 	"github.com/hostlet/hostlet/kubeletconfig"
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/volumemanager"
 	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
 	log "github.com/sirupsen/logrus"
@@ -81,7 +81,7 @@ type Config struct {
 	Swap Swap
 	// CSI, if set, publishes pods' CSI volumes (PersistentVolumes with a
 	// csi source and inline ephemeral ones).
-	CSI CSI
+	CSI volumemanager.CSI
 	// PersistentVolumes, if set, reads the claims of pods' volumes and
 	// their PersistentVolumes (the node's client).
 	PersistentVolumes volumes.API
@@ -185,11 +185,8 @@ type Runtime struct {
 	rt     ContainerRuntime
 	tokens *refresher
 	userns *usernsAllocator
-
-	// claims are the pods' resolved PersistentVolumeClaims, by pod and
-	// volume name (claims.go).
-	claimsMu sync.Mutex
-	claims   map[types.UID]map[string]*podClaim
+	// volumes sets up, finds and tears down the pods' volumes.
+	volumes *volumemanager.Manager
 }
 
 // New reads the user namespace allocations of the pods under RootDir; Run
@@ -199,7 +196,7 @@ func New(cfg Config) *Runtime {
 	if cfg.UserNamespaces.PerPod != 0 {
 		userns = newUsernsAllocatorIn(volumes.NewLayout(cfg.RootDir).PodsDir(), cfg.UserNamespaces)
 	}
-	r := &Runtime{cfg: cfg, rt: cfg.Runtime, userns: userns}
+	r := &Runtime{cfg: cfg, rt: cfg.Runtime, userns: userns, volumes: newVolumeManager(cfg)}
 	r.tokens = newRefresher(r)
 	return r
 }
@@ -213,6 +210,15 @@ func (r *Runtime) PodUpdated(old, pod *v1.Pod) { r.tokens.podUpdated(old, pod) }
 
 func (r *Runtime) event(pod *v1.Pod, container, eventType, reason, msg string) {
 	r.cfg.Events.Event(pod, container, eventType, reason, msg)
+}
+
+// newVolumeManager is the volume manager of cfg's node.
+func newVolumeManager(cfg Config) *volumemanager.Manager {
+	vc := volumemanager.Config{RootDir: cfg.RootDir, PersistentVolumes: cfg.PersistentVolumes, CSI: cfg.CSI}
+	if cfg.Node != nil {
+		vc.NodeLabels, vc.Allocatable = cfg.Node.Labels, cfg.Node.Allocatable
+	}
+	return volumemanager.New(vc)
 }
 
 // layout is where the pod's directories are, under RootDir.
@@ -264,10 +270,9 @@ func (r *Runtime) Cleanup(ctx context.Context, uid, namespace, name string) (err
 	var volErr error
 	if err := r.rt.ReleaseImageVolumes(ctx, uid); err != nil {
 		volErr = fmt.Errorf("UnmountVolume.TearDown failed for the image volumes of pod %q: %w", uid, err)
-	} else if err := r.removePodDir(ctx, uid); err != nil {
+	} else if err := r.volumes.TearDownPod(ctx, types.UID(uid)); err != nil {
 		volErr = err
 	}
-	r.forgetClaims(types.UID(uid))
 	r.userns.Release(types.UID(uid))
 	if namespace != "" {
 		r.rt.RemoveLogs(namespace, name, uid)

@@ -3,6 +3,7 @@ package podspec
 import (
 	"context"
 	"fmt"
+	"github.com/hostlet/hostlet/provider/volumemanager"
 	"math/rand/v2"
 	"reflect"
 	"sync"
@@ -65,8 +66,8 @@ type cachedToken struct {
 
 // hasContentVolumes: the pod has volumes whose files come from API objects.
 func hasContentVolumes(pod *v1.Pod) bool {
-	for _, v := range pod.Spec.Volumes {
-		if v.ConfigMap != nil || v.Secret != nil || v.Projected != nil || v.DownwardAPI != nil {
+	for i := range pod.Spec.Volumes {
+		if volumemanager.IsContent(&pod.Spec.Volumes[i]) {
 			return true
 		}
 	}

@@ -52,16 +52,11 @@ func (r *Runtime) ReleasePod(ctx context.Context, pod *v1.Pod) {
 	if err := r.rt.ReleaseImageVolumes(ctx, uid); err != nil {
 		l.WithError(err).Warn("releasing image volumes")
 	}
-	if err := r.tearDownCSI(ctx, pod.UID); err != nil {
-		l.WithError(err).Warn("csi volumes not torn down; the pod's volumes stay")
-	} else if unmapped, err := r.layout().TearDownBlock(pod.UID); err != nil {
-		l.WithError(err).Warn("block volumes not unmapped; the pod's volumes stay")
-	} else if torn, err := r.teardownPodVolumes(uid); err != nil {
-		l.WithError(err).Warn("tearing down pod volumes")
-	} else if torn || unmapped {
+	if torn, err := r.volumes.ReleasePod(ctx, pod.UID); err != nil {
+		l.WithError(err).Warn("pod volumes not torn down")
+	} else if torn {
 		l.Info("pod volumes torn down")
 	}
-	r.forgetClaims(pod.UID)
 	_, had, _ := r.rt.PodCgroupState(uid, string(node.QOSClass(pod)))
 	if err := r.rt.RemovePodCgroup(uid); err != nil {
 		l.WithError(err).Warn("removing the pod's cgroup")

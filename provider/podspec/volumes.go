@@ -2,7 +2,6 @@ package podspec
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,232 +9,27 @@ import (
 	"strings"
 
 	"github.com/hostlet/hostlet/expansion"
-	"github.com/hostlet/hostlet/lifecycle"
-	"github.com/hostlet/hostlet/provider/volumes"
-	"github.com/hostlet/hostlet/provider/volumes/csi"
+	"github.com/hostlet/hostlet/provider/volumemanager"
 	"github.com/hostlet/hostlet/runtime"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 )
 
-func (r *Runtime) volumeDir(pod *v1.Pod, name string) string { return r.layout().VolumeDir(pod, name) }
+func (r *Runtime) volumeDir(pod *v1.Pod, name string) string { return r.volumes.VolumeDir(pod, name) }
 
-// setupVolumes makes every volume of the pod exist on the host. Content
-// volumes are (re)written atomically, so calling it again refreshes them.
+// volumeFile is one file of a content volume.
+type volumeFile = volumemanager.File
+
+// setupVolumes has the volume manager make every volume of the pod exist
+// on the host; content volumes' files come from the pod's objects, read
+// once per pass. Calling it again refreshes them.
 func (r *Runtime) setupVolumes(ctx context.Context, pod *v1.Pod, podIPs []string) error {
 	objs := r.objects(pod.Namespace)
 	// Rewritten periodically, also after a failure, so volumes catch up
 	// with their objects, as the kubelet's resync does.
 	defer r.tokens.scheduleResync(pod, r.nextResync())
-	// Claims first, as the kubelet's populator resolves them before any
-	// volume is mounted.
-	if err := r.resolveClaims(ctx, pod); err != nil {
-		return err
-	}
-	for i := range pod.Spec.Volumes {
-		vol := &pod.Spec.Volumes[i]
-		if err := r.setupVolume(ctx, pod, vol, podIPs, objs); err != nil {
-			if f := (*lifecycle.Failure)(nil); errors.As(err, &f) {
-				return f
-			}
-			return &lifecycle.Failure{Reason: "FailedMount",
-				Message: fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", vol.Name, err)}
-		}
-	}
-	return nil
-}
-
-func (r *Runtime) setupVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, podIPs []string, objs *objects) error {
-	dir := r.volumeDir(pod, vol.Name)
-	src := vol.VolumeSource
-	switch {
-	case src.EmptyDir != nil:
-		if _, err := os.Stat(dir); err == nil {
-			// Set up already: its contents are the pod's own.
-			return nil
-		}
-		if err := os.MkdirAll(dir, 0o777); err != nil {
-			return err
-		}
-		// emptyDir is world-writable, as the kubelet makes it (setupDir),
-		// before a tmpfs goes on it: the tmpfs root is 1777, sticky as the
-		// kubelet's (a subPath made in it, which copies the root's mode,
-		// is too).
-		if err := os.Chmod(dir, 0o777); err != nil {
-			return err
-		}
-		if src.EmptyDir.Medium == v1.StorageMediumMemory {
-			opts := "mode=1777"
-			if size := r.memoryVolumeSize(pod, src.EmptyDir.SizeLimit); size > 0 {
-				opts += fmt.Sprintf(",size=%d", size)
-			}
-			if err := ensureTmpfs(dir, opts); err != nil {
-				return err
-			}
-		}
-		return applyFSGroup(dir, podFSGroup(pod), false)
-	case src.HostPath != nil:
-		return r.setupHostPath(src.HostPath)
-	case isContentVolume(vol):
-		files, err := r.volumeFiles(ctx, pod, vol, podIPs, objs)
-		if err != nil {
-			return err
-		}
-		if src.Secret != nil || src.Projected != nil {
-			// Secrets and tokens never touch the disk.
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-			if err := ensureTmpfs(dir, "mode=0755"); err != nil {
-				return err
-			}
-		}
-		fsGroup := podFSGroup(pod)
-		changed, err := writeAtomic(dir, files, func(ts string) error { return applyFSGroup(ts, fsGroup, true) })
-		if err != nil || !changed {
-			return err
-		}
-		// The top directory and its new links too.
-		return applyFSGroup(dir, fsGroup, true)
-	case src.PersistentVolumeClaim != nil || src.Ephemeral != nil:
-		return r.setupClaim(ctx, pod, vol)
-	case src.CSI != nil:
-		return r.setUpCSI(ctx, pod, vol, "", nil, false)
-	case src.Image != nil:
-		// Pulled and mounted when a container that mounts it starts (as
-		// the kubelet's image plugin sets nothing up): an absent image
-		// fails only those containers (imagevolume.go).
-		return nil
-	}
-	return fmt.Errorf("volume type not supported by hostlet")
-}
-
-// memoryVolumeSize is the size of a memory-backed emptyDir as the kubelet
-// computes it: the smallest of node allocatable memory, the pod's memory
-// limit (when every container has one) and the volume's sizeLimit.
-func (r *Runtime) memoryVolumeSize(pod *v1.Pod, sizeLimit *resource.Quantity) int64 {
-	size := int64(0)
-	if q, ok := r.allocatable()[v1.ResourceMemory]; ok {
-		size = q.Value()
-	}
-	smaller := func(v int64) {
-		if v > 0 && (size == 0 || v <= size) {
-			size = v
-		}
-	}
-	if l, ok := podMemoryLimit(pod); ok {
-		smaller(l)
-	}
-	if sizeLimit != nil {
-		smaller(sizeLimit.Value())
-	}
-	return size
-}
-
-// podMemoryLimit is the pod's memory limit: the sum over its containers, at
-// least the largest init container's, and none if any container lacks one.
-func podMemoryLimit(pod *v1.Pod) (int64, bool) {
-	var sum int64
-	for _, c := range pod.Spec.Containers {
-		q, ok := c.Resources.Limits[v1.ResourceMemory]
-		if !ok {
-			return 0, false
-		}
-		sum += q.Value()
-	}
-	for _, c := range pod.Spec.InitContainers {
-		q, ok := c.Resources.Limits[v1.ResourceMemory]
-		if !ok {
-			return 0, false
-		}
-		sum = max(sum, q.Value())
-	}
-	return sum, true
-}
-
-// setupHostPath checks a hostPath volume's type as the kubelet's hostPath
-// plugin does (checkTypeInternal): the *OrCreate types make a missing path
-// and otherwise check what exists like their plain types; every other type
-// names what the path (symlinks followed) must be. A failure keeps the pod
-// Pending with a FailedMount event.
-func (r *Runtime) setupHostPath(hp *v1.HostPathVolumeSource) error {
-	t := v1.HostPathUnset
-	if hp.Type != nil {
-		t = *hp.Type
-	}
-	if t == v1.HostPathUnset {
-		return nil
-	}
-	got, exists := hostPathFileType(hp.Path)
-	switch t {
-	case v1.HostPathDirectoryOrCreate:
-		if !exists {
-			return createHostPath(hp.Path, true)
-		}
-		t = v1.HostPathDirectory
-	case v1.HostPathFileOrCreate:
-		if !exists {
-			return createHostPath(hp.Path, false)
-		}
-		t = v1.HostPathFile
-	}
-	what, known := hostPathTypeNames[t]
-	if !known {
-		return fmt.Errorf("%s is an invalid volume type", t)
-	}
-	if got != t {
-		return fmt.Errorf("hostPath type check failed: %s is not %s", hp.Path, what)
-	}
-	return nil
-}
-
-// hostPathTypeNames are the kubelet's words for each checked type in its
-// "hostPath type check failed: PATH is not ..." message.
-var hostPathTypeNames = map[v1.HostPathType]string{
-	v1.HostPathDirectory: "a directory",
-	v1.HostPathFile:      "a file",
-	v1.HostPathSocket:    "a socket file",
-	v1.HostPathCharDev:   "a character device",
-	v1.HostPathBlockDev:  "a block device",
-}
-
-// hostPathFileType is what path is (its target, as the kubelet's
-// hostutil.GetFileType stats it), or "" for anything else; exists is
-// false when it cannot be stat'ed.
-func hostPathFileType(path string) (t v1.HostPathType, exists bool) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", false
-	}
-	switch m := fi.Mode(); {
-	case m.IsDir():
-		return v1.HostPathDirectory, true
-	case m.IsRegular():
-		return v1.HostPathFile, true
-	case m&os.ModeSocket != 0:
-		return v1.HostPathSocket, true
-	case m&os.ModeCharDevice != 0:
-		return v1.HostPathCharDev, true
-	case m&os.ModeDevice != 0:
-		return v1.HostPathBlockDev, true
-	}
-	return "", true
-}
-
-func ensureTmpfs(dir, opts string) error {
-	var st, parent unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return err
-	}
-	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
-		return err
-	}
-	if st.Dev != parent.Dev {
-		return nil // already a mount point
-	}
-	return unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+	return r.volumes.SetUpPod(ctx, pod, func(ctx context.Context, vol *v1.Volume) (map[string]volumeFile, error) {
+		return r.volumeFiles(ctx, pod, vol, podIPs, objs)
+	})
 }
 
 func mode(def *int32, item *int32) os.FileMode {
@@ -394,24 +188,11 @@ func (r *Runtime) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		if !ok {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", m.Name, c.Name)
 		}
-		host := r.volumeDir(pod, m.Name)
-		ro := m.ReadOnly || isContentVolume(vol)
-		if vol.HostPath != nil {
-			host = vol.HostPath.Path
+		host, ro, err := r.volumes.MountSource(pod, vol)
+		if err != nil {
+			return nil, err
 		}
-		if vol.CSI != nil {
-			// Where the driver published it, read-only if the source says so.
-			host = csi.TargetPath(r.layout(), pod.UID, vol.Name)
-			ro = ro || (vol.CSI.ReadOnly != nil && *vol.CSI.ReadOnly)
-		}
-		if _, _, ok := volumes.ClaimName(pod, vol); ok {
-			var claimRO bool
-			var err error
-			if host, claimRO, err = r.claimMount(pod, vol); err != nil {
-				return nil, err
-			}
-			ro = ro || claimRO
-		}
+		ro = ro || m.ReadOnly
 		subPath, err := mountSubPath(m, env)
 		if err != nil {
 			return nil, err
@@ -431,7 +212,7 @@ func (r *Runtime) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 			continue
 		}
 		if subPath != "" {
-			if host, err = r.prepareSubPath(pod, c, i, m, host, subPath); err != nil {
+			if host, err = r.volumes.PrepareSubPath(pod, c.Name, i, m, host, subPath); err != nil {
 				return nil, err
 			}
 		}
@@ -475,47 +256,6 @@ func mountPropagation(c *v1.Container, i int, m v1.VolumeMount) (runtime.Propaga
 	return 0, fmt.Errorf("invalid MountPropagation mode: %q", *m.MountPropagation)
 }
 
-// isContentVolume: the volume's files are written by hostlet from API
-// objects, never by the pod.
-func isContentVolume(v *v1.Volume) bool {
-	return v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
-}
-
-// teardownVolumes unmounts the pod's subPath binds and tmpfs volumes, and
-// removes its files.
-func (r *Runtime) teardownVolumes(uid string) error {
-	_, err := removeUnmounted(r.layout().PodDir(types.UID(uid)))
-	return err
-}
-
-// teardownPodVolumes unmounts and removes the volumes of a pod that ended
-// and their subPath binds, as the kubelet's volume manager tears down a
-// terminated pod's volumes; the rest of its directory (its containers'
-// termination messages) stays until the pod is deleted. It reports whether
-// there was anything to remove.
-func (r *Runtime) teardownPodVolumes(uid string) (bool, error) {
-	subpaths, err := removeUnmounted(r.layout().PodSubPathsDir(types.UID(uid)))
-	if err != nil {
-		return subpaths, err
-	}
-	vols, err := removeUnmounted(r.layout().PodVolumesDir(types.UID(uid)))
-	return subpaths || vols, err
-}
-
-// removeUnmounted unmounts everything at or below dir and removes it,
-// reporting whether it existed. Nothing is removed while anything below dir
-// is still mounted: a removal would reach through the mount (a subPath of a
-// hostPath volume is the host's own data).
-func removeUnmounted(dir string) (bool, error) {
-	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err := unmountUnder(dir); err != nil {
-		return true, fmt.Errorf("not removing %s: %w", dir, err)
-	}
-	return true, os.RemoveAll(dir)
-}
-
 // mountSubPath is a mount's subPath, or its subPathExpr expanded with the
 // container's environment, checked as the kubelet checks it.
 func mountSubPath(m v1.VolumeMount, env []string) (string, error) {
@@ -549,9 +289,4 @@ func mountSubPath(m v1.VolumeMount, env []string) (string, error) {
 	return sub, nil
 }
 
-func podFSGroup(pod *v1.Pod) *int64 {
-	if sc := pod.Spec.SecurityContext; sc != nil {
-		return sc.FSGroup
-	}
-	return nil
-}
+func podFSGroup(pod *v1.Pod) *int64 { return volumemanager.FSGroup(pod) }

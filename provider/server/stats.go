@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"github.com/hostlet/hostlet/provider/volumemanager"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -274,7 +275,7 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 		ps.Network = node.NetworkStats(ifaces, now)
 	}
 	for _, vol := range pod.Spec.Volumes {
-		if !volumes.HasStats(vol) {
+		if !volumemanager.HasStats(vol) {
 			if vs, ok := s.csiVolumeStats(ctx, pod, &vol, now); ok {
 				ps.VolumeStats = append(ps.VolumeStats, vs)
 			}
@@ -291,7 +292,7 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 		}
 		fs.UsedBytes, fs.InodesUsed = ptr.To(u.Bytes), ptr.To(u.Inodes)
 		ps.VolumeStats = append(ps.VolumeStats, statsv1alpha1.VolumeStats{Name: vol.Name, FsStats: *fs})
-		if volumes.IsLocalEphemeral(vol) {
+		if volumemanager.IsLocalEphemeral(vol) {
 			ephemeral.Bytes += u.Bytes
 			ephemeral.Inodes += u.Inodes
 		}

@@ -197,20 +197,6 @@ func MountOptions(pv *v1.PersistentVolume) []string {
 	return pv.Spec.MountOptions
 }
 
-// PVPluginName is the qualified name of the kubelet's volume plugin for a
-// PersistentVolume's source, "" for one hostlet has none for.
-func PVPluginName(pv *v1.PersistentVolume) string {
-	switch {
-	case pv.Spec.HostPath != nil:
-		return "kubernetes.io/host-path"
-	case pv.Spec.Local != nil:
-		return "kubernetes.io/local-volume"
-	case pv.Spec.CSI != nil:
-		return "kubernetes.io/csi"
-	}
-	return ""
-}
-
 // ReadWriteOncePod: the PV may be used by one pod only, which the kubelet
 // enforces on its node when it is the volume's only access mode.
 func ReadWriteOncePod(pv *v1.PersistentVolume) bool {

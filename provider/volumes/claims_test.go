@@ -176,9 +176,6 @@ func TestUnprocessedError(t *testing.T) {
 
 func TestPVFacts(t *testing.T) {
 	_, pv := boundPair("data", "pv-1")
-	if PVPluginName(pv) != "kubernetes.io/host-path" {
-		t.Error(PVPluginName(pv))
-	}
 	pv.Spec.MountOptions = []string{"noatime"}
 	if got := MountOptions(pv); len(got) != 1 || got[0] != "noatime" {
 		t.Errorf("mount options %q", got)

@@ -6,12 +6,10 @@
 package volumes
 
 import (
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -46,25 +44,6 @@ func (l Layout) PodVolumesDir(uid types.UID) string { return filepath.Join(l.Pod
 // For a PersistentVolume name is the PV's, as for the kubelet.
 func (l Layout) PodVolumeDir(uid types.UID, plugin, name string) string {
 	return filepath.Join(l.PodVolumesDir(uid), strings.ReplaceAll(plugin, "/", "~"), name)
-}
-
-// VolumeDir is where the pod's inline volume name lives on the host (what
-// podspec sets up, and the stats summary and the eviction manager
-// measure). A pod set up by a hostlet from before the kubelet's layout has
-// it at volumes/<name>, where it stays until the pod is gone: a running
-// pod's containers have that directory mounted. (A volume name is a DNS
-// label, never a plugin's directory, which has a "~".)
-func (l Layout) VolumeDir(pod *v1.Pod, name string) string {
-	old := filepath.Join(l.PodVolumesDir(pod.UID), name)
-	if _, err := os.Lstat(old); err == nil {
-		return old
-	}
-	for i := range pod.Spec.Volumes {
-		if v := &pod.Spec.Volumes[i]; v.Name == name {
-			return l.PodVolumeDir(pod.UID, PluginName(&v.VolumeSource), name)
-		}
-	}
-	return old
 }
 
 // PodSubPathsDir holds the bind mounts of the pod's subPaths.

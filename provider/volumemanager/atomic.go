@@ -1,4 +1,4 @@
-package podspec
+package volumemanager
 
 import (
 	"bytes"
@@ -18,8 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// volumeFile is one file of a configMap/secret/projected/downwardAPI volume.
-type volumeFile struct {
+// File is one file of a content volume (configMap, secret, projected,
+// downwardAPI).
+type File struct {
 	Data []byte
 	Mode os.FileMode
 }
@@ -46,8 +47,8 @@ var tsDirName = regexp.MustCompile(`^\.\.\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d\.\d+$`)
 // unchanged payload is left alone, so inotify watchers do not fire on every
 // resync. setPerms (may be nil) is applied to a new payload directory
 // before it is published. It reports whether anything was written.
-func writeAtomic(dir string, files map[string]volumeFile, setPerms func(tsDir string) error) (bool, error) {
-	payload := make(map[string]volumeFile, len(files))
+func writeAtomic(dir string, files map[string]File, setPerms func(tsDir string) error) (bool, error) {
+	payload := make(map[string]File, len(files))
 	for name, f := range files {
 		if err := validatePayloadPath(name); err != nil {
 			return false, err
@@ -170,7 +171,7 @@ func currentPayloadDir(root *os.Root) string {
 
 // samePayload: the payload directory ts holds exactly the payload's files
 // (regular files, same bytes) and directories.
-func samePayload(root *os.Root, ts string, payload map[string]volumeFile) (bool, error) {
+func samePayload(root *os.Root, ts string, payload map[string]File) (bool, error) {
 	want := map[string]bool{}
 	for name := range payload {
 		for p := name; p != "." && p != "/"; p = path.Dir(p) {
@@ -240,7 +241,7 @@ func newPayloadDir(root *os.Root) (string, error) {
 }
 
 // writePayload writes the files into the new payload directory ts.
-func writePayload(root *os.Root, ts string, payload map[string]volumeFile) error {
+func writePayload(root *os.Root, ts string, payload map[string]File) error {
 	for name, f := range payload {
 		p := path.Join(ts, name)
 		if d := path.Dir(p); d != ts {
@@ -271,7 +272,7 @@ func writePayload(root *os.Root, ts string, payload map[string]volumeFile) error
 // and removes the writer's links to names no longer in the payload. Only
 // symlinks are ever replaced or removed: anything else in the way is an
 // error. It reports whether it changed anything.
-func publishLinks(root *os.Root, payload map[string]volumeFile) (bool, error) {
+func publishLinks(root *os.Root, payload map[string]File) (bool, error) {
 	changed := false
 	want := map[string]bool{}
 	for name := range payload {

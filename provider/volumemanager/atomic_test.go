@@ -1,4 +1,4 @@
-package podspec
+package volumemanager
 
 import (
 	"os"
@@ -36,9 +36,9 @@ func checkBait(t *testing.T, bait string) {
 
 func write(t *testing.T, dir string, kv map[string]string) bool {
 	t.Helper()
-	files := map[string]volumeFile{}
+	files := map[string]File{}
 	for k, v := range kv {
-		files[k] = volumeFile{Data: []byte(v), Mode: 0o644}
+		files[k] = File{Data: []byte(v), Mode: 0o644}
 	}
 	changed, err := writeAtomic(dir, files, nil)
 	if err != nil {
@@ -189,7 +189,7 @@ func TestAtomicLeavesForeignEntries(t *testing.T) {
 	}
 	checkBait(t, bait)
 	// A payload name taken by something that is not a link is an error.
-	if _, err := writeAtomic(dir, map[string]volumeFile{"plain": {Data: []byte("x"), Mode: 0o644}}, nil); err == nil {
+	if _, err := writeAtomic(dir, map[string]File{"plain": {Data: []byte("x"), Mode: 0o644}}, nil); err == nil {
 		t.Error("replaced a file the writer did not make")
 	}
 }
@@ -197,7 +197,7 @@ func TestAtomicLeavesForeignEntries(t *testing.T) {
 func TestAtomicRefusesBadNames(t *testing.T) {
 	dir, bait := atomicFixture(t)
 	for _, n := range []string{"../x", "/abs", "..foo", "a/../../x", ""} {
-		if _, err := writeAtomic(dir, map[string]volumeFile{n: {Data: []byte("x"), Mode: 0o644}}, nil); err == nil {
+		if _, err := writeAtomic(dir, map[string]File{n: {Data: []byte("x"), Mode: 0o644}}, nil); err == nil {
 			t.Errorf("%q accepted", n)
 		}
 	}

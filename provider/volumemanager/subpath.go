@@ -1,4 +1,4 @@
-package podspec
+package volumemanager
 
 import (
 	"errors"
@@ -172,30 +172,27 @@ func unmountAll(path string) {
 	}
 }
 
-// subPathTarget is where a container's mount number idx of volume vol is
-// bound: <pod dir>/volume-subpaths/<volume>/<container>/<mount index>.
-func (r *Runtime) subPathTarget(pod *v1.Pod, vol, container string, idx int) string {
-	return r.layout().SubPathTarget(pod.UID, vol, container, idx)
-}
-
-// prepareSubPath makes the host path the runtime mounts for a volumeMount
-// with a subPath. Errors carry the kubelet's messages; what exactly failed
-// is logged only, as it may tell about the host's file system.
-func (r *Runtime) prepareSubPath(pod *v1.Pod, c *v1.Container, idx int, m v1.VolumeMount, volPath, sub string) (string, error) {
-	l := log.WithFields(log.Fields{"pod": key(pod.Namespace, pod.Name), "container": c.Name, "volumeMount": m.Name, "subPath": sub})
+// PrepareSubPath makes the host path the runtime mounts for container's
+// volumeMount number idx, m, with subPath sub of the volume at volPath: the
+// subPath opened beneath the volume and bound at
+// <pod dir>/volume-subpaths/<volume>/<container>/<mount index>. Errors
+// carry the kubelet's messages; what exactly failed is logged only, as it
+// may tell about the host's file system.
+func (m *Manager) PrepareSubPath(pod *v1.Pod, container string, idx int, vm v1.VolumeMount, volPath, sub string) (string, error) {
+	l := log.WithFields(log.Fields{"pod": pod.Namespace + "/" + pod.Name, "container": container, "volumeMount": vm.Name, "subPath": sub})
 	f, err := openSubPath(volPath, sub)
 	if err != nil {
 		l.WithError(err).Warn("refusing subPath")
 		if errors.As(err, new(mkdirError)) {
-			return "", fmt.Errorf("failed to create subPath directory for volumeMount %q of container %q", m.Name, c.Name)
+			return "", fmt.Errorf("failed to create subPath directory for volumeMount %q of container %q", vm.Name, container)
 		}
-		return "", fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q", m.Name, c.Name)
+		return "", fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q", vm.Name, container)
 	}
 	defer f.Close()
-	target := r.subPathTarget(pod, m.Name, c.Name, idx)
+	target := m.layout.SubPathTarget(pod.UID, vm.Name, container, idx)
 	if err := bindSubPath(f, target); err != nil {
 		l.WithError(err).Warn("binding subPath")
-		return "", fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q", m.Name, c.Name)
+		return "", fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q", vm.Name, container)
 	}
 	return target, nil
 }

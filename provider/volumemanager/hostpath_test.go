@@ -1,4 +1,4 @@
-package podspec
+package volumemanager
 
 import (
 	"net"
@@ -48,7 +48,7 @@ func TestSetupHostPathTypes(t *testing.T) {
 	}
 	check := func(typ v1.HostPathType, path, wantErr string) {
 		t.Helper()
-		err := (&Runtime{}).setupHostPath(&v1.HostPathVolumeSource{Path: path, Type: &typ})
+		err := setupHostPath(&v1.HostPathVolumeSource{Path: path, Type: &typ})
 		switch {
 		case wantErr == "" && err != nil:
 			t.Errorf("%s %s: %v", typ, path, err)
@@ -79,7 +79,40 @@ func TestSetupHostPathTypes(t *testing.T) {
 		t.Errorf("DirectoryOrCreate made no directory: %v", err)
 	}
 	bad := v1.HostPathType("Pipe")
-	if err := (&Runtime{}).setupHostPath(&v1.HostPathVolumeSource{Path: dir, Type: &bad}); err == nil || !strings.Contains(err.Error(), "Pipe is an invalid volume type") {
+	if err := setupHostPath(&v1.HostPathVolumeSource{Path: dir, Type: &bad}); err == nil || !strings.Contains(err.Error(), "Pipe is an invalid volume type") {
 		t.Errorf("type Pipe: %v", err)
+	}
+}
+
+// DirectoryOrCreate and FileOrCreate make nothing through a dangling link.
+func TestCreateHostPathNoFollow(t *testing.T) {
+	base, bait := t.TempDir(), t.TempDir()
+	mustOK(t, os.Symlink(filepath.Join(bait, "made"), filepath.Join(base, "dangling")))
+	for _, tc := range []struct {
+		path string
+		dir  bool
+	}{{"dangling", false}, {"dangling", true}, {"dangling/x", true}, {"dangling/x", false}} {
+		if err := createHostPath(filepath.Join(base, tc.path), tc.dir); err == nil {
+			t.Errorf("%s (dir %v) created", tc.path, tc.dir)
+		}
+		if entries, _ := os.ReadDir(bait); len(entries) != 0 {
+			t.Fatalf("made through the link: %v", entries)
+		}
+	}
+	mustOK(t, createHostPath(filepath.Join(base, "a", "b", "c"), true))
+	mustOK(t, createHostPath(filepath.Join(base, "a", "b", "c"), true))
+	mustOK(t, createHostPath(filepath.Join(base, "a", "f"), false))
+	if fi, err := os.Lstat(filepath.Join(base, "a", "f")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("file: %v %v", fi, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(base, "a", "b", "c")); err != nil || !fi.IsDir() {
+		t.Errorf("dir: %v %v", fi, err)
+	}
+}
+
+func mustOK(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
