@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -64,6 +65,8 @@ type imageInputs struct {
 	dd              []layerEntry
 	cert, key       []byte
 	applets         []string // busybox applet paths, e.g. "bin/sh"
+	// fakeRegistry is agnhost's /var/registry (fakeRegistryLayer).
+	fakeRegistry []layerEntry
 	// -full's (readFullInputs).
 	sampleAPIServer, etcd []byte
 	updateDemo            map[imageKind][]namedFile // kitten's and nautilus's files
@@ -223,7 +226,68 @@ func agnhostLayer(in imageInputs) []layerEntry {
 		{name: "etc/passwd", mode: 0o644, data: []byte(basePasswd + agnhostUser)},
 		{name: "etc/group", mode: 0o644, data: []byte(baseGroup + agnhostGroup)},
 		{name: "home/user-defined-in-image", mode: 0o755, dir: true},
-	}, dnsToolsLayer(in)...)
+	}, append(dnsToolsLayer(in), in.fakeRegistry...)...)
+}
+
+// fakeRegistryLayer is the /var/registry upstream's agnhost image serves
+// with `fake-registry-server` (its Dockerfile copies pause 3.10.1 there as
+// pause:testing: test/images/agnhost/fakeregistryserver): the pause
+// stand-in in that layout, <image>/manifests/<tag> holding the manifest's
+// digest, <image>/manifests/<digest> and <image>/blobs/<digest>. The
+// suites' private registry specs pull localhost:5000/pause:testing from it
+// (e2eregistry.SetupRegistry); without it they fail on any node.
+func fakeRegistryLayer(in imageInputs) ([]layerEntry, error) {
+	img, _, err := assemble(recipeFor(kindPause, in), []string{"localhost:5000/pause:testing"})
+	if err != nil {
+		return nil, err
+	}
+	manifest, err := img.RawManifest()
+	if err != nil {
+		return nil, err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return nil, err
+	}
+	config, err := img.RawConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	configName, err := img.ConfigName()
+	if err != nil {
+		return nil, err
+	}
+	const dir = "var/registry/pause"
+	l := []layerEntry{
+		{name: "var/registry", mode: 0o755, dir: true},
+		{name: dir, mode: 0o755, dir: true},
+		{name: dir + "/manifests", mode: 0o755, dir: true},
+		{name: dir + "/blobs", mode: 0o755, dir: true},
+		{name: dir + "/manifests/testing", mode: 0o644, data: []byte(digest.String() + "\n")},
+		{name: dir + "/manifests/" + digest.String(), mode: 0o644, data: manifest},
+		{name: dir + "/blobs/" + configName.String(), mode: 0o644, data: config},
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, err
+	}
+	for _, layer := range layers {
+		d, err := layer.Digest()
+		if err != nil {
+			return nil, err
+		}
+		rc, err := layer.Compressed()
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+		l = append(l, layerEntry{name: dir + "/blobs/" + d.String(), mode: 0o644, data: b})
+	}
+	return l, nil
 }
 
 // dnsToolsLayer is the dig (bind-tools, dnsutils) and getent (libc) that
@@ -442,6 +506,9 @@ func readImageInputs(ctx context.Context, root, tools, scratch string) (imageInp
 		return in, err
 	}
 	if in.dd, err = hostBinary(ctx, "dd", "bin/dd"); err != nil {
+		return in, err
+	}
+	if in.fakeRegistry, err = fakeRegistryLayer(in); err != nil {
 		return in, err
 	}
 	list, err := exec.CommandContext(ctx, "/usr/bin/busybox", "--list-full").Output()

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -98,5 +103,57 @@ func TestRenameApplet(t *testing.T) {
 	}
 	if _, err := renameApplet(bin, "nameif", "nc", "nd", "netstat"); err == nil {
 		t.Error("a missing applet was accepted")
+	}
+}
+
+// agnhost's fake registry serves pause:testing as upstream's does: the tag
+// file names the manifest's digest, and the manifest and every blob it
+// names are there under their digests, as fake-registry-server reads them.
+func TestFakeRegistryLayer(t *testing.T) {
+	in := imageInputs{pause: []byte("pause binary")}
+	l, err := fakeRegistryLayer(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, e := range l {
+		if !e.dir {
+			files[e.name] = e.data
+		}
+	}
+	const dir = "var/registry/pause/"
+	digest := strings.TrimSpace(string(files[dir+"manifests/testing"]))
+	manifest, ok := files[dir+"manifests/"+digest]
+	if !ok {
+		t.Fatalf("no manifest %q; files %v", digest, slices.Collect(maps.Keys(files)))
+	}
+	sum := func(b []byte) string { return fmt.Sprintf("sha256:%x", sha256.Sum256(b)) }
+	if sum(manifest) != digest {
+		t.Errorf("manifest's digest %s, the tag names %s", sum(manifest), digest)
+	}
+	var m struct {
+		MediaType string
+		Config    struct{ Digest string }
+		Layers    []struct{ Digest string }
+	}
+	if err := json.Unmarshal(manifest, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.MediaType == "" {
+		t.Error("the manifest has no mediaType (the server's Content-Type)")
+	}
+	for _, d := range append([]string{m.Config.Digest}, func() (ds []string) {
+		for _, l := range m.Layers {
+			ds = append(ds, l.Digest)
+		}
+		return ds
+	}()...) {
+		b, ok := files[dir+"blobs/"+d]
+		if !ok || sum(b) != d {
+			t.Errorf("blob %s: there %v, its digest %s", d, ok, sum(b))
+		}
+	}
+	if len(m.Layers) != 1 {
+		t.Errorf("%d layers, want the pause stand-in's one", len(m.Layers))
 	}
 }
