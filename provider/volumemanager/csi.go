@@ -54,7 +54,7 @@ func (csiPlugin) SetUp(ctx context.Context, m *Manager, pod *v1.Pod, s *Spec, _ 
 		return csiFailure(name, err)
 	}
 	if fsGroup {
-		if err := applyFSGroup(target, FSGroup(pod), false); err != nil {
+		if err := applyFSGroupPolicy(target, pod, false); err != nil {
 			return csiFailure(name, err)
 		}
 	}

@@ -46,7 +46,7 @@ func (p local) SetUp(_ context.Context, m *Manager, pod *v1.Pod, s *Spec, _ Cont
 		return claimFailure("MountVolume.SetUp failed", pv, err)
 	}
 	if made && flags&unix.MS_RDONLY == 0 && s.First {
-		if err := applyFSGroup(dir, FSGroup(pod), false); err != nil {
+		if err := applyFSGroupPolicy(dir, pod, false); err != nil {
 			return claimFailure("MountVolume.SetUp failed", pv, err)
 		}
 	}
