@@ -113,7 +113,7 @@ func TestClaimHostPathPV(t *testing.T) {
 	pv3.Spec.MountOptions = []string{"noatime"}
 	pvc4, pv4 := boundClaim("far", "pv-far", v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir}})
 	onNode(pv4, "node2")
-	pvc5, pv5 := boundClaim("nfs", "pv-nfs", v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "x", Path: "/"}})
+	pvc5, pv5 := boundClaim("fc", "pv-fc", v1.PersistentVolumeSource{FC: &v1.FCVolumeSource{WWIDs: []string{"x"}}})
 	r, _ := claimFixture(t, pvc, pv, pvc2, pv2, pvc3, pv3, pvc4, pv4, pvc5, pv5)
 	ctx := context.Background()
 
@@ -128,7 +128,7 @@ func TestClaimHostPathPV(t *testing.T) {
 		"gone": `MountVolume.SetUp failed for volume "pv-gone" : hostPath type check failed: ` + missing + ` is not a directory`,
 		"opts": `MountVolume.MountOptionSupport check failed for volume "pv-opts" : mount options are not supported for this volume type`,
 		"far":  `MountVolume.NodeAffinity check failed for volume "pv-far" : no matching NodeSelectorTerms`,
-		"nfs":  `MountVolume.SetUp failed for volume "pv-nfs" : volume type not supported by hostlet`,
+		"fc":   `MountVolume.SetUp failed for volume "pv-fc" : volume type not supported by hostlet`,
 	} {
 		pod := claimPod("p-"+claim, claim, false)
 		if got := failedMount(t, r.setupVolumes(ctx, pod, nil)); got != want {

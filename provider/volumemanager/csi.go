@@ -91,12 +91,17 @@ func (csiPlugin) MapDevice(ctx context.Context, m *Manager, pod *v1.Pod, s *Spec
 func (csiPlugin) LocalEphemeral(*v1.Volume) bool { return false }
 func (csiPlugin) HasStats() bool                 { return false }
 
-// csiFailure is a CSI volume's error as the kubelet's FailedMount event
-// says it: the operation, the volume (the PV's name, or the inline
-// volume's) and the reason.
+// csiFailure is a CSI volume's error as the kubelet's FailedMount (or
+// FailedAttachVolume) event says it: the operation, the volume (the PV's
+// name, or the inline volume's) and the reason.
 func csiFailure(name string, err error) error {
 	if f := (*csi.Failure)(nil); errors.As(err, &f) {
-		return &lifecycle.Failure{Reason: "FailedMount", Message: fmt.Sprintf("%s failed for volume %q : %v", f.Op, name, f.Err)}
+		reason := "FailedMount"
+		if f.Op == "AttachVolume.Attach" {
+			// The kubelet's reason for an attach it cannot make.
+			reason = "FailedAttachVolume"
+		}
+		return &lifecycle.Failure{Reason: reason, Message: fmt.Sprintf("%s failed for volume %q : %v", f.Op, name, f.Err)}
 	}
 	return &lifecycle.Failure{Reason: "FailedMount", Message: fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", name, err)}
 }

@@ -91,6 +91,7 @@ var plugins = []plugin{
 	hostPath{},
 	configMapPlugin, secretPlugin, downwardAPIPlugin, projectedPlugin,
 	local{},
+	nfs{},
 	csiPlugin{},
 	image{},
 	gitRepo{},

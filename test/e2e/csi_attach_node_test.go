@@ -71,9 +71,8 @@ func TestCSINoControllerAttachDetach(t *testing.T) {
 	ok.Spec.NodeName = name
 	cluster.CreatePod(t, ok)
 
-	// The kubelet's message (its event's reason is FailedAttachVolume;
-	// hostlet's pod spec code gives every CSI setup failure FailedMount).
-	want := `AttachVolume.Attach failed for volume "` + ns + `-att" : attaching volumes from the kubelet is not supported`
+	// The kubelet's event, reason and message.
+	want := `FailedAttachVolume: AttachVolume.Attach failed for volume "` + ns + `-att" : attaching volumes from the kubelet is not supported`
 	pollUntil(t, time.Minute, "the attach failure event", func() bool {
 		return slices.ContainsFunc(events(t, ns, "stuck"), func(e string) bool { return strings.Contains(e, want) })
 	})
