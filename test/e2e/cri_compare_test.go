@@ -131,6 +131,100 @@ func TestCRICompare(t *testing.T) {
 			t.Logf("%s's normalized answers:\n%s", n.kind, b)
 		}
 	}
+
+	// A pulled image, which the imported ones are not: the same image
+	// pulled through each node's CRI from a registry both reach, its
+	// answers (inspecti, its images entry, the imageRef of a container
+	// of it) compared whole for what names the registry: its tag and its
+	// repo digest, which containerd records at a pull.
+	reg, err := images.StartRegistry(c.APIServerIP()+":0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	for _, dir := range []string{c.ContainerdHostsDir(), k.HostsDir()} {
+		if err := harness.AllowInsecureRegistryIn(dir, reg.Addr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var busybox images.Image
+	for _, img := range imgs {
+		if img.Ref == images.BusyboxRef {
+			busybox = img
+		}
+	}
+	ref, err := reg.Push(ctx, busybox, "cmp/busybox:pulled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled := map[string]any{}
+	for _, n := range nodes {
+		pulled[n.kind] = n.gatherPulled(t, ctx, crictl, c, reg.Addr(), ref)
+	}
+	diffs = nil
+	compareJSON([]string{"pulled"}, pulled["hostlet"], pulled["kubelet"], &diffs)
+	for _, d := range diffs {
+		t.Errorf("differs: %s: hostlet %s, kubelet %s", d.pathString(), short(d.hostlet), short(d.kubelet))
+	}
+	b, _ := json.MarshalIndent(pulled, "", "  ")
+	t.Logf("the pulled image's answers:\n%s", b)
+}
+
+// gatherPulled pulls ref through the node's CRI and answers what names the
+// registry at addr: inspecti's status and the images entry with their tags
+// and repo digests filtered to the registry's (the imported image of the
+// same content has names of its own on each node, see
+// criDesignDifferences), and the imageRef (the pod status imageID) of a
+// pod's container of ref.
+func (n *criNode) gatherPulled(t *testing.T, ctx context.Context, crictl string, c *harness.Cluster, addr, ref string) any {
+	t.Helper()
+	n.crictl(t, ctx, crictl, "pull", ref)
+	ofRegistry := func(img any) any {
+		m, ok := img.(map[string]any)
+		if !ok {
+			return img
+		}
+		for _, k := range []string{"repoTags", "repoDigests"} {
+			var kept []any
+			for _, v := range list(m, k) {
+				if s, _ := v.(string); strings.HasPrefix(s, addr+"/") {
+					kept = append(kept, v)
+				}
+			}
+			m[k] = kept
+		}
+		return m
+	}
+	view := map[string]any{"inspecti": ofRegistry(field(n.json(t, ctx, crictl, "inspecti", "-o", "json", ref), "status"))}
+	for _, img := range list(n.json(t, ctx, crictl, "images", "-o", "json"), "images") {
+		if slices.Contains(list(img, "repoTags"), any(ref)) {
+			view["images"] = ofRegistry(img)
+		}
+	}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pulled", Namespace: n.ns},
+		Spec: v1.PodSpec{NodeName: n.node, RestartPolicy: v1.RestartPolicyNever,
+			Containers: []v1.Container{{Name: "c", Image: ref, ImagePullPolicy: v1.PullNever, Command: []string{"true"}}}},
+	}
+	c.CreatePod(t, pod)
+	p, err := c.WaitForPod(ctx, n.ns, "pulled", time.Minute, harness.PodPhase(v1.PodSucceeded))
+	if err != nil {
+		t.Fatalf("%s: a pod of the pulled image: %v", n.kind, err)
+	}
+	view["pod imageID"] = p.Status.ContainerStatuses[0].ImageID
+	// The pull recorded the repo digest: the kubelet's pod status names
+	// the image by it (the same on both nodes is compared after).
+	if id := p.Status.ContainerStatuses[0].ImageID; !strings.HasPrefix(id, addr+"/cmp/busybox@sha256:") {
+		t.Errorf("%s: the pulled image's pod status imageID %q, want its repo digest", n.kind, id)
+	}
+	ps := n.json(t, ctx, crictl, "ps", "-a", "-o", "json", "--label", "io.kubernetes.pod.namespace="+n.ns, "--label", "io.kubernetes.pod.name=pulled")
+	for _, ctr := range list(ps, "containers") {
+		view["ps imageRef"] = field(ctr, "imageRef")
+		view["ps image"] = field(ctr, "image")
+		st := n.json(t, ctx, crictl, "inspect", "-o", "json", str(ctr, "id"))
+		view["inspect image"], view["inspect imageRef"] = field(field(st, "status"), "image"), field(field(st, "status"), "imageRef")
+	}
+	return normalizeCRI(view, strings.NewReplacer(n.ns, "<namespace>", n.node, "<node>"), "")
 }
 
 // comparePod is the pod both nodes run.
@@ -596,7 +690,8 @@ var criDesignDifferences = []struct {
 	// pull): no digested reference was recorded, so its CRI lists no repo
 	// digest and answers the image ID as imageRef (the kubelet's pod
 	// status imageID). hostlet names an image's repo digest from its
-	// manifest, as a pull records it.
+	// manifest, as a pull records it. A pulled image's names are compared
+	// after the rest (gatherPulled): there both nodes must agree.
 	{"images * repoDigests", "the kubelet's images are imported, not pulled (no repo digest recorded); hostlet names the manifest's"},
 	{"ended-inspect status imageRef", "the kubelet's images are imported, not pulled: its imageRef is the image ID for want of a repo digest"},
 	{"inspect * status imageRef", "the kubelet's images are imported, not pulled: its imageRef is the image ID for want of a repo digest"},

@@ -283,6 +283,10 @@ func (k *Kubelet) criDir() string { return filepath.Join(k.dir, "containerd") }
 // CRISocket is the kubelet's containerd socket (its CRI endpoint).
 func (k *Kubelet) CRISocket() string { return ContainerdSocketIn(k.criDir()) }
 
+// HostsDir is the registry hosts directory of the kubelet's containerd (its
+// config_path), for AllowInsecureRegistryIn.
+func (k *Kubelet) HostsDir() string { return filepath.Join(k.criDir(), "certs.d") }
+
 // startCRI starts the kubelet's containerd (CRI on, the cluster's CNI
 // config and plugins) and imports the images into its CRI namespace.
 func (k *Kubelet) startCRI(ctx context.Context, c *Cluster, opts KubeletOptions) error {
