@@ -34,9 +34,11 @@ import (
 // hostlet join then says what is missing. apparmor: on a kernel with
 // AppArmor on, hostlet loads the default container profile with
 // apparmor_parser; Debian installs it by default, minimal images lack it.
+// nfs-common: mount.nfs, which nfs volumes and PVs are mounted with, as on
+// a kubelet's node (without it their pods get the mount's FailedMount).
 const (
 	debDepends    = "ca-certificates, iptables, containernetworking-plugins | kubernetes-cni"
-	debRecommends = "containerd (>= 1.7) | containerd.io (>= 1.7), apparmor"
+	debRecommends = "containerd (>= 1.7) | containerd.io (>= 1.7), apparmor, nfs-common"
 )
 
 // modulesLoad and sysctl are what hostlet join's preflight checks of the
