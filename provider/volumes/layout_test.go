@@ -2,7 +2,6 @@ package volumes
 
 import (
 	"testing"
-
 )
 
 // The paths are the kubelet's, which DaemonSets mounting its root dir and
