@@ -3,6 +3,7 @@ package podspec
 import (
 	"bytes"
 	"errors"
+	"github.com/hostlet/hostlet/provider/volumemanager"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,7 +32,7 @@ func (r *Runtime) podCertificateFiles(pod *v1.Pod, volume string, index int, src
 		return nil, err
 	}
 	m := mode(defMode, nil)
-	if podFSGroup(pod) != nil {
+	if volumemanager.FSGroup(pod) != nil {
 		m = 0o600
 	}
 	out := map[string]volumeFile{}

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/hostlet/hostlet/provider/volumemanager"
 	"math/rand"
 	"sync"
 	"time"
@@ -63,7 +64,7 @@ func (r *Runtime) trustBundleFiles(pod *v1.Pod, src *v1.ClusterTrustBundleProjec
 		return nil, err
 	}
 	m := mode(defMode, nil)
-	if podFSGroup(pod) != nil {
+	if volumemanager.FSGroup(pod) != nil {
 		m = 0o600
 	}
 	return map[string]volumeFile{src.Path: {Data: anchors, Mode: m}}, nil

@@ -289,4 +289,3 @@ func mountSubPath(m v1.VolumeMount, env []string) (string, error) {
 	return sub, nil
 }
 
-func podFSGroup(pod *v1.Pod) *int64 { return volumemanager.FSGroup(pod) }
