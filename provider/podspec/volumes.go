@@ -288,4 +288,3 @@ func mountSubPath(m v1.VolumeMount, env []string) (string, error) {
 	}
 	return sub, nil
 }
-
