@@ -215,6 +215,10 @@ func (r *Runtime) event(pod *v1.Pod, container, eventType, reason, msg string) {
 // newVolumeManager is the volume manager of cfg's node.
 func newVolumeManager(cfg Config) *volumemanager.Manager {
 	vc := volumemanager.Config{RootDir: cfg.RootDir, PersistentVolumes: cfg.PersistentVolumes, CSI: cfg.CSI}
+	// The node's client that reads claims reads volumes' secrets too.
+	if sec, ok := cfg.PersistentVolumes.(volumemanager.Secrets); ok {
+		vc.Secrets = sec
+	}
 	if cfg.Node != nil {
 		vc.NodeLabels, vc.Allocatable = cfg.Node.Labels, cfg.Node.Allocatable
 	}

@@ -163,6 +163,12 @@ func claimFailure(prefix string, pv *v1.PersistentVolume, err error) error {
 	return &lifecycle.Failure{Reason: "FailedMount", Message: fmt.Sprintf("%s for volume %q : %v", prefix, pv.Name, err)}
 }
 
+// inlineFailure is an inline volume's error as the kubelet's event of
+// that reason says it.
+func inlineFailure(reason, prefix, volume string, err error) error {
+	return &lifecycle.Failure{Reason: reason, Message: fmt.Sprintf("%s for volume %q : %v", prefix, volume, err)}
+}
+
 // mapFailure is claimFailure as the kubelet's FailedMapVolume event.
 func mapFailure(prefix string, pv *v1.PersistentVolume, err error) error {
 	f := claimFailure(prefix, pv, err).(*lifecycle.Failure)

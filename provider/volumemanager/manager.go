@@ -1,6 +1,6 @@
 // Package volumemanager is the kubelet's volume manager for hostlet: a
 // plugin per volume type (a file each: emptydir.go, hostpath.go,
-// content.go, local.go, nfs.go, csi.go, image.go), the pods' claims resolved to
+// content.go, local.go, nfs.go, iscsi.go, csi.go, image.go), the pods' claims resolved to
 // their PersistentVolumes and which are set up where, the host paths
 // containers mount (subPaths bound safely), and one teardown order.
 package volumemanager
@@ -14,8 +14,11 @@ import (
 
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/volumes"
+	log "github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/keymutex"
 )
 
 // Config is what the volume manager reads of the node and the cluster.
@@ -33,6 +36,14 @@ type Config struct {
 	// CSI, if set, publishes pods' CSI volumes (PersistentVolumes with a
 	// csi source and inline ephemeral ones).
 	CSI CSI
+	// Secrets, if set, reads the secrets volumes name for their
+	// credentials (iSCSI's CHAP) from the API, as the kubelet's plugins.
+	Secrets Secrets
+}
+
+// Secrets reads secrets (the node's client).
+type Secrets interface {
+	Secrets(namespace string) corev1client.SecretInterface
 }
 
 // ContentFunc gives the files a content volume (configMap, secret,
@@ -49,6 +60,19 @@ type Manager struct {
 	// volume name (claims.go).
 	claimsMu sync.Mutex
 	claims   map[types.UID]map[string]*podClaim
+
+	// targets are locked by iSCSI target while a LUN of it is set up or
+	// torn down, as the kubelet's targetLocks: a logout never races a
+	// login.
+	targets keymutex.KeyMutex
+}
+
+// deviceTearDowner is a plugin with a node-wide device per volume that
+// pods' volumes are bound to (iSCSI's LUNs), released once no pod's is:
+// after a pod's volumes are gone, its tearDownDevices finds (on disk) the
+// devices no pod uses and releases them.
+type deviceTearDowner interface {
+	tearDownDevices(m *Manager) error
 }
 
 // New is the volume manager of the pods under cfg.RootDir.
@@ -59,7 +83,7 @@ func New(cfg Config) *Manager {
 	if cfg.Allocatable == nil {
 		cfg.Allocatable = func() v1.ResourceList { return nil }
 	}
-	return &Manager{cfg: cfg, layout: volumes.NewLayout(cfg.RootDir)}
+	return &Manager{cfg: cfg, layout: volumes.NewLayout(cfg.RootDir), targets: keymutex.NewHashed(0)}
 }
 
 // Dirs are the pods' volume directories.
@@ -145,6 +169,7 @@ func (m *Manager) ReleasePod(ctx context.Context, uid types.UID) (torn bool, err
 	if err != nil {
 		return false, fmt.Errorf("tearing down pod volumes: %w", err)
 	}
+	m.tearDownDevices()
 	return unmapped || subpaths || vols, nil
 }
 
@@ -160,8 +185,25 @@ func (m *Manager) TearDownPod(ctx context.Context, uid types.UID) error {
 	if _, err := m.layout.TearDownBlock(uid); err != nil {
 		return fmt.Errorf("block volumes not unmapped; the pod's directory stays: %w", err)
 	}
-	_, err := removeUnmounted(m.layout.PodDir(uid))
-	return err
+	if _, err := removeUnmounted(m.layout.PodDir(uid)); err != nil {
+		return err
+	}
+	m.tearDownDevices()
+	return nil
+}
+
+// tearDownDevices releases the node-wide devices no pod uses any more. A
+// failure (a logout refused) is logged, not the pod's: the pod's own
+// volumes are gone, and the next teardown of any pod tries again, as the
+// kubelet's reconciler does.
+func (m *Manager) tearDownDevices() {
+	for _, p := range plugins {
+		if dt, ok := p.(deviceTearDowner); ok {
+			if err := dt.tearDownDevices(m); err != nil {
+				log.WithError(err).WithField("plugin", p.Name()).Warn("volume devices not released; tried again at the next pod's teardown")
+			}
+		}
+	}
 }
 
 // removeUnmounted unmounts everything at or below dir and removes it,

@@ -92,6 +92,7 @@ var plugins = []plugin{
 	configMapPlugin, secretPlugin, downwardAPIPlugin, projectedPlugin,
 	local{},
 	nfs{},
+	iscsi{},
 	csiPlugin{},
 	image{},
 	gitRepo{},
