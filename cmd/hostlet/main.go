@@ -264,7 +264,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	if err := serve(ctx, o, s.name, cert, serverParts{client: c.api, prov: prov, inf: inf, rt: rt, events: podEvents, node: nd,
+	if err := serve(ctx, o, s.name, cert, serverParts{client: c.api, prov: prov, volumes: spec.Volumes(), inf: inf, rt: rt, events: podEvents, node: nd,
 		usage: usage, csi: csiVolumes, mirror: peers, metrics: append(append(append(prov.Metrics(), imageGC.Metrics()...), credMetrics...), mirrorMetrics(peers)...), checks: live.checks, tls: s.tls, auth: s.auth,
 		systemContainers: ncm.SystemContainers()}); err != nil {
 		return err

@@ -92,6 +92,7 @@ type serverParts struct {
 	node    *node.Node
 	usage   *diskusage.Cache
 	csi     *csi.Manager
+	volumes *volumemanager.Manager
 	metrics []prometheus.Collector
 	checks  *health.Checks
 	// tls is the TLS versions and suites served, auth how callers are
@@ -120,7 +121,7 @@ func serve(ctx context.Context, o *options, name string, cert server.Certificate
 		Auth:      p.auth, DebuggingDisabled: !o.debuggingHandlers,
 		StreamIdleTimeout: o.streamIdleTimeout, StreamCreationTime: 30 * time.Second,
 		NodeName: name, Client: p.client, Pods: p.prov, APIPods: p.inf.pods.Lister(), Runtime: p.rt, Events: p.events,
-		Node: p.node, Stats: p.rt, Usage: p.usage, Volumes: volumemanager.NewDirs(o.rootDir), CSI: p.csi, Cgroups: p.rt, Metrics: p.metrics,
+		Node: p.node, Stats: p.rt, Usage: p.usage, Volumes: p.volumes, CSI: p.csi, Cgroups: p.rt, Metrics: p.metrics,
 		SystemContainers: p.systemContainers, Mirror: mirrorHandler, NoServer: !o.enableServer,
 		ProbeMetrics: []prometheus.Collector{probes.ProbeTotal},
 		Profiling:    o.profiling,

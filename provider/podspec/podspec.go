@@ -225,6 +225,9 @@ func newVolumeManager(cfg Config) *volumemanager.Manager {
 	return volumemanager.New(vc)
 }
 
+// Volumes is the pods' volume manager (the stats summary reads it).
+func (r *Runtime) Volumes() *volumemanager.Manager { return r.volumes }
+
 // layout is where the pod's directories are, under RootDir.
 func (r *Runtime) layout() volumes.Layout { return volumes.NewLayout(r.cfg.RootDir) }
 

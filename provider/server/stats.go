@@ -40,9 +40,12 @@ type DiskUsage interface {
 	DirUsage(dir string) (runtime.DiskUsage, error)
 }
 
-// Volumes finds a pod volume's directory on the host (podspec.Runtime).
+// Volumes finds a pod volume's directory on the host (the volume manager):
+// VolumeDir for the volumes hostlet made (walked for their use), StatFSDir
+// for those whose filesystem says its use (NFS, iSCSI, local PVs).
 type Volumes interface {
 	VolumeDir(pod *v1.Pod, name string) string
+	StatFSDir(pod *v1.Pod, vol *v1.Volume) (string, bool)
 }
 
 // agentStart is when hostlet started (near enough: when this package was
@@ -278,6 +281,14 @@ func (s *server) podStats(ctx context.Context, pod *v1.Pod, samples map[string]r
 		if !volumemanager.HasStats(vol) {
 			if vs, ok := s.csiVolumeStats(ctx, pod, &vol, now); ok {
 				ps.VolumeStats = append(ps.VolumeStats, vs)
+			} else if dir, ok := s.cfg.Volumes.StatFSDir(pod, &vol); ok {
+				if fs := volumeFsStats(dir, now); fs != nil {
+					vs := statsv1alpha1.VolumeStats{Name: vol.Name, FsStats: *fs}
+					if claim, _, ok := volumes.ClaimName(pod, &vol); ok {
+						vs.PVCRef = &statsv1alpha1.PVCReference{Name: claim, Namespace: pod.Namespace}
+					}
+					ps.VolumeStats = append(ps.VolumeStats, vs)
+				}
 			}
 			continue
 		}

@@ -285,8 +285,10 @@ func (p iscsi) MapDevice(ctx context.Context, m *Manager, pod *v1.Pod, s *Spec) 
 
 func (iscsi) LocalEphemeral(*v1.Volume) bool { return false }
 
-// HasStats: the kubelet reports an iSCSI volume's filesystem (statfs).
-func (iscsi) HasStats() bool { return true }
+// HasStats is false: the stats summary has an iSCSI volume's filesystem
+// (statFS), not a walk of it.
+func (iscsi) HasStats() bool { return false }
+func (iscsi) statFS()        {}
 
 // tearDownDevices unmounts the LUNs no pod's volume is bound to any more
 // and unmaps the block LUNs no pod maps, then logs out of each target

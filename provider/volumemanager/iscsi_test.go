@@ -10,6 +10,7 @@ import (
 
 	"github.com/hostlet/hostlet/provider/volumes"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingexec "k8s.io/utils/exec/testing"
 )
 
@@ -235,5 +236,27 @@ func TestISCSINames(t *testing.T) {
 	params, err := parseIfaceShow("iface.iscsi_ifacename = default\niface.transport_name = tcp\niface.hwaddress = <empty>\n")
 	if err != nil || !reflect.DeepEqual(params, map[string]string{"iface.transport_name": "tcp"}) {
 		t.Errorf("%v %v", params, err)
+	}
+}
+
+func TestStatFSDir(t *testing.T) {
+	m := New(Config{RootDir: "/r"})
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1"}}
+	nfsVol := &v1.Volume{Name: "share", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/e"}}}
+	iscsiVol := &v1.Volume{Name: "lun", VolumeSource: v1.VolumeSource{ISCSI: &v1.ISCSIVolumeSource{TargetPortal: "p", IQN: testIQN}}}
+	pod.Spec.Volumes = []v1.Volume{*nfsVol, *iscsiVol}
+	if dir, ok := m.StatFSDir(pod, nfsVol); !ok || dir != "/r/pods/u1/volumes/kubernetes.io~nfs/share" {
+		t.Errorf("nfs: %q %v", dir, ok)
+	}
+	if dir, ok := m.StatFSDir(pod, iscsiVol); !ok || dir != "/r/pods/u1/volumes/kubernetes.io~iscsi/lun" {
+		t.Errorf("iscsi: %q %v", dir, ok)
+	}
+	empty := &v1.Volume{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}
+	if _, ok := m.StatFSDir(pod, empty); ok {
+		t.Error("an emptyDir's stats are walked, not its filesystem's")
+	}
+	claim := &v1.Volume{Name: "c", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}}}
+	if _, ok := m.StatFSDir(pod, claim); ok {
+		t.Error("a claim not set up has no stats")
 	}
 }

@@ -73,6 +73,7 @@ func (p local) MapDevice(_ context.Context, m *Manager, pod *v1.Pod, s *Spec) er
 
 func (local) LocalEphemeral(*v1.Volume) bool { return false }
 func (local) HasStats() bool                 { return false }
+func (local) statFS()                        {}
 
 // localPathType is the kubelet's check of a local PV's path (its
 // getGlobalLocalPath): a directory that exists. A block device, which the

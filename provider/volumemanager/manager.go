@@ -144,6 +144,28 @@ func (m *Manager) MountSource(pod *v1.Pod, vol *v1.Volume) (string, bool, error)
 	return host, ro, nil
 }
 
+// StatFSDir is the host directory of the pod's volume whose stats are its
+// filesystem's (statFSPlugin), once set up; ok is false for every other
+// volume and for a block claim.
+func (m *Manager) StatFSDir(pod *v1.Pod, vol *v1.Volume) (dir string, ok bool) {
+	s := &Spec{Volume: vol}
+	if _, _, claim := volumes.ClaimName(pod, vol); claim {
+		m.claimsMu.Lock()
+		c := m.claims[pod.UID][vol.Name]
+		m.claimsMu.Unlock()
+		if c == nil || !c.mounted || c.Block() {
+			return "", false
+		}
+		s.Claim = c.Claim
+	}
+	p, ok := findPlugin(s).(statFSPlugin)
+	if !ok {
+		return "", false
+	}
+	dir, _ = p.Path(m, pod, s)
+	return dir, true
+}
+
 // ReleasePod tears down the volumes of a pod that ended, as the kubelet's
 // volume manager tears down a terminated pod's volumes: the CSI drivers
 // unpublish theirs (subPath binds first), block volumes are unmapped, and

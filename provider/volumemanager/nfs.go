@@ -103,6 +103,7 @@ func (p nfs) Path(m *Manager, pod *v1.Pod, s *Spec) (string, bool) {
 
 func (nfs) LocalEphemeral(*v1.Volume) bool { return false }
 func (nfs) HasStats() bool                 { return false }
+func (nfs) statFS()                        {}
 
 // joinMountOptions is the kubelet's JoinMountOptions: the user's options
 // and the system's, without duplicates, sorted.

@@ -69,6 +69,14 @@ type plugin interface {
 	HasStats() bool
 }
 
+// statFSPlugin is a plugin whose volumes' stats are their filesystem's,
+// as the kubelet's MetricsStatFS (NFS, iSCSI, local PVs): not walked, a
+// remote or device filesystem says its own use.
+type statFSPlugin interface {
+	plugin
+	statFS()
+}
+
 // blockPlugin is a plugin that maps block PVs (volumeMode: Block) for
 // volumeDevices, as the kubelet's BlockVolumePlugin.
 type blockPlugin interface {
