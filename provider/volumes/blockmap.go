@@ -89,6 +89,14 @@ func (l Layout) TearDownBlock(uid types.UID) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// iSCSI's global map paths are its own, a level deeper, under an
+	// unescaped plugin name (plugins/kubernetes.io/iscsi/volumeDevices/
+	// iface-<iface>/<portal>-<iqn>-lun-<lun>), as the kubelet's.
+	deeper, err := filepath.Glob(filepath.Join(l.root, "plugins", "*", "*", volumeDevicesDir, "iface-*", "*", string(uid)))
+	if err != nil {
+		return false, err
+	}
+	files = append(files, deeper...)
 	var errs []error
 	for _, file := range files {
 		if fi, err := os.Lstat(file); err == nil && fi.Mode()&os.ModeDevice != 0 {

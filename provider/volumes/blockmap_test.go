@@ -27,7 +27,8 @@ func TestTearDownBlock(t *testing.T) {
 	l := NewLayout(t.TempDir())
 	global := l.GlobalMapPath("kubernetes.io/local-volume", "pv-1")
 	shared := l.GlobalMapPath("kubernetes.io/local-volume", "pv-2")
-	for _, f := range []string{filepath.Join(global, "u1"), filepath.Join(shared, "u1"), filepath.Join(shared, "u2")} {
+	iscsi := filepath.Join(l.PluginDir("kubernetes.io/iscsi"), "volumeDevices", "iface-default", "127.0.0.1:3260-iqn.x-lun-1")
+	for _, f := range []string{filepath.Join(global, "u1"), filepath.Join(shared, "u1"), filepath.Join(shared, "u2"), filepath.Join(iscsi, "u1"), filepath.Join(iscsi, "iscsi.json")} {
 		if err := os.MkdirAll(filepath.Dir(f), 0o750); err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func TestTearDownBlock(t *testing.T) {
 	if torn, err := l.TearDownBlock("u1"); err != nil || !torn {
 		t.Fatalf("teardown: %v %v", torn, err)
 	}
-	for _, gone := range []string{global, filepath.Join(shared, "u1"), l.PodVolumeDevicesDir("u1")} {
+	for _, gone := range []string{global, filepath.Join(shared, "u1"), filepath.Join(iscsi, "u1"), l.PodVolumeDevicesDir("u1")} {
 		if _, err := os.Lstat(gone); !os.IsNotExist(err) {
 			t.Errorf("%s left: %v", gone, err)
 		}
