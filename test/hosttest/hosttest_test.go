@@ -379,6 +379,7 @@ func (h *host) run(ctx context.Context) {
 	h.limitedPod(ctx)
 	h.oomGroup(ctx)
 	h.nfs(ctx)
+	h.iscsi(ctx)
 	h.logsAndExec(ctx)
 	if strings.Contains(out, "crun version") {
 		h.crun(ctx)

@@ -31,8 +31,9 @@ fi
 # host with AppArmor on in the kernel but no apparmor_parser, hostlet fails
 # every container: test/hosttest/README.md). nfs-common, which the package
 # recommends, and an NFS server for the test's nfs volumes and PVs to mount
-# (exports on the VM's own loopback).
-packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-amd64,apparmor,openssh-server,iproute2,iptables,containernetworking-plugins,ca-certificates,libseccomp2,procps,e2fsprogs,nfs-common,nfs-kernel-server
+# (exports on the VM's own loopback); open-iscsi, which it also recommends,
+# and tgt, an iSCSI target for the test's iSCSI PVs (LUNs on loopback).
+packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-amd64,apparmor,openssh-server,iproute2,iptables,containernetworking-plugins,ca-certificates,libseccomp2,procps,e2fsprogs,nfs-common,nfs-kernel-server,open-iscsi,tgt
 case $suite in
 # Debian 12's containerd is 1.6.20, which hostlet's preflight refuses: the
 # test brings its own. Debian 13's is 1.7: the host uses it (and its runc),

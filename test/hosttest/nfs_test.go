@@ -8,7 +8,6 @@ import (
 
 	"github.com/hostlet/hostlet/test/harness"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -66,39 +65,14 @@ echo '/srv/nfs/share 127.0.0.1(rw,sync,no_subtree_check,no_root_squash)' > /etc/
 		t.Error(err)
 	}
 	h.tm.add("%s: two pods sharing an NFS export (inline, PV) Running and writing %v after their creation", h.name, time.Since(t0).Round(100*time.Millisecond))
-	for name, want := range map[string]string{"nfs-inline": "from-server", "nfs-pv": "from-inline"} {
-		if err := poll(ctx, time.Minute, func() error {
-			logs, err := h.cluster.Kubectl(ctx, "logs", "-n", h.ns, name)
-			if err == nil && strings.TrimSpace(logs) != want {
-				err = fmt.Errorf("pod %s read %q from the export, want %q", name, logs, want)
-			}
-			return err
-		}); err != nil {
-			t.Error(err)
-		}
-	}
+	h.logsAre(ctx, map[string]string{"nfs-inline": "from-server", "nfs-pv": "from-inline"})
 	mounts := h.vm.Run(ctx, `findmnt -rn -t nfs,nfs4 -o TARGET,SOURCE,OPTIONS`)
 	t.Logf("NFS mounts:\n%s", mounts)
 	if !strings.Contains(mounts, "/volumes/kubernetes.io~nfs/share 127.0.0.1:/srv/nfs/share") ||
 		!hasVers3(mounts, "/volumes/kubernetes.io~nfs/"+pvName) {
 		t.Errorf("the pods' NFS mounts, want the inline one at kubernetes.io~nfs/share and the PV's at kubernetes.io~nfs/%s with vers=3:\n%s", pvName, mounts)
 	}
-	for _, name := range []string{"nfs-inline", "nfs-pv"} {
-		if err := cs.Pods(h.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"nfs-inline", "nfs-pv"} {
-		if err := poll(ctx, 2*time.Minute, func() error {
-			_, err := cs.Pods(h.ns).Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("pod %s still there: %v", name, err)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h.deletePodsGone(ctx, "nfs-inline", "nfs-pv")
 	// A pod of grace 0 leaves the API at once: its volumes go right after.
 	if err := poll(ctx, time.Minute, func() error {
 		if left := strings.TrimSpace(h.vm.Run(ctx, `findmnt -rn -t nfs,nfs4 -o TARGET || true`)); left != "" {
