@@ -111,6 +111,19 @@ func portalWithPort(p string) string {
 	return p
 }
 
+// checkPaths refuses a disk whose iface, portal or target would not be one
+// directory name under the plugin's (the API lets an IQN's ":" part hold a
+// "/", and checks portals and ifaces for nothing): the global paths are
+// made from them, and an inline volume's come from the pod.
+func (d *iscsiDisk) checkPaths() error {
+	for _, elem := range []string{"iface-" + d.Iface, d.name()} {
+		if strings.Contains(elem, "/") || elem == "." || elem == ".." {
+			return fmt.Errorf("iscsi: iface %q, portal %q and target %q must not make a path: %q", d.Iface, d.Portals[0], d.Iqn, elem)
+		}
+	}
+	return nil
+}
+
 // name is the disk's directory name under the plugin's: its first portal,
 // target and LUN.
 func (d *iscsiDisk) name() string { return d.Portals[0] + "-" + d.Iqn + "-lun-" + d.Lun }
@@ -156,6 +169,9 @@ func (p iscsi) SetUp(ctx context.Context, m *Manager, pod *v1.Pod, s *Spec, _ Co
 		return nil
 	}
 	d := iscsiSpec(s, pod.Namespace)
+	if err := d.checkPaths(); err != nil {
+		return p.fail(s, "MountVolume.NewMounter initialization failed", err)
+	}
 	m.targets.LockKey(d.Iqn)
 	defer func() { _ = m.targets.UnlockKey(d.Iqn) }()
 	if err := m.readSecret(ctx, d); err != nil {
@@ -252,6 +268,9 @@ func (p iscsi) Path(m *Manager, pod *v1.Pod, s *Spec) (string, bool) {
 func (p iscsi) MapDevice(ctx context.Context, m *Manager, pod *v1.Pod, s *Spec) error {
 	pv := s.PV()
 	d := iscsiSpec(s, pod.Namespace)
+	if err := d.checkPaths(); err != nil {
+		return mapFailure("MapVolume.NewBlockVolumeMapper initialization failed", pv, err)
+	}
 	m.targets.LockKey(d.Iqn)
 	defer func() { _ = m.targets.UnlockKey(d.Iqn) }()
 	global := m.iscsiGlobalMapPath(d)

@@ -1,6 +1,7 @@
 package volumemanager
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -258,5 +259,31 @@ func TestStatFSDir(t *testing.T) {
 	claim := &v1.Volume{Name: "c", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}}}
 	if _, ok := m.StatFSDir(pod, claim); ok {
 		t.Error("a claim not set up has no stats")
+	}
+}
+
+// An inline volume's target, portal or iface that would make a path out of
+// the plugin's directory is refused before anything is made.
+func TestISCSIPathsRefused(t *testing.T) {
+	for _, src := range []*v1.ISCSIVolumeSource{
+		{TargetPortal: "p", IQN: "iqn.2003-01.x:../../../../tmp/bait"},
+		{TargetPortal: "../../bait", IQN: testIQN},
+		{TargetPortal: "p", IQN: testIQN, ISCSIInterface: "../x"},
+	} {
+		d := iscsiSpec(&Spec{Volume: &v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{ISCSI: src}}}, "ns")
+		if err := d.checkPaths(); err == nil {
+			t.Errorf("%+v: not refused", src)
+		}
+	}
+	ok := iscsiSpec(&Spec{Volume: &v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{ISCSI: &v1.ISCSIVolumeSource{TargetPortal: "[fd00::1]:3260", IQN: testIQN}}}}, "ns")
+	if err := ok.checkPaths(); err != nil {
+		t.Error(err)
+	}
+	f := newFakeISCSI(t)
+	m := New(Config{RootDir: t.TempDir()})
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", Namespace: "ns"}}
+	vol := &v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{ISCSI: &v1.ISCSIVolumeSource{TargetPortal: "p", IQN: "iqn.2003-01.x:../../bait"}}}
+	if err := (iscsi{}).SetUp(context.Background(), m, pod, &Spec{Volume: vol}, nil); err == nil || len(f.calls) > 0 {
+		t.Errorf("set up: %v, iscsiadm %v", err, f.calls)
 	}
 }
