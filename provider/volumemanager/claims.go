@@ -74,6 +74,10 @@ func (m *Manager) resolveClaims(ctx context.Context, pod *v1.Pod) error {
 		if m.cfg.PersistentVolumes != nil {
 			c, err = volumes.Resolve(ctx, m.cfg.PersistentVolumes, pod, vol)
 		}
+		if err == nil {
+			// An in-tree cloud PV is its CSI driver's from here on.
+			c, err = migrateClaim(c)
+		}
 		if err != nil {
 			failed, errs = append(failed, vol.Name), append(errs, err)
 			continue

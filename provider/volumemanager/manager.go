@@ -1,6 +1,7 @@
 // Package volumemanager is the kubelet's volume manager for hostlet: a
 // plugin per volume type (a file each: emptydir.go, hostpath.go,
-// content.go, local.go, nfs.go, iscsi.go, csi.go, image.go), the pods' claims resolved to
+// content.go, local.go, nfs.go, iscsi.go, csi.go, migrated.go (in-tree cloud
+// volumes through their CSI drivers), image.go), the pods' claims resolved to
 // their PersistentVolumes and which are set up where, the host paths
 // containers mount (subPaths bound safely), and one teardown order.
 package volumemanager

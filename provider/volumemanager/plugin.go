@@ -102,6 +102,7 @@ var plugins = []plugin{
 	nfs{},
 	iscsi{},
 	csiPlugin{},
+	migrated{},
 	image{},
 	gitRepo{},
 }

@@ -200,6 +200,9 @@ func TestRegistration(t *testing.T) {
 	if len(cn.OwnerReferences) != 1 || cn.OwnerReferences[0].UID != "node-uid" {
 		t.Errorf("CSINode owners %+v", cn.OwnerReferences)
 	}
+	if got, want := cn.Annotations[v1.MigratedPluginsAnnotationKey], migratedAnnotation; got != want {
+		t.Errorf("migrated plugins %q, want %q", got, want)
+	}
 	if len(cn.Spec.Drivers) != 1 {
 		t.Fatalf("CSINode drivers %+v", cn.Spec.Drivers)
 	}
@@ -224,6 +227,36 @@ func TestRegistration(t *testing.T) {
 	}
 	if _, err := m.conn("d.example.com"); err == nil {
 		t.Error("a deregistered driver is still used")
+	}
+}
+
+// migratedAnnotation is the kubelet v1.35's list of migrated plugins.
+const migratedAnnotation = "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder," +
+	"kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume"
+
+// A CSINode made by an older node (no migrated plugins, or some) gets the
+// node's list at start, keeping its drivers; the same set in another order
+// is left alone.
+func TestMigratedPluginsAnnotation(t *testing.T) {
+	for _, had := range []string{"", "kubernetes.io/gce-pd", "kubernetes.io/gce-pd,kubernetes.io/aws-ebs"} {
+		cn := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+			Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: "d", NodeID: "x"}}}}
+		if had != "" {
+			cn.Annotations = map[string]string{v1.MigratedPluginsAnnotationKey: had}
+		}
+		client := fake.NewClientset(cn)
+		m := New(Config{RootDir: t.TempDir(), NodeName: "n1", Client: client})
+		m.initCSINode(t.Context())
+		got, err := client.StorageV1().CSINodes().Get(t.Context(), "n1", metav1.GetOptions{})
+		if err != nil || got.Annotations[v1.MigratedPluginsAnnotationKey] != migratedAnnotation || len(got.Spec.Drivers) != 1 {
+			t.Errorf("had %q: %+v %v", had, got, err)
+		}
+	}
+	shuffled := strings.Split(migratedAnnotation, ",")
+	slices.Reverse(shuffled)
+	cn := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1.MigratedPluginsAnnotationKey: strings.Join(shuffled, ",")}}}
+	if withMigratedPlugins(cn) {
+		t.Error("the same set in another order changed")
 	}
 }
 

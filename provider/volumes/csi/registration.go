@@ -17,8 +17,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
+	csiplugins "k8s.io/csi-translation-lib/plugins"
 )
 
 // Register is the plugin watcher's handler of CSI plugins
@@ -89,16 +91,60 @@ func (m *Manager) Deregister(p pluginwatcher.Plugin) {
 }
 
 // initCSINode makes the node's CSINode once the Node exists (it is owned
-// by the Node), as the kubelet does at start.
+// by the Node), or corrects its migrated plugins, as the kubelet does at
+// start.
 func (m *Manager) initCSINode(ctx context.Context) {
 	_ = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: 1 << 30},
 		func(ctx context.Context) (bool, error) {
-			_, err := m.csiNode(ctx)
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cn, err := m.csiNode(ctx)
+				if err != nil || !withMigratedPlugins(cn) {
+					return err
+				}
+				_, err = m.cfg.Client.StorageV1().CSINodes().Update(ctx, cn, metav1.UpdateOptions{})
+				return err
+			})
 			if err != nil {
 				log.WithError(err).Debug("csi: CSINode not made yet")
 			}
 			return err == nil, nil
 		})
+}
+
+// MigratedPlugins are the in-tree volume plugins whose volumes the node
+// serves through their CSI drivers (migrated.go in volumemanager): all
+// seven in 1.35, as the kubelet's CSI plugin lists them
+// (CSIMigrationPortworx is GA and locked on). The node's CSINode says so in
+// its storage.kubernetes.io/migrated-plugins annotation, which the
+// attach/detach controller and the scheduler read to treat the node's
+// in-tree volumes as the CSI driver's.
+var MigratedPlugins = []string{
+	csiplugins.AWSEBSInTreePluginName,
+	csiplugins.AzureDiskInTreePluginName,
+	csiplugins.AzureFileInTreePluginName,
+	csiplugins.CinderInTreePluginName,
+	csiplugins.GCEPDInTreePluginName,
+	csiplugins.PortworxVolumePluginName,
+	csiplugins.VSphereInTreePluginName,
+}
+
+// withMigratedPlugins sets the CSINode's migrated plugins annotation,
+// saying whether it changed (the kubelet's setMigrationAnnotation: the
+// same set in any order is no change).
+func withMigratedPlugins(cn *storagev1.CSINode) bool {
+	old := sets.New[string]()
+	if a := cn.Annotations[v1.MigratedPluginsAnnotationKey]; a != "" {
+		old.Insert(strings.Split(a, ",")...)
+	}
+	want := sets.New(MigratedPlugins...)
+	if old.Equal(want) {
+		return false
+	}
+	if cn.Annotations == nil {
+		cn.Annotations = map[string]string{}
+	}
+	cn.Annotations[v1.MigratedPluginsAnnotationKey] = strings.Join(sets.List(want), ",")
+	return true
 }
 
 // csiNode gets the node's CSINode, made (owned by the Node) if missing.
@@ -117,6 +163,7 @@ func (m *Manager) csiNode(ctx context.Context) (*storagev1.CSINode, error) {
 			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}},
 		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{}},
 	}
+	withMigratedPlugins(cn)
 	cn, err = api.Create(ctx, cn, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return api.Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
@@ -144,6 +191,7 @@ func (m *Manager) installDriver(ctx context.Context, name string, info *csipb.No
 			return err
 		}
 		cn.Spec.Drivers = withDriver(cn.Spec.Drivers, &entry, name)
+		withMigratedPlugins(cn)
 		_, err = m.cfg.Client.StorageV1().CSINodes().Update(ctx, cn, metav1.UpdateOptions{})
 		return err
 	})
