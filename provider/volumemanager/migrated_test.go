@@ -73,8 +73,8 @@ func TestMigratedClaim(t *testing.T) {
 		PersistentVolumeSource: v1.PersistentVolumeSource{AWSElasticBlockStore: &v1.AWSElasticBlockStoreVolumeSource{
 			VolumeID: "aws://us-east-1a/vol-0123", FSType: "xfs"}},
 		AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, MountOptions: []string{"noatime"},
-		ClaimRef:    &v1.ObjectReference{Namespace: "ns", Name: "data", UID: "pvc-uid"},
-		VolumeMode:  ptr.To(v1.PersistentVolumeFilesystem)}}
+		ClaimRef:   &v1.ObjectReference{Namespace: "ns", Name: "data", UID: "pvc-uid"},
+		VolumeMode: ptr.To(v1.PersistentVolumeFilesystem)}}
 	fc := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-fc"}, Spec: v1.PersistentVolumeSpec{
 		PersistentVolumeSource: v1.PersistentVolumeSource{FC: &v1.FCVolumeSource{WWIDs: []string{"w"}}},
 		ClaimRef:               &v1.ObjectReference{Namespace: "ns", Name: "other", UID: "pvc-uid"},
@@ -82,7 +82,7 @@ func TestMigratedClaim(t *testing.T) {
 	m, f, client := migrationManager(t, ebs, fc)
 	boundClaim(t, client, "ns", "data", "pv-ebs")
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-p"}, Spec: v1.PodSpec{
-		Volumes: []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		Volumes:    []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
 		Containers: []v1.Container{{Name: "c", VolumeMounts: []v1.VolumeMount{{Name: "v", MountPath: "/data"}}}}}}
 	if err := m.SetUpPod(t.Context(), pod, nil); err != nil {
 		t.Fatal(err)
