@@ -8,6 +8,7 @@ import (
 	"github.com/hostlet/hostlet/provider/dra"
 	"github.com/hostlet/hostlet/provider/node"
 	"github.com/hostlet/hostlet/provider/nodecontainers"
+	"github.com/hostlet/hostlet/provider/objects"
 	"github.com/hostlet/hostlet/provider/podcerts"
 	"github.com/hostlet/hostlet/provider/podspec"
 	"github.com/hostlet/hostlet/provider/pullrecords"
@@ -119,7 +120,7 @@ func newPodspec(ctx context.Context, o *options, nodeIP string, p podspecParts) 
 		// syncFrequency: how often content volumes are rewritten.
 		SyncFrequency: o.syncFrequency,
 		Puller:        podspec.NewPuller(o.serializeImagePulls, o.kubeletConfig.MaxParallelImagePulls, float32(o.registryQPS), int(o.registryBurst)),
-		Objects:       podspec.NewObjectCache(ctx, p.client, clock.RealClock{}, podspec.ObjectMaxIdle(o.syncFrequency)), Services: p.inf.services.Lister(), Events: p.events, Node: p.node, Runtime: rt,
+		Objects:       objects.NewCache(ctx, p.client, clock.RealClock{}, objects.MaxIdle(o.syncFrequency)), Services: p.inf.services.Lister(), Events: p.events, Node: p.node, Runtime: rt,
 		Pod:     p.pods.Pod,
 		Devices: p.devices, Claims: p.claims, ActivePods: p.active, Swap: p.swap,
 		PersistentVolumes: p.client.CoreV1(), CSI: p.csi,

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/objects"
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -25,7 +26,7 @@ func claimFixture(t *testing.T, objs ...runtime.Object) (*Runtime, *fake.Clients
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	res := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}
-	r := New(Config{RootDir: t.TempDir(), Objects: NewObjects(client), Node: fixedNode{res}, PersistentVolumes: client.CoreV1()})
+	r := New(Config{RootDir: t.TempDir(), Objects: objects.NewClient(client), Node: fixedNode{res}, PersistentVolumes: client.CoreV1()})
 	return r, client
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hostlet/hostlet/expansion"
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/objects"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -19,7 +20,7 @@ func configError(err error) error {
 
 // containerEnv resolves a container's environment as the kubelet does:
 // service variables, then envFrom, then env with $(VAR) expansion.
-func (r *Runtime) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string, objs *objects) ([]string, error) {
+func (r *Runtime) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string, objs *objects.Refs) ([]string, error) {
 	env := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -38,7 +39,7 @@ func (r *Runtime) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container
 		var data map[string]string
 		switch {
 		case from.ConfigMapRef != nil:
-			cm, ok, err := optionalRef(ctx, objs.configMap, from.ConfigMapRef.Name, from.ConfigMapRef.Optional)
+			cm, ok, err := objects.Optional(ctx, objs.ConfigMap, from.ConfigMapRef.Name, from.ConfigMapRef.Optional)
 			if err != nil {
 				return nil, configError(err)
 			}
@@ -47,7 +48,7 @@ func (r *Runtime) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container
 			}
 			data = cm.Data
 		case from.SecretRef != nil:
-			s, ok, err := optionalRef(ctx, objs.secret, from.SecretRef.Name, from.SecretRef.Optional)
+			s, ok, err := objects.Optional(ctx, objs.Secret, from.SecretRef.Name, from.SecretRef.Optional)
 			if err != nil {
 				return nil, configError(err)
 			}
@@ -84,7 +85,7 @@ func (r *Runtime) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container
 	return out, nil
 }
 
-func (r *Runtime) envValueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, podIPs []string, objs *objects) (string, bool, error) {
+func (r *Runtime) envValueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, podIPs []string, objs *objects.Refs) (string, bool, error) {
 	switch {
 	case from.FieldRef != nil:
 		v, err := fieldValue(pod, from.FieldRef.FieldPath, podIPs, r.hostIPs())
@@ -94,13 +95,13 @@ func (r *Runtime) envValueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container
 		return v, err == nil, err
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
-		cm, ok, err := optionalRef(ctx, objs.configMap, ref.Name, ref.Optional)
+		cm, ok, err := objects.Optional(ctx, objs.ConfigMap, ref.Name, ref.Optional)
 		if err != nil || !ok {
 			return "", false, err
 		}
 		v, ok := cm.Data[ref.Key]
 		if !ok {
-			if isOptional(ref.Optional) {
+			if objects.IsOptional(ref.Optional) {
 				return "", false, nil
 			}
 			return "", false, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, pod.Namespace, ref.Name)
@@ -108,13 +109,13 @@ func (r *Runtime) envValueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container
 		return v, true, nil
 	case from.SecretKeyRef != nil:
 		ref := from.SecretKeyRef
-		s, ok, err := optionalRef(ctx, objs.secret, ref.Name, ref.Optional)
+		s, ok, err := objects.Optional(ctx, objs.Secret, ref.Name, ref.Optional)
 		if err != nil || !ok {
 			return "", false, err
 		}
 		v, ok := s.Data[ref.Key]
 		if !ok {
-			if isOptional(ref.Optional) {
+			if objects.IsOptional(ref.Optional) {
 				return "", false, nil
 			}
 			return "", false, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hostlet/hostlet/provider/objects"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -183,7 +184,7 @@ func fuzzRuntime(rootDir string) *Runtime {
 		&v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Data: map[string][]byte{"pw": []byte("x")}},
 	)
 	res := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}
-	return New(Config{HostIPs: []string{"127.0.0.1"}, RootDir: rootDir, Objects: NewObjects(client), Node: fixedNode{res}})
+	return New(Config{HostIPs: []string{"127.0.0.1"}, RootDir: rootDir, Objects: objects.NewClient(client), Node: fixedNode{res}})
 }
 
 // fixedNode is a node whose capacity and allocatable are res.

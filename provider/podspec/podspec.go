@@ -13,6 +13,7 @@ import (
 	"github.com/hostlet/hostlet/crash"
 	"github.com/hostlet/hostlet/kubeletconfig"
 	"github.com/hostlet/hostlet/lifecycle"
+	"github.com/hostlet/hostlet/provider/objects"
 	"github.com/hostlet/hostlet/provider/volumemanager"
 	"github.com/hostlet/hostlet/provider/volumes"
 	"github.com/hostlet/hostlet/runtime"
@@ -59,8 +60,8 @@ type Config struct {
 	// Secret update shows in them. Zero: the kubelet's default, a minute.
 	SyncFrequency time.Duration
 
-	// Objects fetches what pods reference (NewObjectCache: one watch per
-	// object; NewObjects: a GET per read).
+	// Objects fetches what pods reference (objects.NewCache: one watch per
+	// object; objects.NewClient: a GET per read).
 	Objects Objects
 	// Services, if set, lists Services for service environment variables.
 	Services corelisters.ServiceLister
@@ -122,6 +123,10 @@ type Objects interface {
 	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 	CreateToken(ctx context.Context, namespace, serviceAccount string, req *authv1.TokenRequest) (*authv1.TokenRequest, error)
 }
+
+// objects fetches the objects of namespace ns one container start (or one
+// volume setup) refers to, each once.
+func (r *Runtime) objects(ns string) *objects.Refs { return objects.NewRefs(r.cfg.Objects, ns) }
 
 // Node is what the translation reads of the node.
 type Node interface {

@@ -42,7 +42,7 @@ func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod, image string
 	secrets := &credentialprovider.Keyring{}
 	objs := r.objects(pod.Namespace)
 	for _, ref := range pod.Spec.ImagePullSecrets {
-		s, err := objs.secret(ctx, ref.Name)
+		s, err := objs.Secret(ctx, ref.Name)
 		if err != nil {
 			// The kubelet proceeds without a missing pull secret.
 			r.event(pod, "", v1.EventTypeWarning, "FailedToRetrieveImagePullSecret",

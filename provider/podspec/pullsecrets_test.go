@@ -12,6 +12,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/hostlet/hostlet/lifecycle"
 	"github.com/hostlet/hostlet/provider/credentialprovider"
+	"github.com/hostlet/hostlet/provider/objects"
 	"github.com/hostlet/hostlet/provider/pullrecords"
 	"github.com/hostlet/hostlet/runtime"
 	v1 "k8s.io/api/core/v1"
@@ -65,7 +66,7 @@ func TestPullCredentials(t *testing.T) {
 	)
 	plugins := &fakeProviders{}
 	rt := &pullRuntime{user: "plugin"}
-	r := &Runtime{cfg: Config{Objects: NewObjects(client), CredentialProviders: plugins}, rt: rt}
+	r := &Runtime{cfg: Config{Objects: objects.NewClient(client), CredentialProviders: plugins}, rt: rt}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1"},
 		Spec: v1.PodSpec{ServiceAccountName: "sa", ImagePullSecrets: []v1.LocalObjectReference{{Name: "a"}, {Name: "b"}}}}
 	creds := r.pullCredentials(context.Background(), pod, "reg.io/team/app:1.0")
@@ -146,7 +147,7 @@ func TestEnsurePulledVerifiesCredentials(t *testing.T) {
 	}
 	rt := &presentPullRuntime{pullRuntime: pullRuntime{user: "alice"}}
 	var events eventList
-	r := &Runtime{cfg: Config{Objects: NewObjects(client), PullRecords: records, Events: &events}, rt: rt}
+	r := &Runtime{cfg: Config{Objects: objects.NewClient(client), PullRecords: records, Events: &events}, rt: rt}
 	pod := func(ns string, secret bool) *v1.Pod {
 		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p", UID: types.UID(ns)}}
 		if secret {
@@ -189,7 +190,7 @@ func TestEnsurePulledVerifiesCredentials(t *testing.T) {
 
 	// Preloaded (no record): every pod's under the default policy.
 	rt2 := &presentPullRuntime{present: true}
-	r2 := &Runtime{cfg: Config{Objects: NewObjects(client), PullRecords: records, Events: &events}, rt: rt2}
+	r2 := &Runtime{cfg: Config{Objects: objects.NewClient(client), PullRecords: records, Events: &events}, rt: rt2}
 	if _, err := r2.ensurePulled(ctx, pod("b", false), "app", "reg.io/team/preloaded:1", v1.PullNever); err != nil {
 		t.Errorf("preloaded image: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hostlet/hostlet/expansion"
+	"github.com/hostlet/hostlet/provider/objects"
 	"github.com/hostlet/hostlet/provider/volumemanager"
 	"github.com/hostlet/hostlet/runtime"
 	v1 "k8s.io/api/core/v1"
@@ -55,7 +56,7 @@ func keyed(data map[string][]byte, items []v1.KeyToPath, defMode *int32, optiona
 	for _, it := range items {
 		v, ok := data[it.Key]
 		if !ok {
-			if isOptional(optional) {
+			if objects.IsOptional(optional) {
 				continue
 			}
 			return nil, fmt.Errorf("%s: %s", missing, it.Key)
@@ -65,7 +66,7 @@ func keyed(data map[string][]byte, items []v1.KeyToPath, defMode *int32, optiona
 	return out, nil
 }
 
-func (r *Runtime) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume, podIPs []string, objs *objects) (map[string]volumeFile, error) {
+func (r *Runtime) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume, podIPs []string, objs *objects.Refs) (map[string]volumeFile, error) {
 	src := vol.VolumeSource
 	switch {
 	case src.ConfigMap != nil:
@@ -106,8 +107,8 @@ func (r *Runtime) volumeFiles(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 	return out, nil
 }
 
-func (r *Runtime) configMapFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects) (map[string]volumeFile, error) {
-	cm, ok, err := optionalRef(ctx, objs.configMap, name, optional)
+func (r *Runtime) configMapFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects.Refs) (map[string]volumeFile, error) {
+	cm, ok, err := objects.Optional(ctx, objs.ConfigMap, name, optional)
 	if err != nil {
 		return nil, err
 	}
@@ -124,8 +125,8 @@ func (r *Runtime) configMapFiles(ctx context.Context, pod *v1.Pod, name string, 
 	return keyed(data, items, defMode, optional, "configmap references non-existent config key")
 }
 
-func (r *Runtime) secretFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects) (map[string]volumeFile, error) {
-	s, ok, err := optionalRef(ctx, objs.secret, name, optional)
+func (r *Runtime) secretFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, defMode *int32, objs *objects.Refs) (map[string]volumeFile, error) {
+	s, ok, err := objects.Optional(ctx, objs.Secret, name, optional)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package podspec
+package objects
 
 import (
 	"context"
@@ -18,11 +18,14 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-func newTestCache(t *testing.T, objs ...runtime.Object) (*objectCache, *fake.Clientset, *testingclock.FakeClock) {
+// objectMaxIdle is MaxIdle at the kubelet's default syncFrequency, a minute.
+var objectMaxIdle = MaxIdle(time.Minute)
+
+func newTestCache(t *testing.T, objs ...runtime.Object) (*Cache, *fake.Clientset, *testingclock.FakeClock) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	clk := testingclock.NewFakeClock(time.Now())
-	return NewObjectCache(t.Context(), client, clk, objectMaxIdle).(*objectCache), client, clk
+	return NewCache(t.Context(), client, clk, objectMaxIdle), client, clk
 }
 
 func countActions(client *fake.Clientset, verb, resource string) int {
@@ -185,9 +188,9 @@ func TestObjectCacheWaitIsBoundedByContext(t *testing.T) {
 
 // A watch outlives its last read by five resync periods, never under a
 // minute, as the kubelet's watch-based managers.
-func TestObjectMaxIdle(t *testing.T) {
+func TestMaxIdle(t *testing.T) {
 	for sync, want := range map[time.Duration]time.Duration{time.Minute: 5 * time.Minute, 10 * time.Second: time.Minute, 2 * time.Minute: 10 * time.Minute} {
-		if got := ObjectMaxIdle(sync); got != want {
+		if got := MaxIdle(sync); got != want {
 			t.Errorf("syncFrequency %v: %v, want %v", sync, got, want)
 		}
 	}

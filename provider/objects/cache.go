@@ -1,4 +1,4 @@
-package podspec
+package objects
 
 import (
 	"context"
@@ -19,32 +19,30 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// ObjectMaxIdle is how long a watch outlives its last read: the kubelet's
+// MaxIdle is how long a watch outlives its last read: the kubelet's
 // five pod resync periods (syncFrequency), never under a minute. A content
 // volume is re-read every resync, so only objects that env alone refers to
 // (or of pods gone) go idle.
-func ObjectMaxIdle(syncFrequency time.Duration) time.Duration {
+func MaxIdle(syncFrequency time.Duration) time.Duration {
 	return max(5*syncFrequency, time.Minute)
 }
 
-// objectMaxIdle is ObjectMaxIdle at the default syncFrequency.
-var objectMaxIdle = ObjectMaxIdle(DefaultSyncFrequency)
-
-// NewObjectCache reads pods' ConfigMaps and Secrets as the kubelet's
+// NewCache reads pods' ConfigMaps and Secrets as the kubelet's
 // watch-based object managers do: one watch per object (a field selector
 // on its name, which the Node authorizer allows for objects of the node's
 // pods), started by its first read, stopped once unread for maxIdle
-// (ObjectMaxIdle) or when ctx ends, reads answered from the watch's store once listed.
+// (MaxIdle) or when ctx ends, reads answered from the watch's store once listed.
 // A burst of pods that share an object (kube-root-ca.crt) costs one list
 // and one watch instead of a GET per container. Tokens stay direct calls.
-func NewObjectCache(ctx context.Context, client kubernetes.Interface, clk clock.WithDelayedExecution, maxIdle time.Duration) Objects {
-	return &objectCache{ctx: ctx, api: apiObjects{client}, client: client, clock: clk, maxIdle: maxIdle,
+func NewCache(ctx context.Context, client kubernetes.Interface, clk clock.WithDelayedExecution, maxIdle time.Duration) *Cache {
+	return &Cache{ctx: ctx, api: Client{client}, client: client, clock: clk, maxIdle: maxIdle,
 		items: map[objectKey]*watchedObject{}}
 }
 
-type objectCache struct {
+// Cache is NewCache's: its reads are the watches' stores' objects, read only.
+type Cache struct {
 	ctx     context.Context
-	api     apiObjects
+	api     Client
 	client  kubernetes.Interface
 	clock   clock.WithDelayedExecution
 	maxIdle time.Duration
@@ -98,7 +96,7 @@ var secretKind = &objectKind{
 	},
 }
 
-func (c *objectCache) ConfigMap(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+func (c *Cache) ConfigMap(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
 	o, err := c.get(ctx, configMapKind, ns, name)
 	if err != nil {
 		return nil, err
@@ -109,7 +107,7 @@ func (c *objectCache) ConfigMap(ctx context.Context, ns, name string) (*v1.Confi
 	return nil, fmt.Errorf("unexpected object type %T", o)
 }
 
-func (c *objectCache) Secret(ctx context.Context, ns, name string) (*v1.Secret, error) {
+func (c *Cache) Secret(ctx context.Context, ns, name string) (*v1.Secret, error) {
 	o, err := c.get(ctx, secretKind, ns, name)
 	if err != nil {
 		return nil, err
@@ -120,7 +118,7 @@ func (c *objectCache) Secret(ctx context.Context, ns, name string) (*v1.Secret, 
 	return nil, fmt.Errorf("unexpected object type %T", o)
 }
 
-func (c *objectCache) CreateToken(ctx context.Context, ns, sa string, req *authv1.TokenRequest) (*authv1.TokenRequest, error) {
+func (c *Cache) CreateToken(ctx context.Context, ns, sa string, req *authv1.TokenRequest) (*authv1.TokenRequest, error) {
 	return c.api.CreateToken(ctx, ns, sa, req)
 }
 
@@ -129,7 +127,7 @@ func (c *objectCache) CreateToken(ctx context.Context, ns, sa string, req *authv
 // apiserver fails), a direct GET answers instead: the caller gets the API's
 // own answer at once rather than after the reflector's back-off.
 // The objects returned are the store's: read only.
-func (c *objectCache) get(ctx context.Context, kind *objectKind, ns, name string) (runtime.Object, error) {
+func (c *Cache) get(ctx context.Context, kind *objectKind, ns, name string) (runtime.Object, error) {
 	w := c.acquire(kind, ns, name)
 	defer c.release(w)
 	for {
@@ -162,7 +160,7 @@ func (c *objectCache) get(ctx context.Context, kind *objectKind, ns, name string
 	return obj, nil
 }
 
-func (c *objectCache) direct(ctx context.Context, kind *objectKind, ns, name string) (runtime.Object, error) {
+func (c *Cache) direct(ctx context.Context, kind *objectKind, ns, name string) (runtime.Object, error) {
 	if kind == configMapKind {
 		return c.api.ConfigMap(ctx, ns, name)
 	}
@@ -178,7 +176,7 @@ type watchedObject struct {
 	store  cache.Store
 	cancel context.CancelFunc
 
-	// Guarded by objectCache.mu.
+	// Guarded by Cache.mu.
 	readers    int
 	lastAccess time.Time
 
@@ -209,7 +207,7 @@ func (w *watchedObject) listed(err error) {
 
 // acquire returns the object's watch, started if it was not, and counts
 // a reader so that it is not stopped under a read in progress.
-func (c *objectCache) acquire(kind *objectKind, ns, name string) *watchedObject {
+func (c *Cache) acquire(kind *objectKind, ns, name string) *watchedObject {
 	key := objectKey{kind, ns, name}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -224,7 +222,7 @@ func (c *objectCache) acquire(kind *objectKind, ns, name string) *watchedObject 
 	return w
 }
 
-func (c *objectCache) release(w *watchedObject) {
+func (c *Cache) release(w *watchedObject) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w.readers--
@@ -233,7 +231,7 @@ func (c *objectCache) release(w *watchedObject) {
 
 // start runs a reflector for the one object, as the kubelet's object
 // cache does (a field selector on the name, long watches).
-func (c *objectCache) start(key objectKey) *watchedObject {
+func (c *Cache) start(key objectKey) *watchedObject {
 	ctx, cancel := context.WithCancel(c.ctx)
 	w := &watchedObject{key: key, cancel: cancel, changed: make(chan struct{})}
 	w.store = &syncedStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), w: w}
@@ -259,12 +257,12 @@ func (c *objectCache) start(key objectKey) *watchedObject {
 }
 
 // scheduleIdleCheck stops the watch once it has not been read for maxIdle.
-func (c *objectCache) scheduleIdleCheck(w *watchedObject, after time.Duration) {
+func (c *Cache) scheduleIdleCheck(w *watchedObject, after time.Duration) {
 	// Off the clock's callback: a fake clock runs it holding its own lock.
 	c.clock.AfterFunc(after, func() { go c.idleCheck(w) })
 }
 
-func (c *objectCache) idleCheck(w *watchedObject) {
+func (c *Cache) idleCheck(w *watchedObject) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	idle := c.clock.Since(w.lastAccess)
